@@ -1,0 +1,104 @@
+//! Settings, read once (from the environment in the Lambdas and the CLI, or built in code by library users).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use crate::constants::*;
+use crate::error::TxError;
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The transactions table (headers, plans, request pages, item images, token records).
+    pub tx_table: String,
+    /// Tables a transaction may touch; `None` allows every table but the transactions table itself.
+    pub allowed_tables: Option<BTreeSet<String>>,
+    /// Most actions in one TransactWriteItems call, the fencing ConditionCheck included (DynamoDB allows 100).
+    pub batch_size: usize,
+    /// Most actions one transaction may have.
+    pub max_actions: usize,
+    /// How long a transaction may go without a header write before others may treat it as stale.
+    pub lease: Duration,
+    /// How long finished records (header, plan, pages, images, tokens) are kept before TTL deletes them.
+    pub retention: Duration,
+    /// Default for `Options.DeadlineSeconds`: a pending transaction older than this is rolled back.
+    pub default_deadline: Duration,
+    /// Default for `Options.LockWaitSeconds`: the longest a transaction waits for another's lock.
+    pub default_lock_wait: Duration,
+    /// Concurrent DynamoDB requests one phase run may have in flight.
+    pub concurrency: usize,
+}
+
+impl Config {
+    pub fn new(tx_table: impl Into<String>) -> Self {
+        Self {
+            tx_table: tx_table.into(),
+            allowed_tables: None,
+            batch_size: MAX_TRANSACT_ACTIONS,
+            max_actions: 100_000,
+            lease: Duration::from_secs(30),
+            retention: Duration::from_secs(7 * 24 * 3600),
+            default_deadline: Duration::from_secs(900),
+            default_lock_wait: Duration::from_secs(60),
+            concurrency: 16,
+        }
+    }
+
+    pub fn with_allowed_tables<I: IntoIterator<Item = S>, S: Into<String>>(mut self, tables: I) -> Self {
+        self.allowed_tables = Some(tables.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Reads the `SAGA_*` environment variables; fails early, naming the variable, when one is missing or malformed.
+    pub fn from_env() -> Result<Self, TxError> {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+        let num = |k: &str| -> Result<Option<u64>, TxError> {
+            var(k)
+                .map(|v| v.trim().parse::<u64>().map_err(|_| TxError::Internal(format!("{k}={v:?} is not a whole number"))))
+                .transpose()
+        };
+        let table = var(ENV_TX_TABLE).ok_or_else(|| TxError::Internal(format!("{ENV_TX_TABLE} is not set")))?;
+        let mut c = Config::new(table);
+        if let Some(list) = var(ENV_ALLOWED_TABLES) {
+            let tables: BTreeSet<String> =
+                list.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty() && s != "*").collect();
+            if !list.split(',').any(|s| s.trim() == "*") {
+                c.allowed_tables = Some(tables);
+            }
+        }
+        if let Some(n) = num(ENV_BATCH_SIZE)? {
+            c.batch_size = n as usize;
+        }
+        if let Some(n) = num(ENV_MAX_ACTIONS)? {
+            c.max_actions = n as usize;
+        }
+        if let Some(n) = num(ENV_LEASE_SECONDS)? {
+            c.lease = Duration::from_secs(n);
+        }
+        if let Some(n) = num(ENV_RETENTION_SECONDS)? {
+            c.retention = Duration::from_secs(n);
+        }
+        if let Some(n) = num(ENV_DEADLINE_SECONDS)? {
+            c.default_deadline = Duration::from_secs(n);
+        }
+        c.check()?;
+        Ok(c)
+    }
+
+    /// Rejects settings the protocol cannot work with.
+    pub fn check(&self) -> Result<(), TxError> {
+        if !(2..=MAX_TRANSACT_ACTIONS).contains(&self.batch_size) {
+            return Err(TxError::Internal(format!(
+                "batch size {} must be between 2 and {MAX_TRANSACT_ACTIONS} (one place is the fencing ConditionCheck)",
+                self.batch_size
+            )));
+        }
+        if self.max_actions == 0 || self.concurrency == 0 {
+            return Err(TxError::Internal("max actions and concurrency must be at least 1".into()));
+        }
+        Ok(())
+    }
+
+    pub fn table_allowed(&self, table: &str) -> bool {
+        table != self.tx_table && self.allowed_tables.as_ref().is_none_or(|s| s.contains(table))
+    }
+}

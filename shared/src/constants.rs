@@ -1,0 +1,121 @@
+//! Every name the protocol writes to DynamoDB, in one place.
+//!
+//! Items that take part in a transaction carry the reserved attributes below while they are locked; a request that
+//! names any attribute starting with [`RESERVED_PREFIX`] is rejected, so the protocol's bookkeeping can never collide
+//! with the caller's data.
+
+/// Attribute names starting with this prefix belong to dynamo-saga.
+pub const RESERVED_PREFIX: &str = "_saga";
+
+/// On a locked item: the id of the transaction that holds the lock.
+pub const ATTR_LOCK: &str = "_sagaLock";
+/// On a locked item: when the lock was taken (epoch milliseconds, informational only).
+pub const ATTR_LOCKED_AT: &str = "_sagaLockedAt";
+/// On a locked item: present (true) when the item did not exist and was created only to hold the lock.
+pub const ATTR_TRANSIENT: &str = "_sagaTransient";
+/// On a locked item: present (true) once the transaction's write has been applied to it.
+pub const ATTR_APPLIED: &str = "_sagaApplied";
+
+/// Every reserved attribute an item can carry, for stripping them from images and reads.
+pub const ITEM_ATTRS: [&str; 4] = [ATTR_LOCK, ATTR_LOCKED_AT, ATTR_TRANSIENT, ATTR_APPLIED];
+
+/// The attribute on the `Parent` item that holds the transaction id while the parent is locked (seed 003's lockToken).
+pub const PARENT_LOCK_TOKEN: &str = "lockToken";
+/// On the parent item: when the parent lock was taken (epoch milliseconds).
+pub const PARENT_LOCKED_AT: &str = "lockTokenAt";
+
+// ---- The transactions table ----
+
+/// Partition key of the transactions table: the transaction id (a ULID), or `token#...` for token records.
+pub const TX_PK: &str = "id";
+/// Sort key of the transactions table: the kind of record.
+pub const TX_SK: &str = "sk";
+/// Sort key of the header record.
+pub const SK_HEADER: &str = "tx";
+/// Sort key of the plan record (batch boundaries).
+pub const SK_PLAN: &str = "plan";
+/// Sort key prefix of request pages; followed by the zero-padded page number.
+pub const SK_PAGE_PREFIX: &str = "page#";
+/// Sort key prefix of item images; followed by the zero-padded action position in lock order.
+pub const SK_IMAGE_PREFIX: &str = "img#";
+/// Sort key of a ClientRequestToken record.
+pub const SK_TOKEN: &str = "token";
+/// Partition key prefix of ClientRequestToken records.
+pub const TOKEN_PK_PREFIX: &str = "token#";
+
+/// Header: PENDING, COMMITTED or ROLLED_BACK.
+pub const H_STATE: &str = "state";
+/// Header: incremented by every header write; a waiter that sees it unchanged for a whole lease knows nobody is working.
+pub const H_VERSION: &str = "version";
+pub const H_CREATED_AT: &str = "createdAt";
+pub const H_UPDATED_AT: &str = "updatedAt";
+/// Header: epoch milliseconds after which a pending transaction is cancelled instead of waiting any longer.
+pub const H_DEADLINE: &str = "deadline";
+/// Header: epoch milliseconds when the transaction reached its end (everything unlocked).
+pub const H_FINISHED_AT: &str = "finishedAt";
+pub const H_ACTIONS: &str = "actionCount";
+pub const H_BATCHES: &str = "batchCount";
+pub const H_PAGES: &str = "pageCount";
+/// Header: the Parent reference as JSON.
+pub const H_PARENT: &str = "parent";
+pub const H_TOKEN: &str = "clientRequestToken";
+/// Header: number of batches whose locking has started (rollback looks no further).
+pub const H_LOCK_STARTED: &str = "lockStarted";
+/// Header progress watermarks: batches done by each phase, counted from the first.
+pub const H_LOCKED: &str = "lockedBatches";
+pub const H_SAVED: &str = "savedBatches";
+pub const H_APPLIED: &str = "appliedBatches";
+pub const H_COMPLETED: &str = "completedBatches";
+pub const H_RESTORED: &str = "restoredBatches";
+/// Header: the CancellationReasons of a rolled-back transaction, as JSON.
+pub const H_REASONS: &str = "reasons";
+/// Header: the Step Functions execution driving the transaction, when there is one.
+pub const H_EXECUTION: &str = "executionArn";
+/// Header usage counters, summed over every phase run.
+pub const H_CALLS: &str = "ddbCalls";
+pub const H_READ_UNITS: &str = "readUnits";
+pub const H_WRITE_UNITS: &str = "writeUnits";
+/// Header: a short hash of the request body, to tell a retried ClientRequestToken from a reused one.
+pub const H_BODY_HASH: &str = "bodyHash";
+/// Every record: the DynamoDB TTL attribute (epoch seconds).
+pub const ATTR_EXPIRES_AT: &str = "expiresAt";
+/// Header: partition key of the sparse index of open transactions; removed when the transaction finishes.
+pub const H_OPEN_SHARD: &str = "openShard";
+/// Name of the sparse global secondary index (partition key [`H_OPEN_SHARD`], sort key [`H_UPDATED_AT`]).
+pub const OPEN_INDEX: &str = "open-transactions";
+/// Number of partitions of the open-transactions index, so that many open transactions do not share one key.
+pub const OPEN_SHARDS: u32 = 8;
+
+/// Page and plan records: the payload.
+pub const R_BODY: &str = "body";
+/// Image records: the item as it was before the transaction changed it.
+pub const I_ITEM: &str = "item";
+/// Image records: true when the item did not exist before the transaction.
+pub const I_TRANSIENT: &str = "transient";
+/// Token records: the transaction id the token maps to.
+pub const T_TX: &str = "txId";
+
+// ---- Limits ----
+
+/// DynamoDB's TransactWriteItems action limit.
+pub const MAX_TRANSACT_ACTIONS: usize = 100;
+/// DynamoDB's TransactWriteItems aggregate size limit.
+pub const MAX_TRANSACT_BYTES: usize = 4 * 1024 * 1024;
+/// DynamoDB's item size limit.
+pub const MAX_ITEM_BYTES: usize = 400 * 1024;
+/// Target size of a request page record, below the item limit with room for the record's own attributes.
+pub const PAGE_TARGET_BYTES: usize = 300 * 1024;
+/// DynamoDB's limit on a ClientRequestToken's length.
+pub const MAX_TOKEN_LEN: usize = 36;
+/// DynamoDB's limit on one expression string.
+pub const MAX_EXPRESSION_BYTES: usize = 4096;
+
+// ---- Environment variables read once at start-up by the functions and the CLI ----
+
+pub const ENV_TX_TABLE: &str = "SAGA_TABLE";
+pub const ENV_ALLOWED_TABLES: &str = "SAGA_ALLOWED_TABLES";
+pub const ENV_BATCH_SIZE: &str = "SAGA_BATCH_SIZE";
+pub const ENV_MAX_ACTIONS: &str = "SAGA_MAX_ACTIONS";
+pub const ENV_LEASE_SECONDS: &str = "SAGA_LEASE_SECONDS";
+pub const ENV_RETENTION_SECONDS: &str = "SAGA_RETENTION_SECONDS";
+pub const ENV_DEADLINE_SECONDS: &str = "SAGA_DEADLINE_SECONDS";

@@ -1,0 +1,224 @@
+//! The in-process driver: runs a whole transaction through the same phase functions the Lambdas run, for Rust
+//! services that do not use Step Functions (the role the Java dynamodb-transactions library's TransactionManager
+//! plays). It is also how the sweeper and tests finish a transaction somebody else started.
+//!
+//! Contention follows wound-wait, decided by transaction age (ULIDs sort by start time):
+//! - a holder that is committed or rolled back is helped to its end;
+//! - a pending holder younger than us is rolled back ("wounded"), so the older transaction always wins and two
+//!   transactions can never keep rolling each other back;
+//! - a pending holder older than us is waited for, and rolled back only if its header version stays unchanged for
+//!   a whole lease (measured on our own clock, so no trust in other machines' clocks);
+//! - a wait longer than `LockWaitSeconds`, or past the deadline, cancels our own transaction with
+//!   `TransactionConflict` on the contended action, as DynamoDB reports a conflict.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tracing::{info, warn};
+
+use crate::constants::*;
+use crate::error::{CancellationReason, TxError};
+use crate::phase::{self, resume::Step, Contention, Outcome, Release};
+use crate::records::{self, Decision, Header, TxState};
+use crate::store::{Meter, Store, Usage};
+
+/// The result of a committed transaction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Committed {
+    pub transaction_id: String,
+    pub state: TxState,
+    pub actions: usize,
+    pub batches: usize,
+    /// DynamoDB calls and capacity, summed over every phase run (recorded on the header).
+    pub usage: Usage,
+    pub elapsed_ms: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Coordinator {
+    store: Store,
+    /// First wait after meeting a lock; doubles up to `max_wait`.
+    pub min_wait: Duration,
+    pub max_wait: Duration,
+}
+
+impl Coordinator {
+    pub fn new(store: Store) -> Self {
+        Self { store, min_wait: Duration::from_millis(20), max_wait: Duration::from_millis(500) }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Runs a whole transaction: begin, then drive it to its end. Errors with `TransactionCanceled` (and the reasons)
+    /// when it rolled back.
+    pub async fn run(&self, body: &Value) -> Result<Committed, TxError> {
+        let begun = phase::begin::begin(&self.store, body).await?;
+        self.drive(&begun.transaction_id).await
+    }
+
+    /// Drives an existing transaction from wherever it stopped to its end.
+    pub async fn drive(&self, tx_id: &str) -> Result<Committed, TxError> {
+        let started = Instant::now();
+        let mut waits: HashMap<String, (u64, Instant)> = HashMap::new();
+        let mut contended_since: Option<Instant> = None;
+        let mut attempt = 0u32;
+        loop {
+            let (h, step) = phase::resume::resume(&self.store, tx_id).await?;
+            let s = &self.store;
+            let report = match step {
+                Step::Lock(b) => phase::lock::lock(s, tx_id, b).await?,
+                Step::Save(b) => phase::save::save(s, tx_id, b).await?,
+                Step::Apply(b) => phase::apply::apply(s, tx_id, b).await?,
+                Step::Commit => phase::commit::commit(s, tx_id).await?,
+                Step::Complete(b) => phase::complete::complete(s, tx_id, b).await?,
+                Step::Rollback(b) => phase::rollback::rollback(s, tx_id, b, None).await?,
+                Step::Release => phase::release::release(s, tx_id).await?,
+                Step::Finished => return finished(&h, started),
+            };
+            match report.outcome {
+                Outcome::Contended(c) => {
+                    let since = *contended_since.get_or_insert_with(Instant::now);
+                    if !self.contend(&h, &c, &mut waits, since).await? {
+                        attempt += 1;
+                        self.sleep(attempt).await;
+                    }
+                }
+                Outcome::Done | Outcome::Canceled | Outcome::Ended { .. } => {
+                    contended_since = None;
+                    attempt = 0;
+                }
+            }
+        }
+    }
+
+    async fn sleep(&self, attempt: u32) {
+        let base = self.min_wait.as_millis() as u64;
+        let cap = (base << attempt.min(10)).min(self.max_wait.as_millis() as u64).max(1);
+        let jitter = (ulid::Ulid::new().random() % (cap as u128)) as u64;
+        tokio::time::sleep(Duration::from_millis(cap / 2 + jitter / 2)).await;
+    }
+
+    /// Resolves one contention. Returns true when it changed something (so try again at once), false to wait.
+    async fn contend(
+        &self,
+        me: &Header,
+        c: &Contention,
+        waits: &mut HashMap<String, (u64, Instant)>,
+        since: Instant,
+    ) -> Result<bool, TxError> {
+        let s = &self.store;
+        let m = Meter::default();
+        let holder = match records::read_header(s, &m, &c.holder).await {
+            Ok(h) => Some(h),
+            Err(TxError::NotFound(_)) => None,
+            Err(e) => return Err(e),
+        };
+        match holder {
+            // A lock left by a transaction that has ended (or whose records have expired): nobody will release it.
+            Some(ref h) if h.finished() => return self.break_lock(me, c).await.map(|_| true),
+            None if c.action.is_some() => return self.break_lock(me, c).await.map(|_| true),
+            Some(ref h) if h.state != TxState::Pending => {
+                info!(tx_id = %me.id, holder = %h.id, "helping a decided transaction to its end");
+                Box::pin(self.drive_quietly(&h.id)).await?;
+                return Ok(true);
+            }
+            Some(ref h) if h.id > me.id => {
+                info!(tx_id = %me.id, holder = %h.id, "rolling back a younger transaction that holds our lock");
+                let d = Decision::because(format!("an older transaction ({}) needed {}", me.id, c.item));
+                records::decide_rollback(s, &m, &h.id, &d).await?;
+                Box::pin(self.drive_quietly(&h.id)).await?;
+                return Ok(true);
+            }
+            Some(ref h) => {
+                let seen = waits.entry(h.id.clone()).or_insert((h.version, Instant::now()));
+                if seen.0 != h.version {
+                    *seen = (h.version, Instant::now());
+                } else if seen.1.elapsed() >= s.cfg.lease {
+                    warn!(tx_id = %me.id, holder = %h.id, "holder made no progress for a whole lease: rolling it back");
+                    let d = Decision::because(format!("no progress for {} s while {} waited", s.cfg.lease.as_secs(), me.id));
+                    records::decide_rollback(s, &m, &h.id, &d).await?;
+                    Box::pin(self.drive_quietly(&h.id)).await?;
+                    return Ok(true);
+                }
+            }
+            // A parent lock held by someone outside this protocol: only waiting helps.
+            None => {}
+        }
+        let waited_too_long = me.lock_wait_seconds.is_some_and(|w| since.elapsed() >= Duration::from_secs(w));
+        if waited_too_long || records::now_ms() > me.deadline {
+            let reason = CancellationReason::new(
+                CancellationReason::TRANSACTION_CONFLICT,
+                format!("{} is locked by transaction {}", c.item, c.holder),
+            );
+            let d = match c.action {
+                Some(i) => Decision { message: None, failed: vec![(i, reason)] },
+                None => Decision::because(format!("the Parent item {} is locked by {}", c.item, c.holder)),
+            };
+            records::decide_rollback(s, &m, &me.id, &d).await?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Drives another transaction to its end, whatever its outcome.
+    async fn drive_quietly(&self, tx_id: &str) -> Result<(), TxError> {
+        match self.drive(tx_id).await {
+            Ok(_) | Err(TxError::Canceled(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Clears a lock whose transaction has ended: an item lock is released like a rollback would, a parent lock
+    /// removed, each only while it still names that transaction.
+    async fn break_lock(&self, me: &Header, c: &Contention) -> Result<(), TxError> {
+        let s = &self.store;
+        let m = Meter::default();
+        warn!(tx_id = %me.id, holder = %c.holder, item = %c.item, "clearing a lock left by an ended transaction");
+        match c.action {
+            Some(i) => {
+                let plan = records::read_plan(s, &m, &me.id).await?;
+                for b in 0..plan.batch_count() {
+                    for (_, a) in records::read_batch(s, &m, &me.id, &plan, b).await? {
+                        if a.index == i {
+                            return phase::release_key(s, &m, &c.holder, &a.table, &a.key, Release::Keep).await;
+                        }
+                    }
+                }
+                Ok(())
+            }
+            None => {
+                let Some(p) = &me.parent else { return Ok(()) };
+                let req = s
+                    .client
+                    .update_item()
+                    .table_name(&p.table_name)
+                    .set_key(Some(p.key.clone()))
+                    .update_expression("REMOVE #t, #a")
+                    .condition_expression("#t = :h")
+                    .expression_attribute_names("#t", PARENT_LOCK_TOKEN)
+                    .expression_attribute_names("#a", PARENT_LOCKED_AT)
+                    .expression_attribute_values(":h", records::s(&c.holder));
+                s.update(&m, req).await.map(|_| ())
+            }
+        }
+    }
+}
+
+fn finished(h: &Header, started: Instant) -> Result<Committed, TxError> {
+    match h.state {
+        TxState::Committed => Ok(Committed {
+            transaction_id: h.id.clone(),
+            state: h.state,
+            actions: h.actions,
+            batches: h.batches,
+            usage: h.usage,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        }),
+        _ => Err(TxError::Canceled(Box::new(h.cancellation().unwrap_or_else(|| Decision::default().cancellation(&h.id, h.actions))))),
+    }
+}

@@ -1,0 +1,161 @@
+//! Errors with stable names.
+//!
+//! [`TxError::name`] is the `errorType` a Lambda reports and the error name Step Functions' `Retry` and `Catch` match,
+//! so these strings are part of the public contract: never rename one.
+
+use serde::{Deserialize, Serialize};
+
+/// Why one action of a cancelled transaction did not go through, in the shape of DynamoDB's `CancellationReason`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct CancellationReason {
+    /// `None`, `ConditionalCheckFailed`, `ValidationError`, `TransactionConflict`, ... as DynamoDB names them.
+    pub code: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The item as it was, in DynamoDB JSON, when the action asked for `ReturnValuesOnConditionCheckFailure: ALL_OLD`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<serde_json::Value>,
+}
+
+impl CancellationReason {
+    pub const NONE: &'static str = "None";
+    pub const CONDITIONAL_CHECK_FAILED: &'static str = "ConditionalCheckFailed";
+    pub const VALIDATION_ERROR: &'static str = "ValidationError";
+    pub const TRANSACTION_CONFLICT: &'static str = "TransactionConflict";
+
+    pub fn none() -> Self {
+        Self { code: Self::NONE.into(), message: None, item: None }
+    }
+    pub fn new(code: &str, message: impl Into<String>) -> Self {
+        Self { code: code.into(), message: Some(message.into()), item: None }
+    }
+    pub fn is_none(&self) -> bool {
+        self.code == Self::NONE
+    }
+}
+
+/// The cause of a `TransactionCanceled` error: what DynamoDB's `TransactionCanceledException` carries, plus the id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Cancellation {
+    pub transaction_id: String,
+    pub message: String,
+    /// One reason per action, in request order.
+    pub cancellation_reasons: Vec<CancellationReason>,
+}
+
+impl Cancellation {
+    pub fn new(transaction_id: &str, reasons: Vec<CancellationReason>) -> Self {
+        let codes: Vec<&str> = reasons.iter().map(|r| r.code.as_str()).collect();
+        let message = if codes.len() <= 20 {
+            format!(
+                "Transaction cancelled, please refer cancellation reasons for specific reasons [{}]",
+                codes.join(", ")
+            )
+        } else {
+            let failed: Vec<String> = reasons
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| !r.is_none())
+                .take(10)
+                .map(|(i, r)| format!("{i}: {}", r.code))
+                .collect();
+            format!(
+                "Transaction cancelled, please refer cancellation reasons for specific reasons (actions {})",
+                failed.join(", ")
+            )
+        };
+        Self { transaction_id: transaction_id.into(), message, cancellation_reasons: reasons }
+    }
+
+    /// Index (request order) and reason of each action that did not pass.
+    pub fn failed(&self) -> impl Iterator<Item = (usize, &CancellationReason)> {
+        self.cancellation_reasons.iter().enumerate().filter(|(_, r)| !r.is_none())
+    }
+}
+
+/// A bad request: which action (request order) and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Invalid {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<usize>,
+    pub message: String,
+}
+
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.action {
+            Some(i) => write!(f, "TransactItems[{i}]: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TxError {
+    /// The request is malformed or breaks a limit; nothing was written.
+    #[error("{0}")]
+    Validation(Invalid),
+    /// The transaction rolled back; the reasons say which actions failed and why.
+    #[error("{}", .0.message)]
+    Canceled(Box<Cancellation>),
+    /// Another transaction holds a lock this one needs; wait and try the phase again.
+    #[error("item {item} is locked by transaction {holder}")]
+    Contended { holder: String, item: String },
+    /// DynamoDB kept throttling after the SDK's retries; try the phase again later.
+    #[error("throttled by DynamoDB: {0}")]
+    Throttled(String),
+    /// No transaction has this id.
+    #[error("transaction {0} not found")]
+    NotFound(String),
+    /// A DynamoDB call failed for a reason that retrying the phase may fix (network, service error).
+    #[error("DynamoDB call {op} failed: {message}")]
+    DynamoDb { op: &'static str, message: String },
+    /// A record of the transactions table is not what this version of the library wrote.
+    #[error("internal error: {0}")]
+    Internal(String),
+    /// Test-only fault injection: the coordinator "died" before this call.
+    #[error("injected fault: the coordinator stopped after {0} writes")]
+    InjectedFault(u64),
+}
+
+impl TxError {
+    /// The stable error name (Lambda `errorType`, Step Functions error).
+    pub fn name(&self) -> &'static str {
+        match self {
+            TxError::Validation(_) => "ValidationError",
+            TxError::Canceled(_) => "TransactionCanceled",
+            TxError::Contended { .. } => "Contended",
+            TxError::Throttled(_) => "Throttled",
+            TxError::NotFound(_) => "TransactionNotFound",
+            TxError::DynamoDb { .. } => "DynamoDbError",
+            TxError::Internal(_) => "InternalError",
+            TxError::InjectedFault(_) => "InjectedFault",
+        }
+    }
+
+    /// Whether running the same phase again later may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, TxError::Contended { .. } | TxError::Throttled(_) | TxError::DynamoDb { .. })
+    }
+
+    pub fn invalid(action: Option<usize>, message: impl Into<String>) -> Self {
+        TxError::Validation(Invalid { action, message: message.into() })
+    }
+
+    /// A JSON body for API responses and Step Functions causes.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut v = serde_json::json!({ "errorType": self.name(), "errorMessage": self.to_string() });
+        match self {
+            TxError::Validation(inv) => v["details"] = serde_json::to_value(inv).unwrap_or_default(),
+            TxError::Canceled(c) => v["details"] = serde_json::to_value(c).unwrap_or_default(),
+            TxError::Contended { holder, item } => v["details"] = serde_json::json!({"Holder": holder, "Item": item}),
+            _ => {}
+        }
+        v
+    }
+}
+
+pub type Result<T, E = TxError> = std::result::Result<T, E>;

@@ -1,0 +1,59 @@
+//! # dynamo-saga
+//!
+//! DynamoDB's `TransactWriteItems` without the 100-action limit: the same JSON, any number of `Put`, `Update`,
+//! `Delete` and `ConditionCheck` actions, all-or-nothing, and on failure the reasons in the shape of DynamoDB's own
+//! `TransactionCanceledException`.
+//!
+//! ## The protocol in one page
+//!
+//! A transaction's state lives in DynamoDB, in a transactions table ([`records`]): a header (the state, `PENDING` ->
+//! `COMMITTED` | `ROLLED_BACK`, a version bumped by every write, one progress watermark per phase), a plan (batch
+//! boundaries), the request itself in pages, and one image per item it changes. Any number of coordinators may work
+//! on one transaction at once; every phase ([`phase`]) is idempotent and safe to run late:
+//!
+//! 1. **begin** ([`phase::begin`]) validates everything ([`request`]), sorts the actions into one global lock order
+//!    and cuts them into batches ([`plan`]), and writes the records. Nothing else is written for a bad request.
+//! 2. **lock** ([`phase::lock`]) takes the parent lock (when a `Parent` is given) and then each item's lock, batch by
+//!    batch, in the same conditional write that evaluates the caller's condition on the item as it was. A missing
+//!    item is created to hold its lock and marked transient.
+//! 3. **save** ([`phase::save`]) copies each item about to change into the transactions table.
+//! 4. **apply** ([`phase::apply`]) writes each batch in one `TransactWriteItems` call fenced on the parent's
+//!    `lockToken` (or on the header still being `PENDING`); each write sets an applied flag, so none happens twice.
+//!    Deletes wait for complete.
+//! 5. **commit** ([`phase::commit`]) is one conditional header write, `PENDING` -> `COMMITTED`: the commit point.
+//! 6. **complete** ([`phase::complete`]) unlocks every item and carries out the deletes.
+//! 7. **rollback** ([`phase::rollback`]) decides `ROLLED_BACK` if still pending, restores every saved image, deletes
+//!    every transient item and unlocks the rest.
+//! 8. **release** ([`phase::release`]) lets go of the parent and marks the header finished (TTL then removes it).
+//!
+//! [`phase::resume`] reads a header and names the next step, which is how any coordinator picks a transaction up.
+//! [`coordinator::Coordinator`] drives a whole transaction in-process; the Step Functions state machine drives the
+//! same phases through one Lambda each. Contention between transactions is resolved by age (wound-wait): see
+//! [`coordinator`].
+//!
+//! ## Where things live
+//!
+//! - [`constants`]: every attribute name, record key, limit and environment variable.
+//! - [`error`]: [`error::TxError`] with stable names (`ValidationError`, `TransactionCanceled`, `Contended`, ...).
+//! - [`value`]: DynamoDB JSON, item sizes, the lock-order key.
+//! - [`expr`]: a parser for condition and update expressions, so bad expressions are rejected before any write.
+//! - [`store`]: every DynamoDB call, with capacity accounting and test-only fault injection.
+
+pub mod config;
+pub mod constants;
+pub mod coordinator;
+pub mod error;
+pub mod expr;
+pub mod phase;
+pub mod plan;
+pub mod records;
+pub mod request;
+pub mod store;
+pub mod value;
+
+pub use config::Config;
+pub use coordinator::{Committed, Coordinator};
+pub use error::{Cancellation, CancellationReason, TxError};
+pub use phase::{Outcome, Report};
+pub use records::{Header, TxState};
+pub use store::{Store, Usage};

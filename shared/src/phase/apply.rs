@@ -1,0 +1,215 @@
+//! apply: the requested writes of one batch, in one TransactWriteItems call fenced by a ConditionCheck on the parent's
+//! `lockToken` (or on the header still being PENDING when there is no parent), so that a coordinator that lost its
+//! lock, or whose transaction was decided, cannot write.
+//!
+//! Each write also sets the applied flag and is conditional on the lock and on the flag being absent, so a retried
+//! apply never applies an action twice (an `ADD` counter moves once). Deletes are deferred to complete. An action
+//! DynamoDB rejects (for example `ADD` to a string) cancels the transaction, naming that action.
+
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update};
+
+use super::*;
+use crate::error::CancellationReason;
+use crate::expr::{self, ClauseKind};
+use crate::records::{flag, Decision};
+use crate::request::Op;
+use crate::store::Transacted;
+
+/// What one TransactWriteItems attempt came to.
+enum Group {
+    Applied,
+    /// DynamoDB rejected the whole call (ValidationException): find the culprit one action at a time.
+    Rejected(String),
+    Failed(Vec<(usize, CancellationReason)>),
+    Stop(Outcome),
+}
+
+pub async fn apply(store: &Store, tx_id: &str, batch: usize) -> Result<Report, TxError> {
+    let m = Meter::default();
+    let h = match header_in(store, &m, tx_id, TxState::Pending).await? {
+        Ok(h) => h,
+        Err(o) => return Ok(Report::new(o, &m)),
+    };
+    if h.applied > batch {
+        return Ok(Report::new(Outcome::Done, &m));
+    }
+    if h.saved <= batch {
+        return Err(TxError::Internal(format!("apply of batch {batch} before it was saved")));
+    }
+    let plan = records::read_plan(store, &m, tx_id).await?;
+    let actions: Vec<Action> = records::read_batch(store, &m, tx_id, &plan, batch)
+        .await?
+        .into_iter()
+        .map(|(_, a)| a)
+        .filter(|a| matches!(a.op, Op::Put | Op::Update))
+        .collect();
+    if !actions.is_empty() {
+        let refs: Vec<&Action> = actions.iter().collect();
+        let result = match apply_group(store, &m, &h, &refs).await? {
+            Group::Rejected(_) => {
+                let mut failed = Vec::new();
+                for a in &refs {
+                    match apply_group(store, &m, &h, &[a]).await? {
+                        Group::Applied => {}
+                        Group::Rejected(msg) => failed.push((a.index, CancellationReason::new(CancellationReason::VALIDATION_ERROR, msg))),
+                        Group::Failed(f) => failed.extend(f),
+                        Group::Stop(o) => return Ok(Report::new(o, &m)),
+                    }
+                }
+                if failed.is_empty() { Group::Applied } else { Group::Failed(failed) }
+            }
+            other => other,
+        };
+        match result {
+            Group::Applied | Group::Rejected(_) => {}
+            Group::Stop(o) => return Ok(Report::new(o, &m)),
+            Group::Failed(failed) => {
+                let outcome = decided(store, &m, tx_id, &Decision { message: None, failed }).await?;
+                return Ok(Report::new(outcome, &m));
+            }
+        }
+    }
+    let outcome = progress(store, &m, tx_id, TxState::Pending, H_APPLIED, batch + 1).await?.unwrap_or(Outcome::Done);
+    Ok(Report::new(outcome, &m))
+}
+
+/// Applies `todo` in one fenced call, dropping actions found already applied and trying again with the rest.
+async fn apply_group(store: &Store, m: &Meter, h: &Header, todo: &[&Action]) -> Result<Group, TxError> {
+    let mut todo: Vec<&Action> = todo.to_vec();
+    for _ in 0..3 {
+        if todo.is_empty() {
+            return Ok(Group::Applied);
+        }
+        // The fence is its own ConditionCheck unless the parent item is itself written in this call.
+        let fence_inline = h.parent.as_ref().is_some_and(|p| todo.iter().any(|a| same_item(p, a)));
+        let mut items = Vec::with_capacity(todo.len() + 1);
+        if !fence_inline {
+            items.push(fence(store, h)?);
+        }
+        for a in &todo {
+            items.push(write_item(h, a)?);
+        }
+        let req = store.client.transact_write_items().set_transact_items(Some(items));
+        let reasons = match store.transact(m, req).await? {
+            Transacted::Done => return Ok(Group::Applied),
+            Transacted::Rejected(msg) => return Ok(Group::Rejected(msg)),
+            Transacted::Canceled(r) => r,
+        };
+        let offset = usize::from(!fence_inline);
+        if !fence_inline && reasons.first().is_some_and(|r| r.0 == CancellationReason::CONDITIONAL_CHECK_FAILED) {
+            return fence_failed(store, m, h).await;
+        }
+        let mut done = Vec::new();
+        let mut failed = Vec::new();
+        for (k, a) in todo.iter().enumerate() {
+            let Some((code, msg, item)) = reasons.get(k + offset) else { continue };
+            match code.as_str() {
+                CancellationReason::CONDITIONAL_CHECK_FAILED => {
+                    let item = item.as_ref();
+                    match item.and_then(lock_holder) {
+                        Some(t) if t == h.id && item.is_some_and(|i| flag(i, ATTR_APPLIED)) => done.push(a.index),
+                        // The lock is gone or another's (or, inline, the parent fence failed): stop here.
+                        _ => return fence_failed(store, m, h).await,
+                    }
+                }
+                "None" => {}
+                _ => failed.push((a.index, CancellationReason { code: code.clone(), message: msg.clone(), item: None })),
+            }
+        }
+        if !failed.is_empty() {
+            return Ok(Group::Failed(failed));
+        }
+        if done.is_empty() {
+            return Err(TxError::DynamoDb { op: "TransactWriteItems", message: format!("cancelled without a reason to act on: {reasons:?}") });
+        }
+        todo.retain(|a| !done.contains(&a.index));
+    }
+    Err(TxError::DynamoDb { op: "TransactWriteItems", message: "apply kept being cancelled".into() })
+}
+
+/// The fence failed: either the transaction was decided (stop, nothing written) or the parent lock was lost (roll back).
+async fn fence_failed(store: &Store, m: &Meter, h: &Header) -> Result<Group, TxError> {
+    let now = records::read_header(store, m, &h.id).await?;
+    if now.state != TxState::Pending {
+        return Ok(Group::Stop(Outcome::Ended { state: now.state }));
+    }
+    let d = Decision::because("the transaction lost its lock (parent lockToken or an item lock) before apply");
+    Ok(Group::Stop(decided(store, m, &h.id, &d).await?))
+}
+
+fn fence(store: &Store, h: &Header) -> Result<TransactWriteItem, TxError> {
+    let cc = match &h.parent {
+        Some(p) => ConditionCheck::builder()
+            .table_name(&p.table_name)
+            .set_key(Some(p.key.clone()))
+            .condition_expression(format!("{} = {}", ph::PARENT_TOKEN, ph::TX))
+            .expression_attribute_names(ph::PARENT_TOKEN, PARENT_LOCK_TOKEN)
+            .expression_attribute_values(ph::TX, s(&h.id)),
+        None => ConditionCheck::builder()
+            .table_name(&store.cfg.tx_table)
+            .set_key(Some(records::header_key(&h.id)))
+            .condition_expression(format!("{} = {}", ph::STATE, ph::PENDING))
+            .expression_attribute_names(ph::STATE, H_STATE)
+            .expression_attribute_values(ph::PENDING, s(TxState::Pending.as_str())),
+    };
+    let cc = cc.build().map_err(|e| TxError::Internal(e.to_string()))?;
+    Ok(TransactWriteItem::builder().condition_check(cc).build())
+}
+
+fn write_item(h: &Header, a: &Action) -> Result<TransactWriteItem, TxError> {
+    let inline_fence = h.parent.as_ref().is_some_and(|p| same_item(p, a));
+    let mut cond = format!("{} = {} AND attribute_not_exists({})", ph::LOCK, ph::TX, ph::APPLIED);
+    if inline_fence {
+        cond.push_str(&format!(" AND {} = {}", ph::PARENT_TOKEN, ph::TX));
+    }
+    let internal = |e: String| TxError::Internal(e);
+    let item = match a.op {
+        Op::Put => {
+            let mut item = a.item.clone().ok_or_else(|| internal("a Put without its item".into()))?;
+            item.insert(ATTR_LOCK.into(), s(&h.id));
+            item.insert(ATTR_LOCKED_AT.into(), now());
+            item.insert(ATTR_APPLIED.into(), AttributeValue::Bool(true));
+            if inline_fence {
+                item.insert(PARENT_LOCK_TOKEN.into(), s(&h.id));
+                item.insert(PARENT_LOCKED_AT.into(), now());
+            }
+            let mut b = Put::builder()
+                .table_name(&a.table)
+                .set_item(Some(item))
+                .condition_expression(cond)
+                .expression_attribute_names(ph::LOCK, ATTR_LOCK)
+                .expression_attribute_names(ph::APPLIED, ATTR_APPLIED)
+                .expression_attribute_values(ph::TX, s(&h.id))
+                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+            if inline_fence {
+                b = b.expression_attribute_names(ph::PARENT_TOKEN, PARENT_LOCK_TOKEN);
+            }
+            TransactWriteItem::builder().put(b.build().map_err(|e| internal(e.to_string()))?).build()
+        }
+        Op::Update => {
+            let caller = a.update.as_deref().unwrap_or_default();
+            let parsed = expr::parse_update(caller).map_err(|e| internal(format!("stored update: {e}")))?;
+            let (names, values) = used(a, &parsed.refs);
+            let update = expr::add_actions(caller, ClauseKind::Set, &format!("{} = {}", ph::APPLIED, ph::TRUE))
+                .map_err(|e| internal(format!("stored update: {e}")))?;
+            let mut b = Update::builder()
+                .table_name(&a.table)
+                .set_key(Some(a.key.clone()))
+                .update_expression(update)
+                .condition_expression(cond)
+                .set_expression_attribute_names(Some(names))
+                .set_expression_attribute_values(Some(values))
+                .expression_attribute_names(ph::LOCK, ATTR_LOCK)
+                .expression_attribute_names(ph::APPLIED, ATTR_APPLIED)
+                .expression_attribute_values(ph::TX, s(&h.id))
+                .expression_attribute_values(ph::TRUE, AttributeValue::Bool(true))
+                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+            if inline_fence {
+                b = b.expression_attribute_names(ph::PARENT_TOKEN, PARENT_LOCK_TOKEN);
+            }
+            TransactWriteItem::builder().update(b.build().map_err(|e| internal(e.to_string()))?).build()
+        }
+        Op::Delete | Op::ConditionCheck => return Err(internal("deletes and checks are not applied".into())),
+    };
+    Ok(item)
+}

@@ -1,0 +1,176 @@
+//! begin: validate everything, sort into lock order, plan batches, write the plan, the pages and the header.
+//!
+//! Nothing touches the caller's tables here, so a bad request writes nothing anywhere but (at most) its token
+//! record. With a `ClientRequestToken`, beginning the same request again returns the same transaction; the same token
+//! with a different body is rejected, as DynamoDB rejects it.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tracing::info;
+
+use crate::constants::*;
+use crate::error::TxError;
+use crate::plan;
+use crate::records::{self, n, now_ms, s, TxState};
+use crate::request::{self, TableSchema, ValidRequest};
+use crate::store::{Meter, Store, Usage, Written};
+
+/// A transaction that exists, ready for the lock phase.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Begun {
+    pub transaction_id: String,
+    pub actions: usize,
+    pub batches: usize,
+    /// False when a request with the same `ClientRequestToken` had already begun this transaction.
+    pub created: bool,
+    pub state: TxState,
+    pub usage: Usage,
+}
+
+/// Validates a request against the tables' key schemas without writing anything.
+pub async fn validate(store: &Store, m: &Meter, body: &Value) -> Result<ValidRequest, TxError> {
+    let parsed = request::parse(body, &store.cfg)?;
+    let mut schemas: HashMap<String, TableSchema> = HashMap::new();
+    for t in request::tables_of(&parsed) {
+        let schema = store.schema(m, &t).await?;
+        schemas.insert(t, schema);
+    }
+    let mut valid = request::validate(parsed, &schemas)?;
+    plan::sort(&mut valid.actions, &schemas);
+    Ok(valid)
+}
+
+pub async fn begin(store: &Store, body: &Value) -> Result<Begun, TxError> {
+    begin_with_execution(store, body, None).await
+}
+
+/// `begin`, recording the Step Functions execution that drives the transaction.
+pub async fn begin_with_execution(store: &Store, body: &Value, execution_arn: Option<&str>) -> Result<Begun, TxError> {
+    let m = Meter::default();
+    let valid = validate(store, &m, body).await?;
+    let now = now_ms();
+    let mut tx_id = ulid::Ulid::new().to_string();
+
+    if let Some(token) = &valid.client_request_token {
+        match claim_token(store, &m, token, &tx_id, &valid.body_hash, now).await? {
+            Claim::New => {}
+            Claim::Existing(existing) => {
+                tx_id = existing;
+                match records::read_header(store, &m, &tx_id).await {
+                    Ok(h) => {
+                        info!(tx_id = %tx_id, "ClientRequestToken seen before: returning the existing transaction");
+                        return Ok(Begun {
+                            transaction_id: tx_id,
+                            actions: h.actions,
+                            batches: h.batches,
+                            created: false,
+                            state: h.state,
+                            usage: m.usage(),
+                        });
+                    }
+                    // The first attempt stopped between the token and the header: finish what it started.
+                    Err(TxError::NotFound(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+
+    let (plan, stream) = plan::build(&valid.actions, store.cfg.batch_size, MAX_TRANSACT_BYTES - 64 * 1024, PAGE_TARGET_BYTES);
+    let deadline = now + valid.options.deadline_seconds * 1000;
+    records::write_plan(store, &m, &tx_id, &plan, &stream, deadline).await?;
+
+    let mut header = records::header_key(&tx_id);
+    let shard = ulid::Ulid::from_string(&tx_id).map(|u| (u.random() % OPEN_SHARDS as u128) as u32).unwrap_or(0);
+    for (k, v) in [
+        (H_STATE, s(TxState::Pending.as_str())),
+        (H_VERSION, n(1)),
+        (H_CREATED_AT, n(now)),
+        (H_UPDATED_AT, n(now)),
+        (H_DEADLINE, n(deadline)),
+        (H_ACTIONS, n(plan.action_count())),
+        (H_BATCHES, n(plan.batch_count())),
+        (H_PAGES, n(plan.page_count())),
+        (H_BODY_HASH, s(&valid.body_hash)),
+        (H_OPEN_SHARD, s(format!("open#{shard}"))),
+        (ATTR_EXPIRES_AT, n(deadline / 1000 + store.cfg.retention.as_secs())),
+    ] {
+        header.insert(k.to_string(), v);
+    }
+    if let Some(p) = &valid.parent {
+        header.insert(H_PARENT.into(), s(serde_json::to_string(p).expect("parents serialise")));
+    }
+    if let Some(t) = &valid.client_request_token {
+        header.insert(H_TOKEN.into(), s(t));
+    }
+    if let Some(w) = valid.options.lock_wait_seconds {
+        header.insert(records::H_LOCK_WAIT.into(), n(w));
+    }
+    if let Some(arn) = execution_arn {
+        header.insert(H_EXECUTION.into(), s(arn));
+    }
+    let usage = m.usage();
+    header.insert(H_CALLS.into(), n(usage.calls + 1));
+    header.insert(records::H_WRITES.into(), n(usage.writes + 1));
+    header.insert(H_READ_UNITS.into(), n(usage.read_units));
+    header.insert(H_WRITE_UNITS.into(), n(usage.write_units));
+    let put = store
+        .client
+        .put_item()
+        .table_name(&store.cfg.tx_table)
+        .set_item(Some(header))
+        .condition_expression("attribute_not_exists(#id)")
+        .expression_attribute_names("#id", TX_PK);
+    let created = matches!(store.put(&m, put).await?, Written::Done(_));
+    info!(tx_id = %tx_id, actions = plan.action_count(), batches = plan.batch_count(), created, "begun");
+    Ok(Begun {
+        transaction_id: tx_id,
+        actions: plan.action_count(),
+        batches: plan.batch_count(),
+        created,
+        state: TxState::Pending,
+        usage: m.usage(),
+    })
+}
+
+enum Claim {
+    New,
+    Existing(String),
+}
+
+/// Maps a ClientRequestToken to a transaction id, once; tells a retry (same body) from a reuse (different body).
+async fn claim_token(store: &Store, m: &Meter, token: &str, tx_id: &str, hash: &str, now: u64) -> Result<Claim, TxError> {
+    let mut rec = records::token_key(token);
+    rec.insert(T_TX.into(), s(tx_id));
+    rec.insert(H_BODY_HASH.into(), s(hash));
+    rec.insert(ATTR_EXPIRES_AT.into(), n(now / 1000 + store.cfg.retention.as_secs()));
+    let put = store
+        .client
+        .put_item()
+        .table_name(&store.cfg.tx_table)
+        .set_item(Some(rec))
+        .condition_expression("attribute_not_exists(#id)")
+        .expression_attribute_names("#id", TX_PK);
+    let old = match store.put(m, put).await? {
+        Written::Done(_) => return Ok(Claim::New),
+        Written::ConditionFailed(Some(old)) => old,
+        Written::ConditionFailed(None) => store
+            .get(m, &store.cfg.tx_table, records::token_key(token))
+            .await?
+            .ok_or_else(|| TxError::Internal("token record vanished".into()))?,
+    };
+    let field = |k: &str| match old.get(k) {
+        Some(aws_sdk_dynamodb::types::AttributeValue::S(v)) => v.clone(),
+        _ => String::new(),
+    };
+    if field(H_BODY_HASH) != hash {
+        return Err(TxError::invalid(
+            None,
+            format!("ClientRequestToken {token:?} was already used with a different request (IdempotentParameterMismatch)"),
+        ));
+    }
+    Ok(Claim::Existing(field(T_TX)))
+}

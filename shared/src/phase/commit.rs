@@ -1,0 +1,73 @@
+//! commit: the header moves `PENDING` -> `COMMITTED` in one conditional write. This write is the commit point: before
+//! it, anyone may roll the transaction back; after it, nobody can.
+//!
+//! With a parent, the same call checks the parent's `lockToken` still names this transaction, so a coordinator whose
+//! parent lock was taken over cannot commit.
+
+use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem, Update};
+
+use super::*;
+use crate::records::Decision;
+use crate::store::Transacted;
+
+pub async fn commit(store: &Store, tx_id: &str) -> Result<Report, TxError> {
+    let m = Meter::default();
+    let h = records::read_header(store, &m, tx_id).await?;
+    match h.state {
+        TxState::Committed => return Ok(Report::new(Outcome::Done, &m)),
+        TxState::RolledBack => return Ok(Report::new(Outcome::Ended { state: h.state }, &m)),
+        TxState::Pending => {}
+    }
+    if h.applied < h.batches {
+        return Err(TxError::Internal(format!("commit with {} of {} batches applied", h.applied, h.batches)));
+    }
+    let usage = m.usage();
+    let committed = match &h.parent {
+        None => {
+            records::update_header(store, &m, tx_id, TxState::Pending, &[(H_STATE, s(TxState::Committed.as_str()))], None, &usage)
+                .await?
+        }
+        Some(p) => {
+            let check = ConditionCheck::builder()
+                .table_name(&p.table_name)
+                .set_key(Some(p.key.clone()))
+                .condition_expression(format!("{} = {}", ph::PARENT_TOKEN, ph::TX))
+                .expression_attribute_names(ph::PARENT_TOKEN, PARENT_LOCK_TOKEN)
+                .expression_attribute_values(ph::TX, s(tx_id))
+                .build()
+                .map_err(|e| TxError::Internal(e.to_string()))?;
+            let update = Update::builder()
+                .table_name(&store.cfg.tx_table)
+                .set_key(Some(records::header_key(tx_id)))
+                .update_expression(format!("SET {} = :c, #ver = #ver + :one, #upd = {}", ph::STATE, ph::NOW))
+                .condition_expression(format!("{} = {}", ph::STATE, ph::PENDING))
+                .expression_attribute_names(ph::STATE, H_STATE)
+                .expression_attribute_names("#ver", H_VERSION)
+                .expression_attribute_names("#upd", H_UPDATED_AT)
+                .expression_attribute_values(":c", s(TxState::Committed.as_str()))
+                .expression_attribute_values(":one", n(1))
+                .expression_attribute_values(ph::NOW, now())
+                .expression_attribute_values(ph::PENDING, s(TxState::Pending.as_str()))
+                .build()
+                .map_err(|e| TxError::Internal(e.to_string()))?;
+            let req = store.client.transact_write_items().transact_items(
+                TransactWriteItem::builder().condition_check(check).build(),
+            ).transact_items(TransactWriteItem::builder().update(update).build());
+            match store.transact(&m, req).await? {
+                Transacted::Done => true,
+                Transacted::Canceled(r) if r.first().is_some_and(|r| r.0 == "ConditionalCheckFailed") => {
+                    let d = Decision::because("the parent lock was lost before commit");
+                    return Ok(Report::new(decided(store, &m, tx_id, &d).await?, &m));
+                }
+                Transacted::Canceled(_) => false,
+                Transacted::Rejected(msg) => return Err(TxError::DynamoDb { op: "TransactWriteItems", message: msg }),
+            }
+        }
+    };
+    if committed {
+        tracing::info!(tx_id, "committed");
+        return Ok(Report::new(Outcome::Done, &m));
+    }
+    let h = records::read_header(store, &m, tx_id).await?;
+    Ok(Report::new(if h.state == TxState::Committed { Outcome::Done } else { Outcome::Ended { state: h.state } }, &m))
+}

@@ -1,0 +1,27 @@
+//! complete: after commit, unlock every item of a batch and carry out its deferred deletes.
+
+use super::*;
+use crate::request::Op;
+
+pub async fn complete(store: &Store, tx_id: &str, batch: usize) -> Result<Report, TxError> {
+    let m = Meter::default();
+    let h = match header_in(store, &m, tx_id, TxState::Committed).await? {
+        Ok(h) => h,
+        Err(o) => return Ok(Report::new(o, &m)),
+    };
+    if h.completed > batch {
+        return Ok(Report::new(Outcome::Done, &m));
+    }
+    let plan = records::read_plan(store, &m, tx_id).await?;
+    let actions = records::read_batch(store, &m, tx_id, &plan, batch).await?;
+    concurrently(actions, store.cfg.concurrency, |(_, a)| {
+        let m = &m;
+        async move {
+            let how = if a.op == Op::Delete { Release::Delete } else { Release::Keep };
+            release_item(store, m, tx_id, &a, how).await
+        }
+    })
+    .await?;
+    let outcome = progress(store, &m, tx_id, TxState::Committed, H_COMPLETED, batch + 1).await?.unwrap_or(Outcome::Done);
+    Ok(Report::new(outcome, &m))
+}

@@ -1,0 +1,229 @@
+//! lock: take the parent lock (first batch) and every item's lock, batch by batch in lock order.
+//!
+//! The caller's condition is evaluated here, in the same conditional write that takes the lock, on the item as it
+//! was before the transaction. An item that does not exist is created to hold the lock and marked transient; the
+//! condition still sees it as absent, because the write that creates it is the one that evaluates the condition.
+//! Meeting another transaction's lock is contention, reported with the holder, never a failure.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::*;
+use crate::error::CancellationReason;
+use crate::expr;
+use crate::records::Decision;
+use crate::request::Op;
+use crate::value::{self, item_to_json};
+
+enum ItemLock {
+    Locked,
+    Failed(CancellationReason),
+    Contended(Contention),
+}
+
+pub async fn lock(store: &Store, tx_id: &str, batch: usize) -> Result<Report, TxError> {
+    let m = Meter::default();
+    let h = match header_in(store, &m, tx_id, TxState::Pending).await? {
+        Ok(h) => h,
+        Err(o) => return Ok(Report::new(o, &m)),
+    };
+    if batch >= h.batches {
+        return Err(TxError::Internal(format!("batch {batch} is out of range ({} batches)", h.batches)));
+    }
+    if h.locked > batch {
+        return Ok(Report::new(Outcome::Done, &m));
+    }
+    if now_ms() > h.deadline {
+        let d = Decision::because(format!("the deadline passed before batch {batch} was locked"));
+        return Ok(Report::new(decided(store, &m, tx_id, &d).await?, &m));
+    }
+    if batch == 0 {
+        if let Some(p) = &h.parent {
+            match lock_parent(store, &m, tx_id, p).await? {
+                ItemLock::Locked => {}
+                ItemLock::Contended(c) => return Ok(Report::new(Outcome::Contended(c), &m)),
+                ItemLock::Failed(r) => {
+                    let d = Decision::because(r.message.unwrap_or_default());
+                    return Ok(Report::new(decided(store, &m, tx_id, &d).await?, &m));
+                }
+            }
+        }
+    }
+    let plan = records::read_plan(store, &m, tx_id).await?;
+    let mut failed = Vec::new();
+    let mut contention = None;
+    lock_batch(store, &m, &h, &plan, batch, &mut failed, &mut contention).await?;
+    if !failed.is_empty() {
+        // DynamoDB reports every failing condition of a transaction; for transactions it could have run itself, do
+        // the same by evaluating the remaining batches too.
+        if h.actions <= MAX_TRANSACT_ACTIONS {
+            for b in batch + 1..plan.batch_count() {
+                lock_batch(store, &m, &h, &plan, b, &mut failed, &mut None).await?;
+            }
+        }
+        failed.sort_by_key(|(i, _)| *i);
+        let d = Decision { message: None, failed };
+        return Ok(Report::new(decided(store, &m, tx_id, &d).await?, &m));
+    }
+    if let Some(c) = contention {
+        return Ok(Report::new(Outcome::Contended(c), &m));
+    }
+    if let Some(ended) = progress(store, &m, tx_id, TxState::Pending, H_LOCKED, batch + 1).await? {
+        // The transaction was decided while this run was taking locks: whoever decided it may already have passed
+        // these items, so let go of them here.
+        let actions = records::read_batch(store, &m, tx_id, &plan, batch).await?;
+        concurrently(actions, store.cfg.concurrency, |(_, a)| {
+            let m = &m;
+            async move { release_item(store, m, tx_id, &a, Release::Keep).await }
+        })
+        .await?;
+        return Ok(Report::new(ended, &m));
+    }
+    Ok(Report::new(Outcome::Done, &m))
+}
+
+/// Records that locking of `batch` has begun (so a rollback looks at it), then locks its items.
+async fn lock_batch(
+    store: &Store,
+    m: &Meter,
+    h: &Header,
+    plan: &crate::plan::Plan,
+    batch: usize,
+    failed: &mut Vec<(usize, CancellationReason)>,
+    contention: &mut Option<Contention>,
+) -> Result<(), TxError> {
+    if h.lock_started <= batch
+        && !records::update_header(store, m, &h.id, TxState::Pending, &[], Some((H_LOCK_STARTED, batch + 1)), &Default::default()).await?
+        && records::read_header(store, m, &h.id).await?.state != TxState::Pending
+    {
+        return Ok(());
+    }
+    let actions = records::read_batch(store, m, &h.id, plan, batch).await?;
+    let results = concurrently(actions, store.cfg.concurrency, |(_, a)| async move {
+        let r = lock_item(store, m, &h.id, &a).await?;
+        Ok((a, r))
+    })
+    .await?;
+    for (a, r) in results {
+        match r {
+            ItemLock::Locked => {}
+            ItemLock::Failed(reason) => failed.push((a.index, reason)),
+            ItemLock::Contended(c) => {
+                contention.get_or_insert(c);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Locks one item with the caller's condition. The first try guesses whether the item exists (inserts usually say
+/// so with `attribute_not_exists`); a wrong guess costs one failed conditional write and is corrected from the item
+/// DynamoDB returns.
+async fn lock_item(store: &Store, m: &Meter, tx_id: &str, a: &Action) -> Result<ItemLock, TxError> {
+    let pk = store.schema(m, &a.table).await?.key_names[0].clone();
+    let refs = match &a.condition {
+        Some(c) => expr::parse_condition(c).map_err(|e| TxError::Internal(format!("stored condition: {e}")))?,
+        None => Default::default(),
+    };
+    let (names, values) = used(a, &refs);
+    let mut absent = a.op == Op::Put && a.condition.as_deref().is_some_and(|c| c.contains("attribute_not_exists"));
+    for _ in 0..4 {
+        let (mut cond, set) = if absent {
+            (
+                format!("attribute_not_exists({})", ph::PK),
+                format!("SET {} = {}, {} = {}, {} = {}", ph::LOCK, ph::TX, ph::LOCKED_AT, ph::NOW, ph::TRANSIENT, ph::TRUE),
+            )
+        } else {
+            (
+                format!("attribute_exists({}) AND attribute_not_exists({})", ph::PK, ph::LOCK),
+                format!("SET {} = {}, {} = {}", ph::LOCK, ph::TX, ph::LOCKED_AT, ph::NOW),
+            )
+        };
+        if let Some(c) = &a.condition {
+            cond = format!("{cond} AND ({c})");
+        }
+        let mut req = store
+            .client
+            .update_item()
+            .table_name(&a.table)
+            .set_key(Some(a.key.clone()))
+            .update_expression(set)
+            .condition_expression(cond)
+            .set_expression_attribute_names(Some(names.clone()))
+            .set_expression_attribute_values(Some(values.clone()))
+            .expression_attribute_names(ph::PK, &pk)
+            .expression_attribute_names(ph::LOCK, ATTR_LOCK)
+            .expression_attribute_names(ph::LOCKED_AT, ATTR_LOCKED_AT)
+            .expression_attribute_values(ph::TX, s(tx_id))
+            .expression_attribute_values(ph::NOW, now());
+        if absent {
+            req = req
+                .expression_attribute_names(ph::TRANSIENT, ATTR_TRANSIENT)
+                .expression_attribute_values(ph::TRUE, AttributeValue::Bool(true));
+        }
+        let old = match store.update(m, req).await? {
+            Written::Done(_) => return Ok(ItemLock::Locked),
+            Written::ConditionFailed(old) => old,
+        };
+        match (&old, lock_holder_of(&old)) {
+            (_, Some(h)) if h == tx_id => return Ok(ItemLock::Locked),
+            (_, Some(h)) => {
+                return Ok(ItemLock::Contended(Contention {
+                    holder: h.to_string(),
+                    action: Some(a.index),
+                    item: value::key_display(&a.table, &a.key),
+                }))
+            }
+            (Some(_), None) if absent => absent = false,
+            (None, None) if !absent => absent = true,
+            _ => {
+                let mut r = CancellationReason::new(CancellationReason::CONDITIONAL_CHECK_FAILED, "The conditional request failed");
+                if a.return_old {
+                    r.item = old.map(|o| item_to_json(&records::strip_reserved(o)));
+                }
+                return Ok(ItemLock::Failed(r));
+            }
+        }
+    }
+    Err(TxError::Contended { holder: "unknown".into(), item: value::key_display(&a.table, &a.key) })
+}
+
+fn lock_holder_of(old: &Option<crate::value::Item>) -> Option<&str> {
+    old.as_ref().and_then(lock_holder)
+}
+
+/// The parent lock (seed 003): `lockToken` on the parent item, which must exist.
+async fn lock_parent(store: &Store, m: &Meter, tx_id: &str, p: &Parent) -> Result<ItemLock, TxError> {
+    let pk = store.schema(m, &p.table_name).await?.key_names[0].clone();
+    let req = store
+        .client
+        .update_item()
+        .table_name(&p.table_name)
+        .set_key(Some(p.key.clone()))
+        .update_expression(format!("SET {} = {}, {} = {}", ph::PARENT_TOKEN, ph::TX, ph::PARENT_AT, ph::NOW))
+        .condition_expression(format!(
+            "attribute_exists({}) AND (attribute_not_exists({}) OR {} = {})",
+            ph::PK, ph::PARENT_TOKEN, ph::PARENT_TOKEN, ph::TX
+        ))
+        .expression_attribute_names(ph::PK, pk)
+        .expression_attribute_names(ph::PARENT_TOKEN, PARENT_LOCK_TOKEN)
+        .expression_attribute_names(ph::PARENT_AT, PARENT_LOCKED_AT)
+        .expression_attribute_values(ph::TX, s(tx_id))
+        .expression_attribute_values(ph::NOW, now());
+    Ok(match store.update(m, req).await? {
+        Written::Done(_) => ItemLock::Locked,
+        Written::ConditionFailed(None) => ItemLock::Failed(CancellationReason::new(
+            CancellationReason::CONDITIONAL_CHECK_FAILED,
+            format!("the Parent item {} does not exist", value::key_display(&p.table_name, &p.key)),
+        )),
+        Written::ConditionFailed(Some(old)) => match old.get(PARENT_LOCK_TOKEN) {
+            Some(AttributeValue::S(t)) if t == tx_id => ItemLock::Locked,
+            Some(AttributeValue::S(t)) => ItemLock::Contended(Contention {
+                holder: t.clone(),
+                action: None,
+                item: value::key_display(&p.table_name, &p.key),
+            }),
+            _ => return Err(TxError::Internal("the parent lock condition failed on an unlocked parent".into())),
+        },
+    })
+}
+

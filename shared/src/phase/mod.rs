@@ -1,0 +1,216 @@
+//! The protocol's phases, one module each, all of one shape:
+//! `async fn phase(store, tx_id, batch) -> Result<Report, TxError>`.
+//!
+//! Every phase starts by reading the header and does nothing unless the transaction is in the state the phase works
+//! on, so a coordinator that wakes up late writes nothing. Every write a phase makes is conditional on the item's lock
+//! (or the header's state), so running a phase twice, or from two coordinators at once, ends in the same state.
+
+pub mod apply;
+pub mod begin;
+pub mod commit;
+pub mod complete;
+pub mod lock;
+pub mod release;
+pub mod resume;
+pub mod rollback;
+pub mod save;
+
+use std::collections::HashMap;
+use std::future::Future;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+
+use crate::constants::*;
+use crate::error::TxError;
+use crate::expr::ExprRefs;
+use crate::records::{self, lock_holder, n, now_ms, s, Header, TxState};
+use crate::request::{Action, Parent};
+use crate::store::{Meter, Store, Usage, Written};
+use crate::value::Item;
+
+/// Another transaction holds a lock this transaction needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Contention {
+    /// The holder's transaction id.
+    pub holder: String,
+    /// The contended action (request order), or `None` for the parent item.
+    pub action: Option<usize>,
+    /// The contended item, for messages.
+    pub item: String,
+}
+
+/// What a phase run came to. Errors are for what must be retried or caught; these are normal outcomes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "Outcome")]
+pub enum Outcome {
+    /// The phase did its work, or found it already done.
+    Done,
+    /// Another transaction holds a lock; wait and run the phase again (see [`crate::coordinator`]).
+    Contended(Contention),
+    /// This run found a reason the transaction cannot commit and decided it `ROLLED_BACK`; roll back next.
+    Canceled,
+    /// The transaction is no longer in a state this phase works on; nothing was written.
+    Ended { state: TxState },
+}
+
+/// A phase run's outcome and the DynamoDB usage it cost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Report {
+    #[serde(flatten)]
+    pub outcome: Outcome,
+    pub usage: Usage,
+}
+
+impl Report {
+    fn new(outcome: Outcome, m: &Meter) -> Self {
+        Self { outcome, usage: m.usage() }
+    }
+}
+
+/// Placeholders the library adds to requests; callers may not use names starting with `#_saga` / `:_saga`.
+pub(crate) mod ph {
+    pub const LOCK: &str = "#_sagaL";
+    pub const LOCKED_AT: &str = "#_sagaA";
+    pub const TRANSIENT: &str = "#_sagaT";
+    pub const APPLIED: &str = "#_sagaP";
+    pub const PK: &str = "#_sagaK";
+    pub const PARENT_TOKEN: &str = "#_sagaLT";
+    pub const PARENT_AT: &str = "#_sagaLA";
+    pub const STATE: &str = "#_sagaS";
+    pub const TX: &str = ":_sagaTx";
+    pub const NOW: &str = ":_sagaNow";
+    pub const TRUE: &str = ":_sagaTrue";
+    pub const PENDING: &str = ":_sagaPending";
+}
+
+/// Reads the header and checks the transaction is in `state`; otherwise the phase ends with nothing written.
+async fn header_in(store: &Store, m: &Meter, tx_id: &str, state: TxState) -> Result<Result<Header, Outcome>, TxError> {
+    let h = records::read_header(store, m, tx_id).await?;
+    if h.state != state || h.finished() {
+        return Ok(Err(Outcome::Ended { state: h.state }));
+    }
+    Ok(Ok(h))
+}
+
+/// Records a batch's progress on the header (the watermark only moves forward) together with the run's usage.
+/// Returns `Some(outcome)` when the header has left `state`, which means the run must stop.
+async fn progress(
+    store: &Store,
+    m: &Meter,
+    tx_id: &str,
+    state: TxState,
+    watermark: &str,
+    value: usize,
+) -> Result<Option<Outcome>, TxError> {
+    let usage = m.usage();
+    if records::update_header(store, m, tx_id, state, &[], Some((watermark, value)), &usage).await? {
+        return Ok(None);
+    }
+    let h = records::read_header(store, m, tx_id).await?;
+    if h.state != state {
+        return Ok(Some(Outcome::Ended { state: h.state }));
+    }
+    Ok(None)
+}
+
+/// The caller's names and values that an expression uses (DynamoDB rejects unused ones).
+fn used(a: &Action, refs: &ExprRefs) -> (HashMap<String, String>, Item) {
+    let names = a.names.iter().filter(|(k, _)| refs.name_placeholders.contains(*k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let values = a.values.iter().filter(|(k, _)| refs.value_placeholders.contains(*k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    (names, values)
+}
+
+/// Runs `f` over `items` with at most `limit` in flight, keeping their order.
+async fn concurrently<T, R, F, Fut>(items: Vec<T>, limit: usize, f: F) -> Result<Vec<R>, TxError>
+where
+    F: Fn(T) -> Fut,
+    Fut: Future<Output = Result<R, TxError>>,
+{
+    futures::stream::iter(items.into_iter().map(f)).buffered(limit).collect::<Vec<_>>().await.into_iter().collect()
+}
+
+/// How a transaction lets go of one item.
+#[derive(Debug, Clone)]
+pub(crate) enum Release {
+    /// Remove the lock attributes; delete the item instead if it exists only to hold the lock.
+    Keep,
+    /// Delete the item (a committed `Delete`, or rolling back an item the transaction created).
+    Delete,
+    /// Put the saved image back (rolling back an item that existed).
+    Restore(Item),
+}
+
+/// Lets go of one item, only while `tx_id` holds it: a late or repeated release changes nothing.
+pub(crate) async fn release_item(store: &Store, m: &Meter, tx_id: &str, a: &Action, how: Release) -> Result<(), TxError> {
+    release_key(store, m, tx_id, &a.table, &a.key, how).await
+}
+
+/// [`release_item`] by table and key.
+pub(crate) async fn release_key(store: &Store, m: &Meter, tx_id: &str, table: &str, key: &Item, how: Release) -> Result<(), TxError> {
+    let c = &store.client;
+    match how {
+        Release::Keep => {
+            let req = c
+                .update_item()
+                .table_name(table)
+                .set_key(Some(key.clone()))
+                .update_expression(format!("REMOVE {}, {}, {}, {}", ph::LOCK, ph::LOCKED_AT, ph::TRANSIENT, ph::APPLIED))
+                .condition_expression(format!(
+                    "{} = {} AND (attribute_not_exists({}) OR attribute_exists({}))",
+                    ph::LOCK, ph::TX, ph::TRANSIENT, ph::APPLIED
+                ))
+                .expression_attribute_names(ph::LOCK, ATTR_LOCK)
+                .expression_attribute_names(ph::LOCKED_AT, ATTR_LOCKED_AT)
+                .expression_attribute_names(ph::TRANSIENT, ATTR_TRANSIENT)
+                .expression_attribute_names(ph::APPLIED, ATTR_APPLIED)
+                .expression_attribute_values(ph::TX, s(tx_id));
+            if let Written::ConditionFailed(Some(old)) = store.update(m, req).await? {
+                if lock_holder(&old) == Some(tx_id) {
+                    // Created only to hold the lock and never written: it must not outlive the transaction.
+                    Box::pin(release_key(store, m, tx_id, table, key, Release::Delete)).await?;
+                }
+            }
+        }
+        Release::Delete => {
+            let req = c
+                .delete_item()
+                .table_name(table)
+                .set_key(Some(key.clone()))
+                .condition_expression(format!("{} = {}", ph::LOCK, ph::TX))
+                .expression_attribute_names(ph::LOCK, ATTR_LOCK)
+                .expression_attribute_values(ph::TX, s(tx_id));
+            store.delete(m, req).await?;
+        }
+        Release::Restore(item) => {
+            let req = c
+                .put_item()
+                .table_name(table)
+                .set_item(Some(item))
+                .condition_expression(format!("{} = {}", ph::LOCK, ph::TX))
+                .expression_attribute_names(ph::LOCK, ATTR_LOCK)
+                .expression_attribute_values(ph::TX, s(tx_id));
+            store.put(m, req).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Decides the rollback; reports `Canceled` when this run (or another) rolled it back.
+async fn decided(store: &Store, m: &Meter, tx_id: &str, d: &records::Decision) -> Result<Outcome, TxError> {
+    Ok(match records::decide_rollback(store, m, tx_id, d).await? {
+        TxState::RolledBack => Outcome::Canceled,
+        state => Outcome::Ended { state },
+    })
+}
+
+fn same_item(p: &Parent, a: &Action) -> bool {
+    p.table_name == a.table && p.key == a.key
+}
+
+fn now() -> AttributeValue {
+    n(now_ms())
+}

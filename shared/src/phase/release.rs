@@ -1,0 +1,65 @@
+//! release: the last step of both endings. Lets go of the parent lock, marks the header finished, takes it out of the
+//! open-transactions index and starts its retention period (TTL).
+
+use super::*;
+
+pub async fn release(store: &Store, tx_id: &str) -> Result<Report, TxError> {
+    let m = Meter::default();
+    let h = records::read_header(store, &m, tx_id).await?;
+    if h.finished() {
+        return Ok(Report::new(Outcome::Done, &m));
+    }
+    let done = match h.state {
+        TxState::Pending => false,
+        TxState::Committed => h.completed >= h.batches,
+        TxState::RolledBack => h.restored >= h.batches,
+    };
+    if !done {
+        return Err(TxError::Internal(format!("release of transaction {tx_id} before its items were released")));
+    }
+    if let Some(p) = &h.parent {
+        let req = store
+            .client
+            .update_item()
+            .table_name(&p.table_name)
+            .set_key(Some(p.key.clone()))
+            .update_expression(format!("REMOVE {}, {}", ph::PARENT_TOKEN, ph::PARENT_AT))
+            .condition_expression(format!("{} = {}", ph::PARENT_TOKEN, ph::TX))
+            .expression_attribute_names(ph::PARENT_TOKEN, PARENT_LOCK_TOKEN)
+            .expression_attribute_names(ph::PARENT_AT, PARENT_LOCKED_AT)
+            .expression_attribute_values(ph::TX, s(tx_id));
+        store.update(&m, req).await?;
+    }
+    let now_ms = now_ms();
+    let usage = m.usage();
+    let req = store
+        .client
+        .update_item()
+        .table_name(&store.cfg.tx_table)
+        .set_key(Some(records::header_key(tx_id)))
+        .update_expression(
+            "SET #fin = :now, #upd = :now, #exp = :exp, #ver = #ver + :one REMOVE #open ADD #calls :calls, #writes :writes, #ru :ru, #wu :wu",
+        )
+        .condition_expression("#st = :st AND attribute_not_exists(#fin)")
+        .expression_attribute_names("#fin", H_FINISHED_AT)
+        .expression_attribute_names("#upd", H_UPDATED_AT)
+        .expression_attribute_names("#exp", ATTR_EXPIRES_AT)
+        .expression_attribute_names("#ver", H_VERSION)
+        .expression_attribute_names("#open", H_OPEN_SHARD)
+        .expression_attribute_names("#st", H_STATE)
+        .expression_attribute_names("#calls", H_CALLS)
+        .expression_attribute_names("#writes", records::H_WRITES)
+        .expression_attribute_names("#ru", H_READ_UNITS)
+        .expression_attribute_names("#wu", H_WRITE_UNITS)
+        .expression_attribute_values(":now", n(now_ms))
+        .expression_attribute_values(":exp", n(now_ms / 1000 + store.cfg.retention.as_secs()))
+        .expression_attribute_values(":one", n(1))
+        .expression_attribute_values(":st", s(h.state.as_str()))
+        .expression_attribute_values(":calls", n(usage.calls + 1))
+        .expression_attribute_values(":writes", n(usage.writes + 1))
+        .expression_attribute_values(":ru", n(usage.read_units))
+        .expression_attribute_values(":wu", n(usage.write_units));
+    store.update(&m, req).await?;
+    tracing::info!(tx_id, state = h.state.as_str(), "finished");
+    Ok(Report::new(Outcome::Done, &m))
+}

@@ -1,0 +1,52 @@
+//! rollback: decide the transaction `ROLLED_BACK` if it is still pending, then, batch by batch, put every saved image
+//! back, delete every item the transaction created, and unlock the rest.
+//!
+//! Only batches whose locking had started are visited; every write is conditional on this transaction's lock, so an
+//! item restored once is never touched again.
+
+use super::*;
+use crate::records::{Decision, Image};
+
+/// Rolls back batch `batch`. `why` is recorded when this call is the one that decides the rollback.
+pub async fn rollback(store: &Store, tx_id: &str, batch: usize, why: Option<&Decision>) -> Result<Report, TxError> {
+    let m = Meter::default();
+    let mut h = records::read_header(store, &m, tx_id).await?;
+    if h.state == TxState::Pending {
+        let d = why.cloned().unwrap_or_else(|| Decision::because("rolled back on request"));
+        if records::decide_rollback(store, &m, tx_id, &d).await? != TxState::RolledBack {
+            h = records::read_header(store, &m, tx_id).await?;
+            return Ok(Report::new(Outcome::Ended { state: h.state }, &m));
+        }
+        h = records::read_header(store, &m, tx_id).await?;
+    }
+    if h.state != TxState::RolledBack || h.finished() {
+        return Ok(Report::new(Outcome::Ended { state: h.state }, &m));
+    }
+    if h.restored > batch {
+        return Ok(Report::new(Outcome::Done, &m));
+    }
+    if batch < h.lock_started {
+        let plan = records::read_plan(store, &m, tx_id).await?;
+        let actions = records::read_batch(store, &m, tx_id, &plan, batch).await?;
+        let positions: Vec<usize> = actions.iter().filter(|(_, a)| a.op.writes()).map(|(p, _)| *p).collect();
+        let mut images = records::read_images(store, &m, tx_id, &positions).await?;
+        let work: Vec<(Action, Release)> = actions
+            .into_iter()
+            .map(|(pos, a)| {
+                let how = match images.remove(&pos) {
+                    Some(Image::Existed(item)) => Release::Restore(item),
+                    Some(Image::Transient) => Release::Delete,
+                    None => Release::Keep,
+                };
+                (a, how)
+            })
+            .collect();
+        concurrently(work, store.cfg.concurrency, |(a, how)| {
+            let m = &m;
+            async move { release_item(store, m, tx_id, &a, how).await }
+        })
+        .await?;
+    }
+    let outcome = progress(store, &m, tx_id, TxState::RolledBack, H_RESTORED, batch + 1).await?.unwrap_or(Outcome::Done);
+    Ok(Report::new(outcome, &m))
+}

@@ -1,0 +1,217 @@
+//! Lock order, batches and request pages.
+//!
+//! Actions are sorted by table and key, the one global order every coordinator locks in, so two transactions can
+//! never each hold an item the other waits for. The sorted actions are written as newline-delimited JSON, cut into
+//! fixed-size pages (one record each, so a transaction is not bounded by DynamoDB's 400 KB item limit), and grouped
+//! into batches: each batch is applied with one `TransactWriteItems` call holding at most `batch_size - 1` actions
+//! plus the fencing `ConditionCheck`, and at most 4 MB.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+
+use crate::constants::*;
+use crate::request::{Action, Op, TableSchema, RESERVED_OVERHEAD};
+use crate::value;
+
+/// Where each batch starts, in actions (lock order) and in bytes of the request stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    /// `starts[b] = [first action, first byte]` of batch `b`; the last entry is `[total actions, total bytes]`.
+    pub starts: Vec<[u64; 2]>,
+    pub page_bytes: u64,
+}
+
+impl Plan {
+    pub fn batch_count(&self) -> usize {
+        self.starts.len() - 1
+    }
+    pub fn action_count(&self) -> usize {
+        self.starts.last().map_or(0, |s| s[0] as usize)
+    }
+    pub fn total_bytes(&self) -> u64 {
+        self.starts.last().map_or(0, |s| s[1])
+    }
+    pub fn page_count(&self) -> usize {
+        self.total_bytes().div_ceil(self.page_bytes) as usize
+    }
+    /// The actions (positions in lock order) of batch `b`.
+    pub fn actions(&self, b: usize) -> Range<usize> {
+        self.starts[b][0] as usize..self.starts[b + 1][0] as usize
+    }
+    /// The bytes of the request stream that hold batch `b`.
+    pub fn bytes(&self, b: usize) -> Range<u64> {
+        self.starts[b][1]..self.starts[b + 1][1]
+    }
+    /// The pages to read for batch `b`.
+    pub fn pages(&self, b: usize) -> Range<usize> {
+        let r = self.bytes(b);
+        if r.is_empty() {
+            return 0..0;
+        }
+        (r.start / self.page_bytes) as usize..(r.end.div_ceil(self.page_bytes)) as usize
+    }
+    /// The batch that holds the action at lock-order position `pos`.
+    pub fn batch_of(&self, pos: usize) -> usize {
+        self.starts.partition_point(|s| s[0] as usize <= pos) - 1
+    }
+}
+
+/// Sorts actions into the global lock order: table, then key attributes in key-schema order.
+pub fn sort(actions: &mut [Action], schemas: &HashMap<String, TableSchema>) {
+    actions.sort_by_cached_key(|a| {
+        let names = schemas.get(&a.table).map(|s| s.key_names.as_slice()).unwrap_or(&[]);
+        value::key_order(&a.table, &a.key, names)
+    });
+}
+
+/// The size an action adds to its batch's TransactWriteItems call, for the 4 MB limit. For an update the resulting
+/// item is unknown before it runs, so its key and values stand in; DynamoDB rejects an oversized call as a whole and
+/// the apply phase then applies that batch's actions one at a time.
+pub fn transact_size(a: &Action) -> usize {
+    match a.op {
+        Op::Put => a.item.as_ref().map_or(0, value::item_size) + RESERVED_OVERHEAD,
+        Op::Update => {
+            value::item_size(&a.key) + value::item_size(&a.values) + RESERVED_OVERHEAD
+        }
+        Op::Delete | Op::ConditionCheck => 0,
+    }
+}
+
+/// Builds the plan and the request stream (one JSON action per line) for actions already in lock order.
+pub fn build(actions: &[Action], batch_size: usize, max_batch_bytes: usize, page_bytes: usize) -> (Plan, Vec<u8>) {
+    let per_batch = batch_size.saturating_sub(1).max(1);
+    let mut stream = Vec::new();
+    let mut starts = vec![[0u64, 0u64]];
+    let (mut count, mut bytes) = (0usize, 0usize);
+    for (pos, a) in actions.iter().enumerate() {
+        let size = transact_size(a);
+        if count > 0 && (count == per_batch || bytes + size > max_batch_bytes) {
+            starts.push([pos as u64, stream.len() as u64]);
+            count = 0;
+            bytes = 0;
+        }
+        serde_json::to_writer(&mut stream, a).expect("actions always serialise");
+        stream.push(b'\n');
+        count += 1;
+        bytes += size;
+    }
+    starts.push([actions.len() as u64, stream.len() as u64]);
+    (Plan { starts, page_bytes: page_bytes as u64 }, stream)
+}
+
+/// The default page size and 4 MB limit.
+pub fn build_default(actions: &[Action], batch_size: usize) -> (Plan, Vec<u8>) {
+    build(actions, batch_size, MAX_TRANSACT_BYTES - 64 * 1024, PAGE_TARGET_BYTES)
+}
+
+/// Parses the actions of one batch from the bytes of the pages that hold it (`first_page` is the first page's number).
+pub fn decode_batch(plan: &Plan, b: usize, first_page: usize, pages: &[u8]) -> Result<Vec<Action>, String> {
+    let r = plan.bytes(b);
+    let base = first_page as u64 * plan.page_bytes;
+    let start = (r.start - base) as usize;
+    let end = (r.end - base) as usize;
+    let slice = pages.get(start..end).ok_or("request pages are shorter than the plan says")?;
+    slice
+        .split(|c| *c == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice::<Action>(l).map_err(|e| format!("stored action does not parse: {e}")))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::Item;
+    use aws_sdk_dynamodb::types::AttributeValue;
+
+    fn action(i: usize, table: &str, pk: &str, op: Op, pad: usize) -> Action {
+        let key: Item = [("pk".to_string(), AttributeValue::S(pk.into()))].into();
+        let mut item = key.clone();
+        item.insert("pad".into(), AttributeValue::S("x".repeat(pad)));
+        Action {
+            index: i,
+            op,
+            table: table.into(),
+            key,
+            item: (op == Op::Put).then_some(item),
+            update: None,
+            condition: None,
+            names: Default::default(),
+            values: Default::default(),
+            return_old: false,
+        }
+    }
+
+    fn schemas() -> HashMap<String, TableSchema> {
+        let s = TableSchema { key_names: vec!["pk".into()], key_types: vec!["S".into()] };
+        [("aaa".to_string(), s.clone()), ("bbb".to_string(), s)].into()
+    }
+
+    #[test]
+    fn sorts_by_table_then_key_and_keeps_request_index() {
+        let mut a = vec![action(0, "bbb", "a", Op::Put, 0), action(1, "aaa", "z", Op::Put, 0), action(2, "aaa", "b", Op::Put, 0)];
+        sort(&mut a, &schemas());
+        let got: Vec<(usize, &str)> = a.iter().map(|a| (a.index, a.table.as_str())).collect();
+        assert_eq!(got, vec![(2, "aaa"), (1, "aaa"), (0, "bbb")]);
+    }
+
+    #[test]
+    fn batches_leave_room_for_the_fence() {
+        let a: Vec<Action> = (0..250).map(|i| action(i, "aaa", &format!("{i:05}"), Op::Put, 10)).collect();
+        let (plan, _) = build_default(&a, 100);
+        assert_eq!(plan.batch_count(), 3);
+        assert_eq!(plan.actions(0), 0..99);
+        assert_eq!(plan.actions(1), 99..198);
+        assert_eq!(plan.actions(2), 198..250);
+        let (plan, _) = build_default(&a[..99], 100);
+        assert_eq!(plan.batch_count(), 1);
+        let (plan, _) = build_default(&a[..100], 100);
+        assert_eq!(plan.batch_count(), 2);
+        let (plan, _) = build_default(&a[..1], 100);
+        assert_eq!(plan.batch_count(), 1);
+    }
+
+    #[test]
+    fn configurable_batch_size() {
+        let a: Vec<Action> = (0..10).map(|i| action(i, "aaa", &format!("{i}"), Op::Update, 0)).collect();
+        let (plan, _) = build_default(&a, 5);
+        assert_eq!(plan.batch_count(), 3);
+        assert!((0..3).all(|b| plan.actions(b).len() <= 4));
+    }
+
+    #[test]
+    fn splits_at_four_megabytes() {
+        // 99 puts of 100 KB each would be about 9.7 MB in one call.
+        let a: Vec<Action> = (0..99).map(|i| action(i, "aaa", &format!("{i:03}"), Op::Put, 100 * 1024)).collect();
+        let (plan, _) = build_default(&a, 100);
+        assert!(plan.batch_count() >= 3);
+        for b in 0..plan.batch_count() {
+            let size: usize = plan.actions(b).map(|i| transact_size(&a[i])).sum();
+            assert!(size <= MAX_TRANSACT_BYTES, "batch {b} is {size} bytes");
+        }
+        // Deletes and condition checks are not part of the apply call and do not count.
+        let d: Vec<Action> = (0..99).map(|i| action(i, "aaa", &format!("{i:03}"), Op::Delete, 0)).collect();
+        assert_eq!(build_default(&d, 100).0.batch_count(), 1);
+    }
+
+    #[test]
+    fn pages_round_trip_batches() {
+        let a: Vec<Action> = (0..300).map(|i| action(i, "aaa", &format!("{i:05}"), Op::Put, 700)).collect();
+        let (plan, stream) = build(&a, 100, MAX_TRANSACT_BYTES, 16 * 1024);
+        assert!(plan.page_count() > 10);
+        for b in 0..plan.batch_count() {
+            let pages = plan.pages(b);
+            let start = pages.start * 16 * 1024;
+            let end = (pages.end * 16 * 1024).min(stream.len());
+            let got = decode_batch(&plan, b, pages.start, &stream[start..end]).unwrap();
+            assert_eq!(got, a[plan.actions(b)].to_vec());
+        }
+        assert_eq!(plan.batch_of(0), 0);
+        assert_eq!(plan.batch_of(98), 0);
+        assert_eq!(plan.batch_of(99), 1);
+        assert_eq!(plan.batch_of(299), 3);
+    }
+}

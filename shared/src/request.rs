@@ -1,0 +1,499 @@
+//! The request: DynamoDB's `TransactWriteItems` JSON with any number of actions, its parsing and its validation.
+//!
+//! Validation happens in two steps. [`parse`] checks everything that needs no table metadata; [`validate`] checks keys
+//! against each table's key schema and returns the actions ready to plan. Both run before anything is written.
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::config::Config;
+use crate::constants::*;
+use crate::error::TxError;
+use crate::expr::{self, ExprRefs, PathElem};
+use crate::value::{self, Item};
+
+/// The four kinds of action `TransactWriteItems` takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Op {
+    Put,
+    Update,
+    Delete,
+    ConditionCheck,
+}
+
+impl Op {
+    fn from_key(k: &str) -> Option<Op> {
+        Some(match k {
+            "Put" => Op::Put,
+            "Update" => Op::Update,
+            "Delete" => Op::Delete,
+            "ConditionCheck" => Op::ConditionCheck,
+            _ => return None,
+        })
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Put => "Put",
+            Op::Update => "Update",
+            Op::Delete => "Delete",
+            Op::ConditionCheck => "ConditionCheck",
+        }
+    }
+    /// Whether the action changes the item (and so needs a saved image).
+    pub fn writes(self) -> bool {
+        !matches!(self, Op::ConditionCheck)
+    }
+}
+
+/// One validated action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Action {
+    /// Position in the caller's `TransactItems` (request order), used for `CancellationReasons`.
+    #[serde(rename = "i")]
+    pub index: usize,
+    #[serde(rename = "o")]
+    pub op: Op,
+    #[serde(rename = "t")]
+    pub table: String,
+    #[serde(rename = "k", with = "item_json")]
+    pub key: Item,
+    /// The whole item of a `Put`.
+    #[serde(rename = "it", default, skip_serializing_if = "Option::is_none", with = "opt_item_json")]
+    pub item: Option<Item>,
+    #[serde(rename = "u", default, skip_serializing_if = "Option::is_none")]
+    pub update: Option<String>,
+    #[serde(rename = "c", default, skip_serializing_if = "Option::is_none")]
+    pub condition: Option<String>,
+    #[serde(rename = "n", default, skip_serializing_if = "HashMap::is_empty")]
+    pub names: HashMap<String, String>,
+    #[serde(rename = "v", default, skip_serializing_if = "HashMap::is_empty", with = "item_json")]
+    pub values: Item,
+    /// `ReturnValuesOnConditionCheckFailure: ALL_OLD`.
+    #[serde(rename = "r", default, skip_serializing_if = "std::ops::Not::not")]
+    pub return_old: bool,
+}
+
+impl Action {
+    pub fn describe(&self) -> String {
+        format!("{} {}", self.op.as_str(), value::key_display(&self.table, &self.key))
+    }
+}
+
+/// The optional parent item held locked for the whole transaction (seed 003).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Parent {
+    pub table_name: String,
+    #[serde(with = "item_json")]
+    pub key: Item,
+}
+
+/// `Options` of a request, with the configured defaults filled in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Options {
+    /// Longest wait for another transaction's lock; `None` waits until the deadline.
+    pub lock_wait_seconds: Option<u64>,
+    pub deadline_seconds: u64,
+}
+
+/// A request that passed [`parse`]: shape, values and expressions are valid; keys are not yet checked.
+#[derive(Debug, Clone)]
+pub struct ParsedRequest {
+    pub items: Vec<RawAction>,
+    pub client_request_token: Option<String>,
+    pub parent: Option<(String, Item)>,
+    pub options: Options,
+    /// SHA-256 of the canonical request body, to recognise a retry of the same request under the same token.
+    pub body_hash: String,
+}
+
+/// One action after shape checks, before key-schema checks.
+#[derive(Debug, Clone)]
+pub struct RawAction {
+    pub op: Op,
+    pub table: String,
+    /// The `Key`, or for a `Put` its whole `Item`.
+    pub key_or_item: Item,
+    pub update: Option<String>,
+    pub condition: Option<String>,
+    pub names: HashMap<String, String>,
+    pub values: Item,
+    pub return_old: bool,
+}
+
+/// What validation needs to know of a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableSchema {
+    /// Partition key name, then the sort key name when there is one.
+    pub key_names: Vec<String>,
+    /// `S`, `N` or `B` for each key attribute.
+    pub key_types: Vec<String>,
+}
+
+impl TableSchema {
+    pub fn partition_key(&self) -> &str {
+        &self.key_names[0]
+    }
+}
+
+/// A fully validated request, ready to plan.
+#[derive(Debug, Clone)]
+pub struct ValidRequest {
+    pub actions: Vec<Action>,
+    pub client_request_token: Option<String>,
+    pub parent: Option<Parent>,
+    pub options: Options,
+    pub body_hash: String,
+}
+
+fn bad(action: Option<usize>, msg: impl Into<String>) -> TxError {
+    TxError::invalid(action, msg)
+}
+
+/// Checks the request's shape, values and expressions. Needs no table metadata.
+pub fn parse(body: &Value, cfg: &Config) -> Result<ParsedRequest, TxError> {
+    let top = body.as_object().ok_or_else(|| bad(None, "the request must be a JSON object with TransactItems"))?;
+    for k in top.keys() {
+        if !["TransactItems", "ClientRequestToken", "Parent", "Options"].contains(&k.as_str()) {
+            return Err(bad(None, format!("unknown field {k:?} (expected TransactItems, ClientRequestToken, Parent, Options)")));
+        }
+    }
+    let list = match top.get("TransactItems") {
+        Some(Value::Array(a)) => a,
+        Some(_) => return Err(bad(None, "TransactItems must be an array")),
+        None => return Err(bad(None, "TransactItems is required")),
+    };
+    if list.is_empty() {
+        return Err(bad(None, "TransactItems must not be empty"));
+    }
+    if list.len() > cfg.max_actions {
+        return Err(bad(None, format!("the transaction has {} actions; the configured maximum is {}", list.len(), cfg.max_actions)));
+    }
+    let items = list.iter().enumerate().map(|(i, a)| parse_action(i, a, cfg)).collect::<Result<Vec<_>, _>>()?;
+
+    let client_request_token = match top.get("ClientRequestToken") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(t)) => {
+            if t.is_empty() || t.len() > MAX_TOKEN_LEN || !t.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err(bad(None, format!(
+                    "ClientRequestToken must be 1 to {MAX_TOKEN_LEN} printable ASCII characters without spaces"
+                )));
+            }
+            Some(t.clone())
+        }
+        Some(_) => return Err(bad(None, "ClientRequestToken must be a string")),
+    };
+
+    let parent = match top.get("Parent") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(p)) => {
+            for k in p.keys() {
+                if k != "TableName" && k != "Key" {
+                    return Err(bad(None, format!("Parent: unknown field {k:?} (expected TableName, Key)")));
+                }
+            }
+            let table = table_name(p, cfg).map_err(|m| bad(None, format!("Parent: {m}")))?;
+            let key = p.get("Key").ok_or_else(|| bad(None, "Parent: Key is required"))?;
+            let key = value::item_from_json(key).map_err(|m| bad(None, format!("Parent: Key: {m}")))?;
+            Some((table, key))
+        }
+        Some(_) => return Err(bad(None, "Parent must be an object with TableName and Key")),
+    };
+
+    let options = parse_options(top.get("Options"), cfg)?;
+    let canonical = serde_json::to_vec(body).expect("a Value always serialises");
+    let body_hash = Sha256::digest(&canonical).iter().map(|b| format!("{b:02x}")).collect::<String>();
+    Ok(ParsedRequest { items, client_request_token, parent, options, body_hash })
+}
+
+fn parse_options(v: Option<&Value>, cfg: &Config) -> Result<Options, TxError> {
+    let mut o = Options {
+        lock_wait_seconds: Some(cfg.default_lock_wait.as_secs()),
+        deadline_seconds: cfg.default_deadline.as_secs(),
+    };
+    let Some(v) = v.filter(|v| !v.is_null()) else { return Ok(o) };
+    let m = v.as_object().ok_or_else(|| bad(None, "Options must be an object"))?;
+    for (k, x) in m {
+        let n = || {
+            x.as_u64().ok_or_else(|| bad(None, format!("Options.{k} must be a whole number of seconds, 0 or more")))
+        };
+        match k.as_str() {
+            // null means "wait as long as the deadline allows"
+            "LockWaitSeconds" => o.lock_wait_seconds = if x.is_null() { None } else { Some(n()?) },
+            "DeadlineSeconds" => {
+                let d = n()?;
+                if d == 0 || d > 7 * 24 * 3600 {
+                    return Err(bad(None, "Options.DeadlineSeconds must be between 1 and 604800"));
+                }
+                o.deadline_seconds = d;
+            }
+            _ => return Err(bad(None, format!("Options: unknown field {k:?} (expected LockWaitSeconds, DeadlineSeconds)"))),
+        }
+    }
+    Ok(o)
+}
+
+fn table_name(obj: &Map<String, Value>, cfg: &Config) -> Result<String, String> {
+    let t = match obj.get("TableName") {
+        Some(Value::String(t)) => t,
+        Some(_) => return Err("TableName must be a string".into()),
+        None => return Err("TableName is required".into()),
+    };
+    if t.len() < 3 || t.len() > 255 || !t.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b)) {
+        return Err(format!("TableName {t:?} is not a valid table name"));
+    }
+    if !cfg.table_allowed(t) {
+        return Err(format!("table {t:?} is not in the allowed tables"));
+    }
+    Ok(t.clone())
+}
+
+fn parse_action(i: usize, a: &Value, cfg: &Config) -> Result<RawAction, TxError> {
+    let e = |m: String| bad(Some(i), m);
+    let obj = a.as_object().ok_or_else(|| e("an action must be an object with one of Put, Update, Delete, ConditionCheck".into()))?;
+    let ops: Vec<(&String, &Value)> = obj.iter().collect();
+    if ops.len() != 1 {
+        let names: Vec<&str> = ops.iter().map(|(k, _)| k.as_str()).collect();
+        return Err(e(format!(
+            "an action must have exactly one of Put, Update, Delete, ConditionCheck; found {}",
+            if names.is_empty() { "none".to_string() } else { names.join(", ") }
+        )));
+    }
+    let (opname, body) = ops[0];
+    let op = Op::from_key(opname).ok_or_else(|| e(format!("unknown action {opname:?} (expected Put, Update, Delete or ConditionCheck)")))?;
+    let body = body.as_object().ok_or_else(|| e(format!("{opname} must be an object")))?;
+    let allowed: &[&str] = match op {
+        Op::Put => &["TableName", "Item", "ConditionExpression", "ExpressionAttributeNames", "ExpressionAttributeValues", "ReturnValuesOnConditionCheckFailure"],
+        Op::Update => &["TableName", "Key", "UpdateExpression", "ConditionExpression", "ExpressionAttributeNames", "ExpressionAttributeValues", "ReturnValuesOnConditionCheckFailure"],
+        Op::Delete | Op::ConditionCheck => &["TableName", "Key", "ConditionExpression", "ExpressionAttributeNames", "ExpressionAttributeValues", "ReturnValuesOnConditionCheckFailure"],
+    };
+    for k in body.keys() {
+        if !allowed.contains(&k.as_str()) {
+            return Err(e(format!("{opname}: unknown field {k:?}")));
+        }
+    }
+    let table = table_name(body, cfg).map_err(|m| e(format!("{opname}: {m}")))?;
+    let key_field = if op == Op::Put { "Item" } else { "Key" };
+    let key_or_item = match body.get(key_field) {
+        None => return Err(e(format!("{opname}: {key_field} is required"))),
+        Some(v) => value::item_from_json(v).map_err(|m| e(format!("{opname}: {key_field}: {m}")))?,
+    };
+    let string = |k: &str| -> Result<Option<String>, TxError> {
+        match body.get(k) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(e(format!("{opname}: {k} must be a string"))),
+        }
+    };
+    let update = string("UpdateExpression")?;
+    let condition = string("ConditionExpression")?;
+    if op == Op::Update && update.as_deref().is_none_or(|u| u.trim().is_empty()) {
+        return Err(e("Update: UpdateExpression is required".into()));
+    }
+    if op == Op::ConditionCheck && condition.as_deref().is_none_or(|c| c.trim().is_empty()) {
+        return Err(e("ConditionCheck: ConditionExpression is required".into()));
+    }
+    let names: HashMap<String, String> = match body.get("ExpressionAttributeNames") {
+        None | Some(Value::Null) => HashMap::new(),
+        Some(Value::Object(m)) => m
+            .iter()
+            .map(|(k, v)| match v {
+                Value::String(s) if !s.is_empty() => Ok((k.clone(), s.clone())),
+                _ => Err(e(format!("{opname}: ExpressionAttributeNames[{k:?}] must be a non-empty string"))),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(e(format!("{opname}: ExpressionAttributeNames must be an object"))),
+    };
+    let values = match body.get("ExpressionAttributeValues") {
+        None | Some(Value::Null) => Item::new(),
+        Some(v) => value::item_from_json(v).map_err(|m| e(format!("{opname}: ExpressionAttributeValues: {m}")))?,
+    };
+    let return_old = match string("ReturnValuesOnConditionCheckFailure")?.as_deref() {
+        None | Some("NONE") => false,
+        Some("ALL_OLD") => true,
+        Some(other) => return Err(e(format!("{opname}: ReturnValuesOnConditionCheckFailure must be ALL_OLD or NONE, not {other:?}"))),
+    };
+
+    // Expressions: syntax, placeholders defined and used, no reserved attribute named.
+    let mut refs = ExprRefs::default();
+    let mut merge = |r: ExprRefs| {
+        refs.name_placeholders.extend(r.name_placeholders);
+        refs.value_placeholders.extend(r.value_placeholders);
+        refs.paths.extend(r.paths);
+    };
+    if let Some(c) = condition.as_deref() {
+        merge(expr::parse_condition(c).map_err(|x| e(format!("{opname}: ConditionExpression: {x}")))?);
+    }
+    if let Some(u) = update.as_deref() {
+        merge(expr::parse_update(u).map_err(|x| e(format!("{opname}: UpdateExpression: {x}")))?.refs);
+    }
+    for p in &refs.name_placeholders {
+        if !names.contains_key(p) {
+            return Err(e(format!("{opname}: the expression uses {p} but ExpressionAttributeNames does not define it")));
+        }
+    }
+    for p in &refs.value_placeholders {
+        if !values.contains_key(p) {
+            return Err(e(format!("{opname}: the expression uses {p} but ExpressionAttributeValues does not define it")));
+        }
+    }
+    if let Some(p) = names.keys().chain(values.keys()).find(|p| p.starts_with("#_saga") || p.starts_with(":_saga")) {
+        return Err(e(format!("{opname}: placeholder {p} is reserved for dynamo-saga (placeholders starting with #_saga or :_saga)")));
+    }
+    for k in names.keys() {
+        if !refs.name_placeholders.contains(k) {
+            return Err(e(format!("{opname}: ExpressionAttributeNames defines {k} but no expression uses it")));
+        }
+    }
+    for k in values.keys() {
+        if !refs.value_placeholders.contains(k) {
+            return Err(e(format!("{opname}: ExpressionAttributeValues defines {k} but no expression uses it")));
+        }
+    }
+    let reserved = |n: &str| n.starts_with(RESERVED_PREFIX);
+    let mut named: BTreeSet<&str> = names.values().map(String::as_str).collect();
+    for p in &refs.paths {
+        for el in &p.0 {
+            if let PathElem::Name(n) = el {
+                named.insert(n);
+            }
+        }
+    }
+    if op == Op::Put {
+        named.extend(key_or_item.keys().map(String::as_str));
+    }
+    if let Some(n) = named.into_iter().find(|n| reserved(n)) {
+        return Err(e(format!("{opname}: attribute {n:?} is reserved for dynamo-saga (names starting with {RESERVED_PREFIX:?})")));
+    }
+    if op == Op::Put {
+        let size = value::item_size(&key_or_item) + RESERVED_OVERHEAD;
+        if size > MAX_ITEM_BYTES {
+            return Err(e(format!("Put: the item is {size} bytes with dynamo-saga's lock attributes; DynamoDB's limit is {MAX_ITEM_BYTES}")));
+        }
+    }
+    Ok(RawAction { op, table, key_or_item, update, condition, names, values, return_old })
+}
+
+/// Bytes the reserved attributes add to a locked item (lock id, time, applied and transient flags).
+pub const RESERVED_OVERHEAD: usize = 9 + 26 + 13 + 21 + 12 + 1 + 14 + 1;
+
+/// Checks keys against the tables' key schemas and the same item appearing twice; returns the actions to plan.
+pub fn validate(p: ParsedRequest, schemas: &HashMap<String, TableSchema>) -> Result<ValidRequest, TxError> {
+    let mut seen: HashMap<Vec<u8>, usize> = HashMap::new();
+    let mut actions = Vec::with_capacity(p.items.len());
+    for (i, raw) in p.items.into_iter().enumerate() {
+        let schema = schemas.get(&raw.table).ok_or_else(|| bad(Some(i), format!("table {:?} does not exist", raw.table)))?;
+        let (key, item) = if raw.op == Op::Put {
+            let key = extract_key(&raw.key_or_item, schema).map_err(|m| bad(Some(i), format!("Put: Item: {m}")))?;
+            (key, Some(raw.key_or_item))
+        } else {
+            check_key(&raw.key_or_item, schema).map_err(|m| bad(Some(i), format!("{}: Key: {m}", raw.op.as_str())))?;
+            (raw.key_or_item, None)
+        };
+        let order = value::key_order(&raw.table, &key, &schema.key_names);
+        if let Some(first) = seen.insert(order, i) {
+            return Err(bad(Some(i), format!(
+                "the transaction names item {} twice (actions {first} and {i}); DynamoDB allows one action per item",
+                value::key_display(&raw.table, &key)
+            )));
+        }
+        actions.push(Action {
+            index: i,
+            op: raw.op,
+            table: raw.table,
+            key,
+            item,
+            update: raw.update,
+            condition: raw.condition,
+            names: raw.names,
+            values: raw.values,
+            return_old: raw.return_old,
+        });
+    }
+    let parent = match p.parent {
+        None => None,
+        Some((table, key)) => {
+            let schema = schemas.get(&table).ok_or_else(|| bad(None, format!("Parent: table {table:?} does not exist")))?;
+            check_key(&key, schema).map_err(|m| bad(None, format!("Parent: Key: {m}")))?;
+            Some(Parent { table_name: table, key })
+        }
+    };
+    Ok(ValidRequest { actions, client_request_token: p.client_request_token, parent, options: p.options, body_hash: p.body_hash })
+}
+
+/// The tables a parsed request touches, so the caller can fetch their schemas.
+pub fn tables_of(p: &ParsedRequest) -> BTreeSet<String> {
+    let mut t: BTreeSet<String> = p.items.iter().map(|a| a.table.clone()).collect();
+    if let Some((pt, _)) = &p.parent {
+        t.insert(pt.clone());
+    }
+    t
+}
+
+fn check_key_value(name: &str, want: &str, v: &aws_sdk_dynamodb::types::AttributeValue, sort: bool) -> Result<(), String> {
+    use aws_sdk_dynamodb::types::AttributeValue as A;
+    let (got, len) = match v {
+        A::S(s) => ("S", s.len()),
+        A::N(_) => ("N", 1),
+        A::B(b) => ("B", b.as_ref().len()),
+        _ => ("a non-scalar type", 1),
+    };
+    if got != want {
+        return Err(format!("key attribute {name:?} must be of type {want}, got {got}"));
+    }
+    let max = if sort { 1024 } else { 2048 };
+    if len == 0 || len > max {
+        return Err(format!("key attribute {name:?} must be 1 to {max} bytes long"));
+    }
+    Ok(())
+}
+
+fn check_key(key: &Item, schema: &TableSchema) -> Result<(), String> {
+    for (i, (n, t)) in schema.key_names.iter().zip(&schema.key_types).enumerate() {
+        let v = key.get(n).ok_or_else(|| format!("missing key attribute {n:?}"))?;
+        check_key_value(n, t, v, i == 1)?;
+    }
+    let extra: Vec<&String> = key.keys().filter(|k| !schema.key_names.contains(k)).collect();
+    if !extra.is_empty() {
+        return Err(format!("{extra:?} is not part of the table's key ({})", schema.key_names.join(", ")));
+    }
+    Ok(())
+}
+
+fn extract_key(item: &Item, schema: &TableSchema) -> Result<Item, String> {
+    let mut key = Item::new();
+    for (i, (n, t)) in schema.key_names.iter().zip(&schema.key_types).enumerate() {
+        let v = item.get(n).ok_or_else(|| format!("missing key attribute {n:?}"))?;
+        check_key_value(n, t, v, i == 1)?;
+        key.insert(n.clone(), v.clone());
+    }
+    Ok(key)
+}
+
+pub(crate) mod item_json {
+    use super::*;
+    use serde::{Deserializer, Serializer};
+    pub fn serialize<S: Serializer>(item: &Item, s: S) -> Result<S::Ok, S::Error> {
+        value::item_to_json(item).serialize(s)
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Item, D::Error> {
+        let v = Value::deserialize(d)?;
+        value::item_from_json(&v).map_err(serde::de::Error::custom)
+    }
+}
+
+pub(crate) mod opt_item_json {
+    use super::*;
+    use serde::{Deserializer, Serializer};
+    pub fn serialize<S: Serializer>(item: &Option<Item>, s: S) -> Result<S::Ok, S::Error> {
+        item.as_ref().map(value::item_to_json).serialize(s)
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Item>, D::Error> {
+        let v = Option::<Value>::deserialize(d)?;
+        v.map(|v| value::item_from_json(&v).map_err(serde::de::Error::custom)).transpose()
+    }
+}

@@ -1,0 +1,461 @@
+//! Every DynamoDB call the protocol makes: capacity accounting, error mapping, and test-only fault injection.
+//!
+//! Throttling is retried by the SDK (standard retry mode, see [`Store::connect`]); what is left after its retries
+//! becomes [`TxError::Throttled`] so the caller (the state machine, the coordinator) retries the whole phase.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::batch_get_item::builders::BatchGetItemFluentBuilder;
+use aws_sdk_dynamodb::operation::delete_item::builders::DeleteItemFluentBuilder;
+use aws_sdk_dynamodb::operation::put_item::builders::PutItemFluentBuilder;
+use aws_sdk_dynamodb::operation::transact_write_items::builders::TransactWriteItemsFluentBuilder;
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConsumedCapacity, KeysAndAttributes, KeyType, ReturnConsumedCapacity,
+    ReturnValuesOnConditionCheckFailure, WriteRequest,
+};
+use aws_sdk_dynamodb::Client;
+
+use crate::config::Config;
+use crate::error::TxError;
+use crate::request::TableSchema;
+use crate::value::Item;
+
+/// DynamoDB calls and capacity one phase run used.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Usage {
+    /// Requests sent to DynamoDB.
+    pub calls: u64,
+    /// Of those, requests that write (conditional failures included).
+    pub writes: u64,
+    /// Capacity units DynamoDB reported (`ReturnConsumedCapacity: TOTAL`).
+    pub read_units: f64,
+    pub write_units: f64,
+}
+
+impl Usage {
+    pub fn add(&mut self, o: &Usage) {
+        self.calls += o.calls;
+        self.writes += o.writes;
+        self.read_units += o.read_units;
+        self.write_units += o.write_units;
+    }
+}
+
+/// Collects [`Usage`] across the concurrent calls of one phase run.
+#[derive(Debug, Default)]
+pub struct Meter(Mutex<Usage>);
+
+impl Meter {
+    pub fn usage(&self) -> Usage {
+        *self.0.lock().expect("meter lock")
+    }
+    fn record(&self, write: bool, cc: &[ConsumedCapacity]) {
+        let mut u = self.0.lock().expect("meter lock");
+        u.calls += 1;
+        if write {
+            u.writes += 1;
+        }
+        for c in cc {
+            // DynamoDB Local reports only CapacityUnits; AWS also splits reads and writes.
+            let (r, w) = match (c.read_capacity_units, c.write_capacity_units) {
+                (None, None) => {
+                    let units = c.capacity_units.unwrap_or(0.0);
+                    if write { (0.0, units) } else { (units, 0.0) }
+                }
+                (r, w) => (r.unwrap_or(0.0), w.unwrap_or(0.0)),
+            };
+            u.read_units += r;
+            u.write_units += w;
+        }
+    }
+}
+
+/// Test-only: makes the store behave as if its process died after a number of writes.
+#[derive(Debug)]
+struct Faults {
+    budget: u64,
+    used: AtomicU64,
+    dead: AtomicBool,
+}
+
+/// What a conditional single-item write came to.
+#[derive(Debug)]
+pub enum Written {
+    Done(Option<Item>),
+    /// The condition failed; the item as it was (when `ALL_OLD` was asked for and the item exists).
+    ConditionFailed(Option<Item>),
+}
+
+/// What a TransactWriteItems call came to.
+#[derive(Debug)]
+pub enum Transacted {
+    Done,
+    /// Cancelled: one reason per action sent (code, message, item).
+    Canceled(Vec<(String, Option<String>, Option<Item>)>),
+    /// The whole request was rejected (for example an operand of the wrong type).
+    Rejected(String),
+}
+
+#[derive(Clone)]
+pub struct Store {
+    pub client: Client,
+    pub cfg: Arc<Config>,
+    schemas: Arc<Mutex<HashMap<String, TableSchema>>>,
+    faults: Option<Arc<Faults>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("tx_table", &self.cfg.tx_table).finish()
+    }
+}
+
+fn map_err<E: ProvideErrorMetadata + std::fmt::Debug, R: std::fmt::Debug>(op: &'static str, e: SdkError<E, R>) -> TxError {
+    let code = e.code().unwrap_or("").to_string();
+    let message = e.message().map(str::to_owned).unwrap_or_else(|| format!("{e:?}"));
+    match code.as_str() {
+        "ProvisionedThroughputExceededException" | "ThrottlingException" | "RequestLimitExceeded" => {
+            TxError::Throttled(format!("{op}: {message}"))
+        }
+        "ResourceNotFoundException" => TxError::DynamoDb { op, message: format!("{code}: {message}") },
+        "" => TxError::DynamoDb { op, message },
+        _ => TxError::DynamoDb { op, message: format!("{code}: {message}") },
+    }
+}
+
+impl Store {
+    pub fn new(client: Client, cfg: Config) -> Self {
+        Self { client, cfg: Arc::new(cfg), schemas: Arc::default(), faults: None }
+    }
+
+    /// A client from the standard AWS configuration chain (profile, region, `AWS_ENDPOINT_URL_DYNAMODB`), with the
+    /// SDK's standard retry mode given more attempts, since throttling is the one error worth retrying in place.
+    pub async fn connect(cfg: Config) -> Self {
+        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(8))
+            .load()
+            .await;
+        Self::new(Client::new(&sdk), cfg)
+    }
+
+    /// A copy of this store that stops working (every call fails with [`TxError::InjectedFault`]) once it has sent
+    /// `writes` write requests: the crash tests' stand-in for a Lambda that times out or dies between two writes.
+    pub fn crash_after(&self, writes: u64) -> Store {
+        let mut s = self.clone();
+        s.faults = Some(Arc::new(Faults { budget: writes, used: AtomicU64::new(0), dead: AtomicBool::new(false) }));
+        s
+    }
+
+    /// Whether this store's injected crash has happened.
+    pub fn crashed(&self) -> bool {
+        self.faults.as_ref().is_some_and(|f| f.dead.load(Ordering::SeqCst))
+    }
+
+    fn check_alive(&self) -> Result<(), TxError> {
+        match &self.faults {
+            Some(f) if f.dead.load(Ordering::SeqCst) => Err(TxError::InjectedFault(f.budget)),
+            _ => Ok(()),
+        }
+    }
+
+    fn before_write(&self) -> Result<(), TxError> {
+        self.check_alive()?;
+        if let Some(f) = &self.faults {
+            if f.used.fetch_add(1, Ordering::SeqCst) >= f.budget {
+                f.dead.store(true, Ordering::SeqCst);
+                return Err(TxError::InjectedFault(f.budget));
+            }
+        }
+        Ok(())
+    }
+
+    /// The key schema of a table (DescribeTable, once per table per process).
+    pub async fn schema(&self, m: &Meter, table: &str) -> Result<TableSchema, TxError> {
+        if let Some(s) = self.schemas.lock().expect("schema cache").get(table) {
+            return Ok(s.clone());
+        }
+        self.check_alive()?;
+        let out = self.client.describe_table().table_name(table).send().await;
+        m.record(false, &[]);
+        let out = match out {
+            Ok(o) => o,
+            Err(e) if e.code() == Some("ResourceNotFoundException") => {
+                return Err(TxError::invalid(None, format!("table {table:?} does not exist")))
+            }
+            Err(e) => return Err(map_err("DescribeTable", e)),
+        };
+        let desc = out.table.ok_or_else(|| TxError::Internal(format!("DescribeTable {table} returned no table")))?;
+        let mut names = vec![String::new(); 2];
+        for k in desc.key_schema() {
+            let i = if *k.key_type() == KeyType::Hash { 0 } else { 1 };
+            names[i] = k.attribute_name().to_string();
+        }
+        names.retain(|n| !n.is_empty());
+        let types = names
+            .iter()
+            .map(|n| {
+                desc.attribute_definitions()
+                    .iter()
+                    .find(|d| d.attribute_name() == n)
+                    .map(|d| d.attribute_type().as_str().to_string())
+                    .ok_or_else(|| TxError::Internal(format!("table {table}: no type for key {n}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let s = TableSchema { key_names: names, key_types: types };
+        self.schemas.lock().expect("schema cache").insert(table.to_string(), s.clone());
+        Ok(s)
+    }
+
+    pub async fn get(&self, m: &Meter, table: &str, key: Item) -> Result<Option<Item>, TxError> {
+        self.check_alive()?;
+        let out = self
+            .client
+            .get_item()
+            .table_name(table)
+            .set_key(Some(key))
+            .consistent_read(true)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await
+            .map_err(|e| map_err("GetItem", e))?;
+        m.record(false, out.consumed_capacity().into_iter().cloned().collect::<Vec<_>>().as_slice());
+        Ok(out.item)
+    }
+
+    /// Strongly consistent reads of many keys of one table, in any order; missing items are absent from the result.
+    pub async fn batch_get(&self, m: &Meter, table: &str, keys: Vec<Item>) -> Result<Vec<Item>, TxError> {
+        let mut found = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(100) {
+            let mut pending = Some(KeysAndAttributes::builder().set_keys(Some(chunk.to_vec())).consistent_read(true).build().map_err(|e| TxError::Internal(e.to_string()))?);
+            let mut tries = 0u32;
+            while let Some(ka) = pending.take() {
+                self.check_alive()?;
+                let req: BatchGetItemFluentBuilder = self
+                    .client
+                    .batch_get_item()
+                    .request_items(table, ka)
+                    .return_consumed_capacity(ReturnConsumedCapacity::Total);
+                let out = req.send().await.map_err(|e| map_err("BatchGetItem", e))?;
+                m.record(false, out.consumed_capacity());
+                if let Some(mut r) = out.responses {
+                    found.extend(r.remove(table).unwrap_or_default());
+                }
+                if let Some(mut u) = out.unprocessed_keys {
+                    if let Some(ka) = u.remove(table).filter(|k| !k.keys().is_empty()) {
+                        tries += 1;
+                        backoff(tries).await;
+                        pending = Some(ka);
+                    }
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// A conditional UpdateItem; a failed condition is an outcome, not an error.
+    pub async fn update(&self, m: &Meter, req: UpdateItemFluentBuilder) -> Result<Written, TxError> {
+        self.before_write()?;
+        let r = req
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match r {
+            Ok(o) => {
+                m.record(true, o.consumed_capacity().into_iter().cloned().collect::<Vec<_>>().as_slice());
+                Ok(Written::Done(o.attributes))
+            }
+            Err(SdkError::ServiceError(se)) if se.err().is_conditional_check_failed_exception() => {
+                m.record(true, &[]);
+                let aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c) = se.into_err() else { unreachable!() };
+                Ok(Written::ConditionFailed(c.item))
+            }
+            Err(e) => {
+                m.record(true, &[]);
+                Err(map_err("UpdateItem", e))
+            }
+        }
+    }
+
+    pub async fn put(&self, m: &Meter, req: PutItemFluentBuilder) -> Result<Written, TxError> {
+        self.before_write()?;
+        let r = req
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match r {
+            Ok(o) => {
+                m.record(true, o.consumed_capacity().into_iter().cloned().collect::<Vec<_>>().as_slice());
+                Ok(Written::Done(o.attributes))
+            }
+            Err(SdkError::ServiceError(se)) if se.err().is_conditional_check_failed_exception() => {
+                m.record(true, &[]);
+                let aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(c) = se.into_err() else { unreachable!() };
+                Ok(Written::ConditionFailed(c.item))
+            }
+            Err(e) => {
+                m.record(true, &[]);
+                Err(map_err("PutItem", e))
+            }
+        }
+    }
+
+    pub async fn delete(&self, m: &Meter, req: DeleteItemFluentBuilder) -> Result<Written, TxError> {
+        self.before_write()?;
+        let r = req
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match r {
+            Ok(o) => {
+                m.record(true, o.consumed_capacity().into_iter().cloned().collect::<Vec<_>>().as_slice());
+                Ok(Written::Done(o.attributes))
+            }
+            Err(SdkError::ServiceError(se)) if se.err().is_conditional_check_failed_exception() => {
+                m.record(true, &[]);
+                let aws_sdk_dynamodb::operation::delete_item::DeleteItemError::ConditionalCheckFailedException(c) = se.into_err() else { unreachable!() };
+                Ok(Written::ConditionFailed(c.item))
+            }
+            Err(e) => {
+                m.record(true, &[]);
+                Err(map_err("DeleteItem", e))
+            }
+        }
+    }
+
+    /// TransactWriteItems. Conflicts with another DynamoDB transaction on the same items (`TransactionConflict`) are
+    /// retried here a few times; they are DynamoDB's own short-lived isolation, not this protocol's locks.
+    pub async fn transact(&self, m: &Meter, req: TransactWriteItemsFluentBuilder) -> Result<Transacted, TxError> {
+        let mut tries = 0u32;
+        loop {
+            self.before_write()?;
+            let r = req.clone().return_consumed_capacity(ReturnConsumedCapacity::Total).send().await;
+            match r {
+                Ok(o) => {
+                    m.record(true, o.consumed_capacity());
+                    return Ok(Transacted::Done);
+                }
+                Err(SdkError::ServiceError(se)) => {
+                    m.record(true, &[]);
+                    let code = se.err().code().unwrap_or("").to_string();
+                    let msg = se.err().message().unwrap_or("").to_string();
+                    match se.into_err() {
+                        aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(c) => {
+                            let reasons: Vec<_> = c
+                                .cancellation_reasons
+                                .unwrap_or_default()
+                                .into_iter()
+                                .map(|r| (r.code.unwrap_or_else(|| "None".into()), r.message, r.item))
+                                .collect();
+                            let conflict = reasons.iter().any(|r| r.0 == "TransactionConflict" || r.0 == "ThrottlingError" || r.0 == "ProvisionedThroughputExceeded");
+                            let decided = reasons.iter().any(|r| r.0 == "ConditionalCheckFailed" || r.0 == "ValidationError");
+                            if conflict && !decided && tries < 6 {
+                                tries += 1;
+                                backoff(tries).await;
+                                continue;
+                            }
+                            return Ok(Transacted::Canceled(reasons));
+                        }
+                        _ if code == "ValidationException" => return Ok(Transacted::Rejected(msg)),
+                        _ if code == "TransactionInProgressException" && tries < 6 => {
+                            tries += 1;
+                            backoff(tries).await;
+                            continue;
+                        }
+                        _ => {
+                            return Err(match code.as_str() {
+                                "ProvisionedThroughputExceededException" | "ThrottlingException" | "RequestLimitExceeded" => {
+                                    TxError::Throttled(format!("TransactWriteItems: {msg}"))
+                                }
+                                _ => TxError::DynamoDb { op: "TransactWriteItems", message: format!("{code}: {msg}") },
+                            })
+                        }
+                    }
+                }
+                Err(e) => {
+                    m.record(true, &[]);
+                    return Err(map_err("TransactWriteItems", e));
+                }
+            }
+        }
+    }
+
+    /// Unconditional puts and deletes of many records of one table, 25 per call, retrying unprocessed ones.
+    pub async fn batch_write(&self, m: &Meter, table: &str, requests: Vec<WriteRequest>) -> Result<(), TxError> {
+        for chunk in requests.chunks(25) {
+            let mut pending = chunk.to_vec();
+            let mut tries = 0u32;
+            while !pending.is_empty() {
+                self.before_write()?;
+                let out = self
+                    .client
+                    .batch_write_item()
+                    .request_items(table, std::mem::take(&mut pending))
+                    .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                    .send()
+                    .await;
+                let out = match out {
+                    Ok(o) => o,
+                    Err(e) => {
+                        m.record(true, &[]);
+                        return Err(map_err("BatchWriteItem", e));
+                    }
+                };
+                m.record(true, out.consumed_capacity());
+                if let Some(mut u) = out.unprocessed_items {
+                    pending = u.remove(table).unwrap_or_default();
+                    if !pending.is_empty() {
+                        tries += 1;
+                        backoff(tries).await;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every record of one transaction whose sort key starts with `prefix` (Query, paginated).
+    pub async fn query_prefix(&self, m: &Meter, tx_id: &str, prefix: &str) -> Result<Vec<Item>, TxError> {
+        let mut out = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            self.check_alive()?;
+            let r = self
+                .client
+                .query()
+                .table_name(&self.cfg.tx_table)
+                .key_condition_expression("#p = :p AND begins_with(#s, :s)")
+                .expression_attribute_names("#p", crate::constants::TX_PK)
+                .expression_attribute_names("#s", crate::constants::TX_SK)
+                .expression_attribute_values(":p", AttributeValue::S(tx_id.into()))
+                .expression_attribute_values(":s", AttributeValue::S(prefix.into()))
+                .consistent_read(true)
+                .set_exclusive_start_key(start.take())
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .send()
+                .await
+                .map_err(|e| map_err("Query", e))?;
+            m.record(false, r.consumed_capacity().into_iter().cloned().collect::<Vec<_>>().as_slice());
+            out.extend(r.items.unwrap_or_default());
+            match r.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Exponential backoff with full jitter, 25 ms doubling up to about 1.6 s.
+pub async fn backoff(attempt: u32) {
+    let cap = 25u64 << attempt.min(6);
+    let jitter = (ulid::Ulid::new().random() % (cap as u128 + 1)) as u64;
+    tokio::time::sleep(std::time::Duration::from_millis(jitter.max(5))).await;
+}

@@ -1,0 +1,257 @@
+//! DynamoDB JSON (`{"S": "..."}`, `{"N": "1"}`, ...) to and from the SDK's `AttributeValue`, with DynamoDB's
+//! validation rules and its item-size arithmetic.
+
+use std::collections::{BTreeMap, HashMap};
+
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::AttributeValue;
+use base64::Engine as _;
+use serde_json::{Map, Value};
+
+/// An item or key as the SDK holds it.
+pub type Item = HashMap<String, AttributeValue>;
+
+const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
+
+/// Parses one DynamoDB JSON value. The error says what is wrong in words a caller can act on.
+pub fn to_av(v: &Value) -> Result<AttributeValue, String> {
+    let obj = v.as_object().ok_or_else(|| format!("expected a DynamoDB JSON value like {{\"S\": \"...\"}}, got {v}"))?;
+    if obj.len() != 1 {
+        return Err(format!("a DynamoDB JSON value has exactly one type key, got {}", obj.len()));
+    }
+    let (t, x) = obj.iter().next().expect("one entry");
+    let want_str = |x: &Value| x.as_str().map(str::to_owned).ok_or_else(|| format!("{t} value must be a string"));
+    let want_arr = |x: &Value| {
+        x.as_array().cloned().ok_or_else(|| format!("{t} value must be an array"))
+    };
+    Ok(match t.as_str() {
+        "S" => AttributeValue::S(want_str(x)?),
+        "N" => AttributeValue::N(check_number(&want_str(x)?)?),
+        "B" => AttributeValue::B(Blob::new(decode_b64(&want_str(x)?)?)),
+        "BOOL" => AttributeValue::Bool(x.as_bool().ok_or("BOOL value must be true or false")?),
+        "NULL" => {
+            if x.as_bool() != Some(true) {
+                return Err("NULL value must be true".into());
+            }
+            AttributeValue::Null(true)
+        }
+        "M" => {
+            let m = x.as_object().ok_or("M value must be an object")?;
+            AttributeValue::M(m.iter().map(|(k, v)| Ok((k.clone(), to_av(v)?))).collect::<Result<_, String>>()?)
+        }
+        "L" => AttributeValue::L(want_arr(x)?.iter().map(to_av).collect::<Result<_, _>>()?),
+        "SS" | "NS" | "BS" => {
+            let arr = want_arr(x)?;
+            if arr.is_empty() {
+                return Err(format!("{t} value must not be empty"));
+            }
+            let strs: Vec<String> = arr.iter().map(want_str).collect::<Result<_, _>>()?;
+            let mut seen = std::collections::HashSet::new();
+            for s in &strs {
+                if !seen.insert(s.as_str()) {
+                    return Err(format!("{t} value has a duplicate element {s:?}"));
+                }
+            }
+            match t.as_str() {
+                "SS" => AttributeValue::Ss(strs),
+                "NS" => AttributeValue::Ns(strs.iter().map(|s| check_number(s)).collect::<Result<_, _>>()?),
+                _ => AttributeValue::Bs(
+                    strs.iter().map(|s| decode_b64(s).map(Blob::new)).collect::<Result<_, _>>()?,
+                ),
+            }
+        }
+        other => return Err(format!("unknown DynamoDB type {other:?} (expected S, N, B, BOOL, NULL, M, L, SS, NS or BS)")),
+    })
+}
+
+fn decode_b64(s: &str) -> Result<Vec<u8>, String> {
+    B64.decode(s).map_err(|e| format!("B value is not valid base64: {e}"))
+}
+
+/// DynamoDB numbers: up to 38 significant digits, magnitude between 1E-130 and 1E+126.
+fn check_number(s: &str) -> Result<String, String> {
+    let bad = || format!("{s:?} is not a valid DynamoDB number");
+    let t = s.trim();
+    let body = t.strip_prefix('-').or_else(|| t.strip_prefix('+')).unwrap_or(t);
+    let (mantissa, exp) = match body.find(['e', 'E']) {
+        Some(i) => (&body[..i], body[i + 1..].parse::<i64>().map_err(|_| bad())?),
+        None => (body, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if int.is_empty() && frac.is_empty()
+        || !int.bytes().all(|b| b.is_ascii_digit())
+        || !frac.bytes().all(|b| b.is_ascii_digit())
+    {
+        return Err(bad());
+    }
+    let digits: String = format!("{int}{frac}");
+    let trimmed = digits.trim_start_matches('0');
+    if trimmed.is_empty() {
+        return Ok(t.to_string());
+    }
+    let significant = trimmed.trim_end_matches('0');
+    if significant.len() > 38 {
+        return Err(format!("{s:?} has more than 38 significant digits"));
+    }
+    // Decimal exponent of the leading significant digit.
+    let lead = int.len() as i64 - (digits.len() - trimmed.len()) as i64 - 1 + exp;
+    if lead >= 126 || lead < -130 {
+        return Err(format!("{s:?} is out of DynamoDB's number range"));
+    }
+    Ok(t.to_string())
+}
+
+/// Renders a value as DynamoDB JSON.
+pub fn to_json(av: &AttributeValue) -> Value {
+    let one = |k: &str, v: Value| Value::Object(Map::from_iter([(k.to_string(), v)]));
+    match av {
+        AttributeValue::S(s) => one("S", Value::String(s.clone())),
+        AttributeValue::N(n) => one("N", Value::String(n.clone())),
+        AttributeValue::B(b) => one("B", Value::String(B64.encode(b.as_ref()))),
+        AttributeValue::Bool(b) => one("BOOL", Value::Bool(*b)),
+        AttributeValue::Null(_) => one("NULL", Value::Bool(true)),
+        AttributeValue::M(m) => one("M", item_to_json(m)),
+        AttributeValue::L(l) => one("L", Value::Array(l.iter().map(to_json).collect())),
+        AttributeValue::Ss(v) => one("SS", Value::Array(v.iter().cloned().map(Value::String).collect())),
+        AttributeValue::Ns(v) => one("NS", Value::Array(v.iter().cloned().map(Value::String).collect())),
+        AttributeValue::Bs(v) => one("BS", Value::Array(v.iter().map(|b| Value::String(B64.encode(b.as_ref()))).collect())),
+        _ => Value::Null,
+    }
+}
+
+/// Parses a map of attribute name to DynamoDB JSON value (an `Item`, a `Key`, `ExpressionAttributeValues`).
+pub fn item_from_json(v: &Value) -> Result<Item, String> {
+    let obj = v.as_object().ok_or_else(|| "expected an object of attribute name to DynamoDB JSON value".to_string())?;
+    obj.iter()
+        .map(|(k, v)| to_av(v).map(|av| (k.clone(), av)).map_err(|e| format!("attribute {k:?}: {e}")))
+        .collect()
+}
+
+/// Renders an item as DynamoDB JSON, with its attributes in name order so that output is stable.
+pub fn item_to_json(item: &Item) -> Value {
+    let sorted: BTreeMap<&String, &AttributeValue> = item.iter().collect();
+    Value::Object(sorted.into_iter().map(|(k, v)| (k.clone(), to_json(v))).collect())
+}
+
+/// An attribute value's size by DynamoDB's billing rules (the same rules decide the 400 KB item limit).
+pub fn value_size(av: &AttributeValue) -> usize {
+    match av {
+        AttributeValue::S(s) => s.len(),
+        AttributeValue::N(n) => number_size(n),
+        AttributeValue::B(b) => b.as_ref().len(),
+        AttributeValue::Bool(_) | AttributeValue::Null(_) => 1,
+        AttributeValue::M(m) => 3 + m.iter().map(|(k, v)| k.len() + value_size(v) + 1).sum::<usize>(),
+        AttributeValue::L(l) => 3 + l.iter().map(|v| value_size(v) + 1).sum::<usize>(),
+        AttributeValue::Ss(v) => v.iter().map(String::len).sum(),
+        AttributeValue::Ns(v) => v.iter().map(|n| number_size(n)).sum(),
+        AttributeValue::Bs(v) => v.iter().map(|b| b.as_ref().len()).sum(),
+        _ => 0,
+    }
+}
+
+fn number_size(n: &str) -> usize {
+    let digits = n.bytes().take_while(|b| *b != b'e' && *b != b'E').filter(u8::is_ascii_digit).count();
+    digits.div_ceil(2) + 1
+}
+
+/// An item's size in bytes by DynamoDB's rules: attribute names plus values.
+pub fn item_size(item: &Item) -> usize {
+    item.iter().map(|(k, v)| k.len() + value_size(v)).sum()
+}
+
+/// A byte string that orders keys the same way on every coordinator, used for the global lock order and for finding
+/// the same item twice. Type tags keep `{"S":"1"}` and `{"N":"1"}` apart.
+pub fn key_order(table: &str, key: &Item, key_names: &[String]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
+    out.extend_from_slice(table.as_bytes());
+    for name in key_names {
+        out.push(0);
+        match key.get(name) {
+            Some(AttributeValue::S(s)) => {
+                out.push(b'S');
+                out.extend_from_slice(s.as_bytes());
+            }
+            Some(AttributeValue::N(n)) => {
+                out.push(b'N');
+                out.extend_from_slice(n.as_bytes());
+            }
+            Some(AttributeValue::B(b)) => {
+                out.push(b'B');
+                out.extend_from_slice(b.as_ref());
+            }
+            _ => out.push(b'?'),
+        }
+    }
+    out
+}
+
+/// Short human-readable form of a key for messages and logs: `table{pk=S:a, sk=N:1}`.
+pub fn key_display(table: &str, key: &Item) -> String {
+    let sorted: BTreeMap<&String, &AttributeValue> = key.iter().collect();
+    let parts: Vec<String> = sorted
+        .into_iter()
+        .map(|(k, v)| match v {
+            AttributeValue::S(s) => format!("{k}={s}"),
+            AttributeValue::N(n) => format!("{k}={n}"),
+            other => format!("{k}={}", to_json(other)),
+        })
+        .collect();
+    format!("{table}{{{}}}", parts.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn round_trips_every_type() {
+        let v = json!({"s": {"S": "x"}, "n": {"N": "-1.5e3"}, "b": {"B": "AAE="}, "t": {"BOOL": true}, "z": {"NULL": true},
+            "m": {"M": {"a": {"L": [{"N": "1"}, {"S": "y"}]}}}, "ss": {"SS": ["a", "b"]}, "ns": {"NS": ["1", "2"]},
+            "bs": {"BS": ["AA=="]}});
+        let item = item_from_json(&v).unwrap();
+        assert_eq!(item_to_json(&item), v);
+    }
+
+    #[test]
+    fn rejects_malformed_values() {
+        for bad in [
+            json!({"S": 1}),
+            json!({"N": "abc"}),
+            json!({"N": "1.2.3"}),
+            json!({"N": ""}),
+            json!({"N": "123456789012345678901234567890123456789"}),
+            json!({"N": "1e200"}),
+            json!({"B": "%%%"}),
+            json!({"NULL": false}),
+            json!({"SS": []}),
+            json!({"SS": ["a", "a"]}),
+            json!({"X": "1"}),
+            json!({"S": "a", "N": "1"}),
+            json!("plain"),
+        ] {
+            assert!(to_av(&bad).is_err(), "{bad} should be rejected");
+        }
+    }
+
+    #[test]
+    fn accepts_edge_numbers() {
+        for ok in ["0", "-0.000", "1E+125", "9.9999999999999999999999999999999999999E+125", "1e-130", "12345678901234567890123456789012345678"] {
+            assert!(check_number(ok).is_ok(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn sizes_follow_dynamodb_rules() {
+        let item = item_from_json(&json!({"pk": {"S": "abc"}, "n": {"N": "1234"}, "f": {"BOOL": true}})).unwrap();
+        assert_eq!(item_size(&item), (2 + 3) + (1 + 3) + (1 + 1));
+    }
+
+    #[test]
+    fn key_order_separates_types() {
+        let names = vec!["pk".to_string()];
+        let a = item_from_json(&json!({"pk": {"S": "1"}})).unwrap();
+        let b = item_from_json(&json!({"pk": {"N": "1"}})).unwrap();
+        assert_ne!(key_order("t", &a, &names), key_order("t", &b, &names));
+    }
+}

@@ -1,0 +1,160 @@
+//! The transaction engine against DynamoDB Local: commits of every size, rollbacks from every batch, rejected applies.
+
+use dynamo_saga::phase::begin;
+use dynamo_saga::store::Meter;
+use dynamo_saga::{Coordinator, TxError};
+use harness::workload::{assert_mixed_committed, kind, mixed, seed_mixed};
+use harness::{nv, sv, Env};
+use serde_json::json;
+
+async fn commit_of(n: usize) {
+    let env = Env::new(&format!("commit{n}")).await;
+    seed_mixed(&env, "t", n).await;
+    let body = mixed(&env, "t", n);
+    let done = Coordinator::new(env.store.clone()).run(&body).await.expect("commits");
+    assert_eq!(done.actions, n);
+    assert_eq!(done.batches, n.div_ceil(99));
+    assert!(done.usage.calls > 0 && done.usage.write_units > 0.0, "usage is recorded: {:?}", done.usage);
+    assert_mixed_committed(&env, "t", n).await;
+    env.assert_clean().await;
+    // The header is finished, out of the open index, and every record expires.
+    let header = dynamo_saga::records::read_header(&env.store, &Meter::default(), &done.transaction_id).await.unwrap();
+    assert!(header.finished());
+    assert_eq!(header.completed, header.batches);
+    for rec in env.tx_records().await {
+        assert!(rec.contains_key("expiresAt"), "every record has a TTL: {rec:?}");
+        assert!(!rec.contains_key("openShard"), "finished transactions leave the open index");
+    }
+}
+
+#[tokio::test]
+async fn commits_1_action() {
+    commit_of(1).await;
+}
+
+#[tokio::test]
+async fn commits_100_actions() {
+    commit_of(100).await;
+}
+
+#[tokio::test]
+async fn commits_101_actions() {
+    commit_of(101).await;
+}
+
+#[tokio::test]
+async fn commits_250_actions() {
+    commit_of(250).await;
+}
+
+#[tokio::test]
+async fn commits_1000_actions() {
+    commit_of(1000).await;
+}
+
+/// Breaks the condition of the action at lock-order position `pos`, runs, and checks nothing changed.
+async fn rollback_at(name: &str, n: usize, pos: usize) {
+    let env = Env::new(name).await;
+    seed_mixed(&env, "t", n).await;
+    let body = mixed(&env, "t", n);
+    let sorted = begin::validate(&env.store, &Meter::default(), &body).await.unwrap().actions;
+    let victim = sorted[pos].index;
+    match kind(victim) {
+        "Put" => env.put(&env.a, json!({"pk": sv(&format!("t-new-{victim}")), "v": nv(-1)})).await,
+        "Update" => env.put(&env.b, json!({"pk": sv("t-acct"), "sk": nv(victim as i64), "v": nv(1), "cnt": nv(0)})).await,
+        "Delete" => {
+            env.client.delete_item().table_name(&env.a).set_key(Some(sorted[pos].key.clone())).send().await.unwrap();
+        }
+        _ => env.put(&env.a, json!({"pk": sv(&format!("t-chk-{victim}")), "state": sv("BROKEN")})).await,
+    }
+    let before = env.snapshot().await;
+    let err = Coordinator::new(env.store.clone()).run(&body).await.expect_err("must roll back");
+    let TxError::Canceled(c) = err else { panic!("expected TransactionCanceled, got {err:?}") };
+    assert_eq!(c.cancellation_reasons.len(), n);
+    let failed: Vec<usize> = c.failed().map(|(i, _)| i).collect();
+    assert_eq!(failed, vec![victim], "only the broken action fails: {}", c.message);
+    assert_eq!(c.cancellation_reasons[victim].code, "ConditionalCheckFailed");
+    if kind(victim) == "Update" {
+        // ReturnValuesOnConditionCheckFailure: ALL_OLD returns the item, without dynamo-saga's attributes.
+        assert_eq!(c.cancellation_reasons[victim].item.as_ref().unwrap()["v"], nv(1));
+    }
+    assert_eq!(env.snapshot().await, before, "every item byte-for-byte as before");
+    env.assert_clean().await;
+}
+
+#[tokio::test]
+async fn rolls_back_when_the_first_batch_fails() {
+    rollback_at("rbfirst", 250, 0).await;
+}
+
+#[tokio::test]
+async fn rolls_back_when_a_middle_batch_fails() {
+    rollback_at("rbmiddle", 250, 140).await;
+}
+
+#[tokio::test]
+async fn rolls_back_when_the_last_batch_fails() {
+    rollback_at("rblast", 250, 249).await;
+}
+
+#[tokio::test]
+async fn rolls_back_when_dynamodb_rejects_an_apply() {
+    let env = Env::new("rbapply").await;
+    let n = 150;
+    seed_mixed(&env, "t", n).await;
+    let mut body = mixed(&env, "t", n);
+    // ADD a number to a string attribute: only DynamoDB can tell, when the write is applied.
+    env.put(&env.a, json!({"pk": sv("text"), "s": sv("not a number")})).await;
+    body["TransactItems"].as_array_mut().unwrap().push(json!({"Update": {"TableName": env.a, "Key": {"pk": sv("text")},
+        "UpdateExpression": "ADD s :one", "ExpressionAttributeValues": {":one": nv(1)}}}));
+    let before = env.snapshot().await;
+    let err = Coordinator::new(env.store.clone()).run(&body).await.expect_err("must roll back");
+    let TxError::Canceled(c) = err else { panic!("expected TransactionCanceled, got {err:?}") };
+    let failed: Vec<(usize, &str)> = c.failed().map(|(i, r)| (i, r.code.as_str())).collect();
+    assert_eq!(failed, vec![(n, "ValidationError")], "{}", c.message);
+    assert_eq!(env.snapshot().await, before, "applied batches were restored");
+    env.assert_clean().await;
+}
+
+#[tokio::test]
+async fn same_client_request_token_runs_once() {
+    let env = Env::new("token").await;
+    env.put(&env.a, json!({"pk": sv("c"), "n": nv(0)})).await;
+    let body = json!({"ClientRequestToken": "order-17", "TransactItems": [
+        {"Update": {"TableName": env.a, "Key": {"pk": sv("c")}, "UpdateExpression": "ADD n :one", "ExpressionAttributeValues": {":one": nv(1)}}}]});
+    let co = Coordinator::new(env.store.clone());
+    let first = co.run(&body).await.unwrap();
+    let second = co.run(&body).await.unwrap();
+    assert_eq!(first.transaction_id, second.transaction_id);
+    assert_eq!(env.get(&env.a, json!({"pk": sv("c")})).await.unwrap()["n"], nv(1));
+    let mut other = body.clone();
+    other["TransactItems"][0]["Update"]["ExpressionAttributeValues"][":one"] = nv(2);
+    let err = co.run(&other).await.expect_err("same token, different body");
+    assert_eq!(err.name(), "ValidationError");
+    assert!(err.to_string().contains("IdempotentParameterMismatch"), "{err}");
+}
+
+#[tokio::test]
+async fn parent_lock_is_held_and_released() {
+    let env = Env::new("parent").await;
+    env.put(&env.a, json!({"pk": sv("PRODUCT_1"), "stock": nv(300)})).await;
+    for i in 0..150 {
+        env.put(&env.b, json!({"pk": sv("PRODUCT_1"), "sk": nv(i), "status": sv("AVAILABLE")})).await;
+    }
+    let mut items: Vec<serde_json::Value> = (0..150)
+        .map(|i| json!({"Update": {"TableName": env.b, "Key": {"pk": sv("PRODUCT_1"), "sk": nv(i)},
+            "UpdateExpression": "SET #s = :sold", "ConditionExpression": "#s = :avail",
+            "ExpressionAttributeNames": {"#s": "status"}, "ExpressionAttributeValues": {":sold": sv("SOLD"), ":avail": sv("AVAILABLE")}}}))
+        .collect();
+    // The parent itself is written in the same transaction: the fence folds into its own condition.
+    items.push(json!({"Update": {"TableName": env.a, "Key": {"pk": sv("PRODUCT_1")}, "UpdateExpression": "SET stock = stock - :n",
+        "ExpressionAttributeValues": {":n": nv(150)}}}));
+    let body = json!({"TransactItems": items, "Parent": {"TableName": env.a, "Key": {"pk": sv("PRODUCT_1")}}});
+    Coordinator::new(env.store.clone()).run(&body).await.unwrap();
+    let parent = env.get(&env.a, json!({"pk": sv("PRODUCT_1")})).await.unwrap();
+    assert_eq!(parent["stock"], nv(150));
+    assert!(parent.get("lockToken").is_none(), "parent released: {parent}");
+    let sold = env.scan(&env.b).await.values().filter(|v| v["status"] == sv("SOLD")).count();
+    assert_eq!(sold, 150);
+    env.assert_clean().await;
+}

@@ -1,0 +1,206 @@
+//! Test harness: Amazon DynamoDB Local, started once per test run, and fresh tables for every test.
+//!
+//! `tools/test.sh` starts one DynamoDB Local for the whole run and sets `DYNAMODB_ENDPOINT`. When a test binary runs
+//! without it (`cargo test` alone), the harness starts its own server on a free port through
+//! `tools/dynamodb-local.sh`, watched by a shell that stops it when the test process exits.
+
+pub mod workload;
+
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
+    ProjectionType, ScalarAttributeType,
+};
+use aws_sdk_dynamodb::Client;
+use dynamo_saga::constants::*;
+use dynamo_saga::value::{item_from_json, item_to_json, Item};
+use dynamo_saga::{Config, Store};
+use serde_json::Value;
+use tokio::sync::OnceCell;
+
+static ENDPOINT: OnceCell<String> = OnceCell::const_new();
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+fn root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
+}
+
+/// The DynamoDB Local endpoint for this run.
+pub async fn endpoint() -> String {
+    ENDPOINT
+        .get_or_init(|| async {
+            if let Ok(e) = std::env::var("DYNAMODB_ENDPOINT") {
+                return e;
+            }
+            let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let script = root().join("tools/dynamodb-local.sh");
+            let status = Command::new(&script).args(["start", &port.to_string()]).stdout(Stdio::null()).status().expect("run tools/dynamodb-local.sh");
+            assert!(status.success(), "could not start DynamoDB Local");
+            // Stop the server when this process ends, however it ends.
+            let watch = format!(
+                "while kill -0 {} 2>/dev/null; do sleep 1; done; {} stop {port}",
+                std::process::id(),
+                script.display()
+            );
+            Command::new("sh").args(["-c", &watch]).stdin(Stdio::null()).stdout(Stdio::null()).spawn().expect("watchdog");
+            format!("http://127.0.0.1:{port}")
+        })
+        .await
+        .clone()
+}
+
+/// A client for DynamoDB Local.
+pub async fn client() -> Client {
+    let conf = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .endpoint_url(endpoint().await)
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
+        .build();
+    Client::from_conf(conf)
+}
+
+/// One test's world: its own transactions table and two data tables, `a` (pk) and `b` (pk + sk).
+pub struct Env {
+    pub client: Client,
+    pub store: Store,
+    pub tx_table: String,
+    pub a: String,
+    pub b: String,
+}
+
+impl Env {
+    pub async fn new(name: &str) -> Env {
+        Self::with(name, |c| c).await
+    }
+
+    pub async fn with(name: &str, tune: impl FnOnce(Config) -> Config) -> Env {
+        let client = client().await;
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let prefix = format!("{name}-{}-{n}", std::process::id());
+        let tx_table = format!("{prefix}-tx");
+        let a = format!("{prefix}-a");
+        let b = format!("{prefix}-b");
+        create_tx_table(&client, &tx_table).await;
+        create_table(&client, &a, &[("pk", "S")]).await;
+        create_table(&client, &b, &[("pk", "S"), ("sk", "N")]).await;
+        let cfg = tune(Config::new(&tx_table).with_allowed_tables([a.clone(), b.clone()]));
+        let store = Store::new(client.clone(), cfg);
+        Env { client, store, tx_table, a, b }
+    }
+
+    pub async fn put(&self, table: &str, item: Value) {
+        self.client.put_item().table_name(table).set_item(Some(item_from_json(&item).unwrap())).send().await.unwrap();
+    }
+
+    pub async fn get(&self, table: &str, key: Value) -> Option<Value> {
+        let out = self.client.get_item().table_name(table).set_key(Some(item_from_json(&key).unwrap())).consistent_read(true).send().await.unwrap();
+        out.item.map(|i| item_to_json(&i))
+    }
+
+    /// Every item of a table, keyed by its canonical JSON key, as DynamoDB JSON.
+    pub async fn scan(&self, table: &str) -> BTreeMap<String, Value> {
+        scan(&self.client, table).await
+    }
+
+    /// Every data table's items.
+    pub async fn snapshot(&self) -> BTreeMap<String, BTreeMap<String, Value>> {
+        let mut out = BTreeMap::new();
+        for t in [&self.a, &self.b] {
+            out.insert(t.clone(), self.scan(t).await);
+        }
+        out
+    }
+
+    /// Asserts no item of the data tables carries a reserved attribute (a lock, a flag).
+    pub async fn assert_clean(&self) {
+        for (t, items) in self.snapshot().await {
+            for (k, v) in items {
+                let names: Vec<&String> = v.as_object().unwrap().keys().filter(|n| n.starts_with(RESERVED_PREFIX)).collect();
+                assert!(names.is_empty(), "{t} {k} still carries {names:?}: {v}");
+            }
+        }
+    }
+
+    /// The transactions table's records, by sort key kind.
+    pub async fn tx_records(&self) -> Vec<Item> {
+        let mut out = Vec::new();
+        let mut start = None;
+        loop {
+            let r = self.client.scan().table_name(&self.tx_table).set_exclusive_start_key(start.take()).send().await.unwrap();
+            out.extend(r.items.unwrap_or_default());
+            match r.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => return out,
+            }
+        }
+    }
+}
+
+pub async fn scan(client: &Client, table: &str) -> BTreeMap<String, Value> {
+    let mut out = BTreeMap::new();
+    let mut start = None;
+    loop {
+        let r = client.scan().table_name(table).consistent_read(true).set_exclusive_start_key(start.take()).send().await.unwrap();
+        for item in r.items.unwrap_or_default() {
+            let key: BTreeMap<&String, &AttributeValue> = item.iter().filter(|(k, _)| *k == "pk" || *k == "sk").collect();
+            let key = format!("{key:?}");
+            out.insert(key, item_to_json(&item));
+        }
+        match r.last_evaluated_key {
+            Some(k) if !k.is_empty() => start = Some(k),
+            _ => return out,
+        }
+    }
+}
+
+pub async fn create_table(client: &Client, name: &str, keys: &[(&str, &str)]) {
+    let mut req = client.create_table().table_name(name).billing_mode(BillingMode::PayPerRequest);
+    for (i, (k, t)) in keys.iter().enumerate() {
+        req = req
+            .key_schema(KeySchemaElement::builder().attribute_name(*k).key_type(if i == 0 { KeyType::Hash } else { KeyType::Range }).build().unwrap())
+            .attribute_definitions(AttributeDefinition::builder().attribute_name(*k).attribute_type(ScalarAttributeType::from(*t)).build().unwrap());
+    }
+    req.send().await.unwrap();
+}
+
+/// The transactions table as `template.yaml` defines it: `id` + `sk`, and the sparse open-transactions index.
+pub async fn create_tx_table(client: &Client, name: &str) {
+    let key = |n: &str, t: KeyType| KeySchemaElement::builder().attribute_name(n).key_type(t).build().unwrap();
+    let def = |n: &str, t: ScalarAttributeType| AttributeDefinition::builder().attribute_name(n).attribute_type(t).build().unwrap();
+    client
+        .create_table()
+        .table_name(name)
+        .billing_mode(BillingMode::PayPerRequest)
+        .key_schema(key(TX_PK, KeyType::Hash))
+        .key_schema(key(TX_SK, KeyType::Range))
+        .attribute_definitions(def(TX_PK, ScalarAttributeType::S))
+        .attribute_definitions(def(TX_SK, ScalarAttributeType::S))
+        .attribute_definitions(def(H_OPEN_SHARD, ScalarAttributeType::S))
+        .attribute_definitions(def(H_UPDATED_AT, ScalarAttributeType::N))
+        .global_secondary_indexes(
+            GlobalSecondaryIndex::builder()
+                .index_name(OPEN_INDEX)
+                .key_schema(key(H_OPEN_SHARD, KeyType::Hash))
+                .key_schema(key(H_UPDATED_AT, KeyType::Range))
+                .projection(Projection::builder().projection_type(ProjectionType::KeysOnly).build())
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+}
+
+/// `{"S": s}`.
+pub fn sv(s: &str) -> Value {
+    serde_json::json!({ "S": s })
+}
+/// `{"N": n}`.
+pub fn nv(n: i64) -> Value {
+    serde_json::json!({ "N": n.to_string() })
+}
