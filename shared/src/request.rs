@@ -372,7 +372,7 @@ fn parse_action(i: usize, a: &Value, cfg: &Config) -> Result<RawAction, TxError>
     if op == Op::Put {
         let size = value::item_size(&key_or_item) + RESERVED_OVERHEAD;
         if size > MAX_ITEM_BYTES {
-            return Err(e(format!("Put: the item is {size} bytes with dynamo-saga's lock attributes; DynamoDB's limit is {MAX_ITEM_BYTES}")));
+            return Err(e(format!("Put: the item is {size} bytes with dynamo-saga's lock attributes, over DynamoDB's 400 KB item limit ({MAX_ITEM_BYTES} bytes)")));
         }
     }
     Ok(RawAction { op, table, key_or_item, update, condition, names, values, return_old })

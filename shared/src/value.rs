@@ -95,7 +95,7 @@ fn check_number(s: &str) -> Result<String, String> {
     }
     // Decimal exponent of the leading significant digit.
     let lead = int.len() as i64 - (digits.len() - trimmed.len()) as i64 - 1 + exp;
-    if lead >= 126 || lead < -130 {
+    if !(-130..126).contains(&lead) {
         return Err(format!("{s:?} is out of DynamoDB's number range"));
     }
     Ok(t.to_string())

@@ -46,7 +46,8 @@ pub async fn endpoint() -> String {
                 std::process::id(),
                 script.display()
             );
-            Command::new("sh").args(["-c", &watch]).stdin(Stdio::null()).stdout(Stdio::null()).spawn().expect("watchdog");
+            // Deliberately not waited for: it outlives this process to clean up after it.
+            let _watchdog = Command::new("sh").args(["-c", &watch]).stdin(Stdio::null()).stdout(Stdio::null()).spawn().expect("watchdog");
             format!("http://127.0.0.1:{port}")
         })
         .await

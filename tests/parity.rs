@@ -1,0 +1,169 @@
+//! Same outcome as native TransactWriteItems: for generated transactions of at most 100 actions on generated table
+//! states (fixed seed), the final table state and the failing actions equal what DynamoDB's own call gives on a copy
+//! of the same state.
+
+use aws_sdk_dynamodb::types::{ConditionCheck, Delete, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update};
+use dynamo_saga::value::{item_from_json, item_to_json};
+use dynamo_saga::{Coordinator, TxError};
+use harness::{nv, sv, Env};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
+
+const CASES: usize = 300;
+
+fn pick<'a>(rng: &mut StdRng, xs: &'a [&'a str]) -> &'a str {
+    xs[rng.gen_range(0..xs.len())]
+}
+
+/// A table state: the items of one case, in table `a`.
+fn gen_state(rng: &mut StdRng, case: usize, keys: usize) -> Vec<Value> {
+    let mut items = Vec::new();
+    for k in 0..keys {
+        if rng.gen_bool(0.6) {
+            items.push(json!({"pk": sv(&format!("c{case}-k{k}")), "v": nv(rng.gen_range(0..6)), "s": sv(pick(rng, &["a", "b"]))}));
+        }
+    }
+    items
+}
+
+/// A transaction of 1 to 100 actions over distinct keys of the case (table name filled in later).
+fn gen_tx(rng: &mut StdRng, case: usize, keys: usize) -> Vec<Value> {
+    let m = if rng.gen_bool(0.15) { rng.gen_range(60..=100) } else { rng.gen_range(1..=12) };
+    let mut ks: Vec<usize> = (0..keys).collect();
+    for i in (1..ks.len()).rev() {
+        ks.swap(i, rng.gen_range(0..=i));
+    }
+    // Conditions fail rarely enough that about half the transactions commit.
+    let strict = 1.0 / (m as f64).sqrt();
+    ks.into_iter()
+        .take(m)
+        .map(|k| {
+            let key = json!({"pk": sv(&format!("c{case}-k{k}"))});
+            let x = nv(rng.gen_range(0..6));
+            let old = rng.gen_bool(0.5);
+            let mut a = match rng.gen_range(0..4) {
+                0 => {
+                    let item = json!({"pk": key["pk"], "v": nv(rng.gen_range(0..9)), "s": sv("p")});
+                    match rng.gen_range(0..3) {
+                        0 => json!({"Put": {"Item": item}}),
+                        1 if rng.gen_bool(strict) => json!({"Put": {"Item": item, "ConditionExpression": "attribute_not_exists(pk)"}}),
+                        _ => json!({"Put": {"Item": item, "ConditionExpression": "attribute_not_exists(pk) OR v < :x", "ExpressionAttributeValues": {":x": nv(9)}}}),
+                    }
+                }
+                1 => match rng.gen_range(0..3) {
+                    0 => json!({"Update": {"Key": key, "UpdateExpression": "ADD v :one SET s = :s", "ExpressionAttributeValues": {":one": nv(1), ":s": sv("u")}}}),
+                    1 => json!({"Update": {"Key": key, "UpdateExpression": "SET v = :x REMOVE s", "ConditionExpression": if rng.gen_bool(strict) { "attribute_exists(pk)" } else { "attribute_not_exists(zz)" }, "ExpressionAttributeValues": {":x": x}}}),
+                    _ => json!({"Update": {"Key": key, "UpdateExpression": "SET #s = :s", "ConditionExpression": if rng.gen_bool(strict) { "v <> :x" } else { "attribute_not_exists(v) OR v <> :nine" },
+                        "ExpressionAttributeNames": {"#s": "s"}, "ExpressionAttributeValues": {":s": sv("w"), ":x": x, ":nine": nv(9)}}}),
+                },
+                2 => match rng.gen_range(0..2) {
+                    0 => json!({"Delete": {"Key": key}}),
+                    _ => json!({"Delete": {"Key": key, "ConditionExpression": if rng.gen_bool(strict) { "v >= :x" } else { "attribute_not_exists(v) OR v >= :zero" }, "ExpressionAttributeValues": {":x": x, ":zero": nv(0)}}}),
+                },
+                _ => json!({"ConditionCheck": {"Key": key, "ConditionExpression": if rng.gen_bool(strict) { "attribute_exists(pk)" } else { "attribute_not_exists(pk) OR s <> :q" }, "ExpressionAttributeValues": {":q": sv("q")}}}),
+            };
+            let (_, body) = a.as_object_mut().unwrap().iter_mut().next().unwrap();
+            if old && body.get("ConditionExpression").is_some() {
+                body["ReturnValuesOnConditionCheckFailure"] = json!("ALL_OLD");
+            }
+            if body.get("ExpressionAttributeValues").is_some() {
+                // Only keep the values the expressions use (DynamoDB rejects unused ones).
+                let text = format!("{} {}", body["UpdateExpression"].as_str().unwrap_or(""), body["ConditionExpression"].as_str().unwrap_or(""));
+                body["ExpressionAttributeValues"].as_object_mut().unwrap().retain(|k, _| text.contains(k.as_str()));
+                if body["ExpressionAttributeValues"].as_object().unwrap().is_empty() {
+                    body.as_object_mut().unwrap().remove("ExpressionAttributeValues");
+                }
+            }
+            a
+        })
+        .collect()
+}
+
+fn with_table(items: &[Value], table: &str) -> Value {
+    let items: Vec<Value> = items
+        .iter()
+        .map(|a| {
+            let mut a = a.clone();
+            for (_, body) in a.as_object_mut().unwrap().iter_mut() {
+                body["TableName"] = json!(table);
+            }
+            a
+        })
+        .collect();
+    json!({ "TransactItems": items })
+}
+
+fn native_item(a: &Value) -> TransactWriteItem {
+    let (op, b) = a.as_object().unwrap().iter().next().unwrap();
+    let s = |k: &str| b.get(k).and_then(Value::as_str).map(str::to_owned);
+    let item = |k: &str| b.get(k).map(|v| item_from_json(v).unwrap());
+    let names = b.get("ExpressionAttributeNames").map(|n| n.as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned())).collect());
+    let rv = s("ReturnValuesOnConditionCheckFailure").map(|v| ReturnValuesOnConditionCheckFailure::from(v.as_str()));
+    let t = s("TableName").unwrap();
+    match op.as_str() {
+        "Put" => TransactWriteItem::builder().put(Put::builder().table_name(t).set_item(item("Item")).set_condition_expression(s("ConditionExpression"))
+            .set_expression_attribute_names(names).set_expression_attribute_values(item("ExpressionAttributeValues")).set_return_values_on_condition_check_failure(rv).build().unwrap()).build(),
+        "Update" => TransactWriteItem::builder().update(Update::builder().table_name(t).set_key(item("Key")).set_update_expression(s("UpdateExpression")).set_condition_expression(s("ConditionExpression"))
+            .set_expression_attribute_names(names).set_expression_attribute_values(item("ExpressionAttributeValues")).set_return_values_on_condition_check_failure(rv).build().unwrap()).build(),
+        "Delete" => TransactWriteItem::builder().delete(Delete::builder().table_name(t).set_key(item("Key")).set_condition_expression(s("ConditionExpression"))
+            .set_expression_attribute_names(names).set_expression_attribute_values(item("ExpressionAttributeValues")).set_return_values_on_condition_check_failure(rv).build().unwrap()).build(),
+        _ => TransactWriteItem::builder().condition_check(ConditionCheck::builder().table_name(t).set_key(item("Key")).set_condition_expression(s("ConditionExpression"))
+            .set_expression_attribute_names(names).set_expression_attribute_values(item("ExpressionAttributeValues")).set_return_values_on_condition_check_failure(rv).build().unwrap()).build(),
+    }
+}
+
+/// Failing actions as (index, code, item) — `None` when the transaction went through.
+type Failures = Option<Vec<(usize, String, Option<Value>)>>;
+
+async fn run_native(env: &Env, body: &Value) -> Failures {
+    let items: Vec<TransactWriteItem> = body["TransactItems"].as_array().unwrap().iter().map(native_item).collect();
+    match env.client.transact_write_items().set_transact_items(Some(items)).send().await {
+        Ok(_) => None,
+        Err(e) => {
+            let e = e.into_service_error();
+            let aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(c) = e else { panic!("native call failed: {e:?}") };
+            Some(
+                c.cancellation_reasons()
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| r.code() != Some("None"))
+                    .map(|(i, r)| (i, r.code().unwrap().to_string(), r.item.as_ref().map(item_to_json)))
+                    .collect(),
+            )
+        }
+    }
+}
+
+async fn run_saga(env: &Env, body: &Value) -> Failures {
+    match Coordinator::new(env.store.clone()).run(body).await {
+        Ok(_) => None,
+        Err(TxError::Canceled(c)) => Some(c.failed().map(|(i, r)| (i, r.code.clone(), r.item.clone())).collect()),
+        Err(e) => panic!("dynamo-saga failed: {e}"),
+    }
+}
+
+#[tokio::test]
+async fn same_outcome_as_native_transact_write_items() {
+    let native = Env::new("native").await;
+    let saga = Env::new("saga").await;
+    let mut rng = StdRng::seed_from_u64(0x5A6A);
+    let (mut committed, mut cancelled, mut actions) = (0, 0, 0);
+    for case in 0..CASES {
+        let keys = 110;
+        let state = gen_state(&mut rng, case, keys);
+        let tx = gen_tx(&mut rng, case, keys);
+        actions += tx.len();
+        futures::future::join_all(state.iter().flat_map(|it| [native.put(&native.a, it.clone()), saga.put(&saga.a, it.clone())])).await;
+        let n = run_native(&native, &with_table(&tx, &native.a)).await;
+        let s = run_saga(&saga, &with_table(&tx, &saga.a)).await;
+        assert_eq!(s, n, "case {case}: failing actions differ ({} actions)", tx.len());
+        if n.is_some() { cancelled += 1 } else { committed += 1 }
+    }
+    let (a, b) = (native.scan(&native.a).await, saga.scan(&saga.a).await);
+    assert_eq!(a.len(), b.len());
+    assert_eq!(a, b, "final table states differ");
+    saga.assert_clean().await;
+    println!("{CASES} cases, {actions} actions: {committed} committed, {cancelled} cancelled, all equal to native");
+    assert!(committed > CASES / 5 && cancelled > CASES / 5, "the generator must exercise both outcomes: {committed}/{cancelled}");
+}
