@@ -151,6 +151,11 @@ impl Store {
         s
     }
 
+    /// Write requests this store has sent (or refused, once crashed); `None` without [`Store::crash_after`].
+    pub fn writes_sent(&self) -> Option<u64> {
+        self.faults.as_ref().map(|f| f.used.load(Ordering::SeqCst).min(f.budget))
+    }
+
     /// Whether this store's injected crash has happened.
     pub fn crashed(&self) -> bool {
         self.faults.as_ref().is_some_and(|f| f.dead.load(Ordering::SeqCst))

@@ -1,0 +1,120 @@
+//! A crash between consecutive DynamoDB writes, at every write of a transaction (sampled for the big one, every one
+//! with `SAGA_CRASH_FULL=1`): a second coordinator resumes and finishes, the first coordinator waking late writes
+//! nothing, the result is all-or-nothing, no lock attribute is left, and the `ADD` counter moved exactly once.
+
+use dynamo_saga::phase::{apply, commit, complete, lock, release, rollback, save};
+use dynamo_saga::records::read_header;
+use dynamo_saga::store::Meter;
+use dynamo_saga::{Coordinator, TxError, TxState};
+use harness::workload::{assert_mixed_committed, mixed, seed_mixed};
+use harness::{nv, sv, Env};
+use serde_json::{json, Value};
+
+/// The transaction of a scenario: `n` mixed actions; on the rollback path the last one is an `ADD` to a string,
+/// which only DynamoDB can reject, at apply time, after earlier batches were applied.
+async fn scenario(env: &Env, tag: &str, n: usize, commit_path: bool) -> Value {
+    let good = if commit_path { n } else { n - 1 };
+    seed_mixed(env, tag, good).await;
+    let mut body = mixed(env, tag, good);
+    if !commit_path {
+        env.put(&env.b, json!({"pk": sv(&format!("{tag}-zz")), "sk": nv(0), "s": sv("text")})).await;
+        body["TransactItems"].as_array_mut().unwrap().push(json!({"Update": {"TableName": env.b,
+            "Key": {"pk": sv(&format!("{tag}-zz")), "sk": nv(0)}, "UpdateExpression": "ADD s :one", "ExpressionAttributeValues": {":one": nv(1)}}}));
+    }
+    body["ClientRequestToken"] = json!(tag);
+    body
+}
+
+/// Runs every phase of the ended transaction again, as a coordinator that slept through its end would, and checks
+/// none of them sends a single write.
+async fn late_coordinator_writes_nothing(env: &Env, tx: &str) {
+    let h = read_header(&env.store, &Meter::default(), tx).await.unwrap();
+    assert!(h.finished());
+    let s = &env.store;
+    let mut reports = Vec::new();
+    for b in 0..h.batches {
+        reports.push(lock::lock(s, tx, b).await.unwrap());
+        reports.push(save::save(s, tx, b).await.unwrap());
+        reports.push(apply::apply(s, tx, b).await.unwrap());
+        reports.push(complete::complete(s, tx, b).await.unwrap());
+        reports.push(rollback::rollback(s, tx, b, None).await.unwrap());
+    }
+    reports.push(commit::commit(s, tx).await.unwrap());
+    reports.push(release::release(s, tx).await.unwrap());
+    for r in reports {
+        assert_eq!(r.usage.writes, 0, "a late phase run wrote: {r:?}");
+    }
+}
+
+async fn crash_matrix(name: &str, n: usize, commit_path: bool) {
+    let env = Env::new(name).await;
+    // A clean run counts the writes a whole transaction makes.
+    let body = scenario(&env, "count", n, commit_path).await;
+    let counter = env.store.crash_after(u64::MAX);
+    let clean = Coordinator::new(counter.clone()).run(&body).await;
+    assert_eq!(clean.is_ok(), commit_path);
+    let total = counter.writes_sent().unwrap();
+    let full = std::env::var("SAGA_CRASH_FULL").is_ok_and(|v| v == "1");
+    let points: Vec<u64> = (0..total).filter(|k| full || *k <= 24 || k % 17 == 0 || *k + 6 >= total).collect();
+    let mut violations = Vec::new();
+    for &k in &points {
+        let tag = format!("k{k}");
+        let body = scenario(&env, &tag, n, commit_path).await;
+        let before = env.snapshot().await;
+        let first = Coordinator::new(env.store.crash_after(k)).run(&body).await;
+        assert!(matches!(first, Err(TxError::InjectedFault(_))), "crash point {k} of {total}: the first coordinator should have died, got {first:?}");
+        // A second coordinator: the same request with the same ClientRequestToken resumes the same transaction.
+        let second = Coordinator::new(env.store.clone()).run(&body).await;
+        let tx = match &second {
+            Ok(c) => c.transaction_id.clone(),
+            Err(TxError::Canceled(c)) => c.transaction_id.clone(),
+            Err(e) => panic!("crash point {k}: the second coordinator failed: {e}"),
+        };
+        if second.is_ok() != commit_path {
+            violations.push(format!("crash point {k}: outcome {second:?}"));
+            continue;
+        }
+        if commit_path {
+            assert_mixed_committed(&env, &tag, n).await;
+        } else {
+            let after = env.snapshot().await;
+            assert_eq!(after, before, "crash point {k}: rollback left changes");
+        }
+        let h = read_header(&env.store, &Meter::default(), &tx).await.unwrap();
+        assert_eq!(h.state, if commit_path { TxState::Committed } else { TxState::RolledBack });
+        late_coordinator_writes_nothing(&env, &tx).await;
+    }
+    env.assert_clean().await;
+    println!("{name}: {} crash points of {total} writes, {} violations", points.len(), violations.len());
+    assert!(violations.is_empty(), "{violations:#?}");
+}
+
+#[tokio::test]
+async fn crash_anywhere_commit_1() {
+    crash_matrix("crash-c1", 1, true).await;
+}
+
+#[tokio::test]
+async fn crash_anywhere_commit_2() {
+    crash_matrix("crash-c2", 2, true).await;
+}
+
+#[tokio::test]
+async fn crash_anywhere_commit_250() {
+    crash_matrix("crash-c250", 250, true).await;
+}
+
+#[tokio::test]
+async fn crash_anywhere_rollback_1() {
+    crash_matrix("crash-r1", 1, false).await;
+}
+
+#[tokio::test]
+async fn crash_anywhere_rollback_2() {
+    crash_matrix("crash-r2", 2, false).await;
+}
+
+#[tokio::test]
+async fn crash_anywhere_rollback_250() {
+    crash_matrix("crash-r250", 250, false).await;
+}
