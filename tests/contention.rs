@@ -1,0 +1,202 @@
+//! Contention between transactions on DynamoDB Local: who waits, who is rolled back, and that every transaction ends.
+
+use std::time::{Duration, Instant};
+
+use dynamo_saga::phase::{begin, lock, Outcome};
+use dynamo_saga::records::{self, TxState};
+use dynamo_saga::store::Meter;
+use dynamo_saga::{Config, Coordinator, TxError};
+use harness::{nv, sv, Env};
+use serde_json::{json, Value};
+
+/// `ADD n :delta` on items `pk` of table `a`, plus a guarded insert of `new` when given.
+fn adds(env: &Env, pks: &[String], delta: i64, insert: Option<&str>) -> Value {
+    let mut items: Vec<Value> = pks
+        .iter()
+        .map(|pk| {
+            json!({"Update": {"TableName": env.a, "Key": {"pk": sv(pk)}, "UpdateExpression": "ADD n :d",
+                "ExpressionAttributeValues": {":d": nv(delta)}}})
+        })
+        .collect();
+    if let Some(pk) = insert {
+        items.push(json!({"Put": {"TableName": env.a, "Item": {"pk": sv(pk), "by": nv(delta)}, "ConditionExpression": "attribute_not_exists(pk)"}}));
+    }
+    json!({ "TransactItems": items })
+}
+
+async fn seed(env: &Env, pks: &[String]) {
+    for pk in pks {
+        env.put(&env.a, json!({"pk": sv(pk), "n": nv(0)})).await;
+    }
+}
+
+async fn n_of(env: &Env, pk: &str) -> i64 {
+    let it = env.get(&env.a, json!({"pk": sv(pk)})).await.expect("item exists");
+    it["n"]["N"].as_str().unwrap().parse().unwrap()
+}
+
+fn keys(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}{i:03}")).collect()
+}
+
+/// Begins transactions one after another, a few milliseconds apart, so their ULIDs sort in begin order.
+async fn begin_in_order(env: &Env, bodies: &[Value]) -> Vec<String> {
+    let mut ids = Vec::new();
+    for b in bodies {
+        ids.push(begin::begin(&env.store, b).await.expect("begins").transaction_id);
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids sort by age: {ids:?}");
+    ids
+}
+
+async fn state_of(env: &Env, id: &str) -> TxState {
+    records::read_header(&env.store, &Meter::default(), id).await.unwrap().state
+}
+
+#[tokio::test]
+async fn meeting_a_lock_reports_the_holder_and_proceeds_once_it_ends() {
+    let env = Env::new("contended").await;
+    let pks = keys("x", 3);
+    seed(&env, &pks).await;
+    let ids = begin_in_order(&env, &[adds(&env, &pks, 1, None), adds(&env, &pks[1..], 10, None)]).await;
+    let (older, younger) = (&ids[0], &ids[1]);
+
+    assert_eq!(lock::lock(&env.store, older, 0).await.unwrap().outcome, Outcome::Done);
+    let met = lock::lock(&env.store, younger, 0).await.unwrap().outcome;
+    let Outcome::Contended(c) = met else { panic!("expected Contended, got {met:?}") };
+    assert_eq!(c.holder, *older, "names the holder");
+    assert_eq!(c.action, Some(0), "names the younger transaction's contended action");
+    assert!(c.item.contains("x001"), "names the item: {}", c.item);
+
+    // The younger one waits for the older, pending holder, and commits once the holder has committed.
+    let coord = Coordinator::new(env.store.clone());
+    let waiter = tokio::spawn({
+        let coord = coord.clone();
+        let id = younger.clone();
+        async move { coord.drive(&id).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished(), "the younger transaction waits while the older one holds its items");
+    assert_eq!(state_of(&env, younger).await, TxState::Pending);
+    coord.drive(older).await.expect("the holder commits");
+    waiter.await.unwrap().expect("the waiter commits after the holder ended");
+
+    assert_eq!(n_of(&env, "x000").await, 1);
+    assert_eq!(n_of(&env, "x001").await, 11);
+    assert_eq!(n_of(&env, "x002").await, 11);
+    env.assert_clean().await;
+}
+
+#[tokio::test]
+async fn a_stale_pending_holder_is_rolled_back_after_a_lease_and_its_items_restored() {
+    let lease = Duration::from_secs(1);
+    let env = Env::with("stale", |c| Config { lease, ..c }).await;
+    let pks = keys("s", 150);
+    seed(&env, &pks).await;
+    let before = env.snapshot().await;
+    let ids = begin_in_order(&env, &[adds(&env, &pks, 1, Some("s-new")), adds(&env, &pks[..5], 100, None)]).await;
+    let (crashed, waiter) = (&ids[0], &ids[1]);
+
+    // The older transaction locks both of its batches, then its coordinator dies.
+    for b in 0..2 {
+        assert_eq!(lock::lock(&env.store, crashed, b).await.unwrap().outcome, Outcome::Done);
+    }
+    assert!(env.get(&env.a, json!({"pk": sv("s-new")})).await.is_some(), "the insert's placeholder is locked in");
+
+    let t = Instant::now();
+    Coordinator::new(env.store.clone()).drive(waiter).await.expect("the waiter commits");
+    assert!(t.elapsed() >= lease, "the holder was rolled back only after a whole lease: {:?}", t.elapsed());
+
+    assert_eq!(state_of(&env, crashed).await, TxState::RolledBack);
+    assert!(env.get(&env.a, json!({"pk": sv("s-new")})).await.is_none(), "the stale holder's insert is undone");
+    for (i, pk) in pks.iter().enumerate() {
+        assert_eq!(n_of(&env, pk).await, if i < 5 { 100 } else { 0 }, "{pk}");
+    }
+    env.assert_clean().await;
+
+    // The crashed coordinator, waking late, learns it was rolled back and writes nothing.
+    let after = env.snapshot().await;
+    let late = Coordinator::new(env.store.clone()).drive(crashed).await;
+    assert!(matches!(late, Err(TxError::Canceled(_))), "{late:?}");
+    assert_eq!(env.snapshot().await, after);
+    assert_ne!(before, after);
+}
+
+#[tokio::test]
+async fn the_older_transaction_wins_and_the_younger_one_is_rolled_back() {
+    let env = Env::new("older").await;
+    let pks = keys("o", 4);
+    seed(&env, &pks).await;
+    let ids = begin_in_order(&env, &[adds(&env, &pks[..2], 1, None), adds(&env, &pks[1..], 10, Some("o-new"))]).await;
+    let (older, younger) = (&ids[0], &ids[1]);
+
+    // The younger one got there first and holds every lock.
+    assert_eq!(lock::lock(&env.store, younger, 0).await.unwrap().outcome, Outcome::Done);
+    Coordinator::new(env.store.clone()).drive(older).await.expect("the older transaction commits");
+
+    assert_eq!(state_of(&env, younger).await, TxState::RolledBack);
+    let lost = Coordinator::new(env.store.clone()).drive(younger).await;
+    let Err(TxError::Canceled(c)) = lost else { panic!("the younger one is cancelled: {lost:?}") };
+    assert!(c.message.contains(older.as_str()), "the reason names the winner: {}", c.message);
+    assert_eq!([n_of(&env, "o000").await, n_of(&env, "o001").await, n_of(&env, "o002").await, n_of(&env, "o003").await], [1, 1, 0, 0]);
+    assert!(env.get(&env.a, json!({"pk": sv("o-new")})).await.is_none());
+    env.assert_clean().await;
+}
+
+#[tokio::test]
+async fn lock_wait_seconds_cancels_with_transaction_conflict() {
+    let env = Env::new("lockwait").await;
+    let pks = keys("w", 2);
+    seed(&env, &pks).await;
+    let mut waiting = adds(&env, &pks, 10, None);
+    waiting["Options"] = json!({"LockWaitSeconds": 1});
+    let ids = begin_in_order(&env, &[adds(&env, &pks, 1, None), waiting]).await;
+    assert_eq!(lock::lock(&env.store, &ids[0], 0).await.unwrap().outcome, Outcome::Done);
+
+    let t = Instant::now();
+    let out = Coordinator::new(env.store.clone()).drive(&ids[1]).await;
+    let Err(TxError::Canceled(c)) = out else { panic!("cancelled after LockWaitSeconds: {out:?}") };
+    assert!(t.elapsed() >= Duration::from_secs(1) && t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+    assert_eq!(c.cancellation_reasons[0].code, "TransactionConflict", "{c:?}");
+    assert!(c.cancellation_reasons[0].message.as_deref().unwrap_or("").contains(ids[0].as_str()), "{c:?}");
+    assert_eq!(c.cancellation_reasons[1].code, "None");
+
+    Coordinator::new(env.store.clone()).drive(&ids[0]).await.expect("the holder still commits");
+    assert_eq!([n_of(&env, "w000").await, n_of(&env, "w001").await], [1, 1]);
+    env.assert_clean().await;
+}
+
+/// Six transactions over overlapping sets of 150 items, run at once, a few times over: each ends, the oldest always
+/// commits, and the counters add up to exactly the committed transactions' deltas.
+#[tokio::test]
+async fn concurrent_overlapping_transactions_all_end_and_the_oldest_commits() {
+    let env = Env::new("overlap").await;
+    let pks = keys("c", 300);
+    seed(&env, &pks).await;
+    let mut expected = vec![0i64; pks.len()];
+    for round in 0..3 {
+        let sets: Vec<(usize, i64)> = (0..6).map(|t| ((t * 29 + round * 7) % 150, 1i64 << (t + 6 * round))).collect();
+        let bodies: Vec<Value> = sets.iter().map(|(start, d)| adds(&env, &pks[*start..start + 150], *d, None)).collect();
+        let ids = begin_in_order(&env, &bodies).await;
+        let coord = Coordinator::new(env.store.clone());
+        let runs = ids.iter().map(|id| {
+            let coord = coord.clone();
+            let id = id.clone();
+            async move { tokio::time::timeout(Duration::from_secs(120), coord.drive(&id)).await.expect("no livelock") }
+        });
+        let results = futures::future::join_all(runs).await;
+        assert!(results[0].is_ok(), "the oldest commits: {:?}", results[0]);
+        for (r, (start, d)) in results.iter().zip(&sets) {
+            match r {
+                Ok(_) => (*start..start + 150).for_each(|i| expected[i] += d),
+                Err(TxError::Canceled(_)) => {}
+                Err(e) => panic!("a transaction failed instead of ending: {e}"),
+            }
+        }
+    }
+    for (pk, want) in pks.iter().zip(&expected) {
+        assert_eq!(n_of(&env, pk).await, *want, "{pk}");
+    }
+    env.assert_clean().await;
+}
