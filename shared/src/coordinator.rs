@@ -11,7 +11,6 @@
 //! - a wait longer than `LockWaitSeconds`, or past the deadline, cancels our own transaction with
 //!   `TransactionConflict` on the contended action, as DynamoDB reports a conflict.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -23,6 +22,48 @@ use crate::error::{CancellationReason, TxError};
 use crate::phase::{self, resume::Step, Contention, Outcome, Release};
 use crate::records::{self, Decision, Header, TxState};
 use crate::store::{Meter, Store, Usage};
+
+/// What a transaction waiting for another's lock has seen so far. The state machine carries it between Lambda calls
+/// as `Contention`, so a wait spanning many calls still measures the holder's progress and the time waited.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Waiting {
+    /// The holder's transaction id.
+    pub holder: String,
+    /// The holder's header version, and when (ms since the epoch, on the waiter's clock) it was first seen.
+    pub version: u64,
+    pub since_ms: u64,
+    /// When this transaction started waiting.
+    pub waiting_since_ms: u64,
+    /// The contended action (request order), or none for the parent item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<usize>,
+    pub item: String,
+}
+
+/// What to do after [`Coordinator::resolve`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resolution {
+    /// Something changed (a lock was broken, a holder helped or rolled back, or this transaction was cancelled):
+    /// run the next step now.
+    Retry,
+    /// Wait, then try again with this.
+    Wait(Waiting),
+}
+
+/// Runs one step of a transaction (anything but `Finished`).
+pub async fn run_step(s: &Store, tx_id: &str, step: Step) -> Result<crate::phase::Report, TxError> {
+    match step {
+        Step::Lock(b) => phase::lock::lock(s, tx_id, b).await,
+        Step::Save(b) => phase::save::save(s, tx_id, b).await,
+        Step::Apply(b) => phase::apply::apply(s, tx_id, b).await,
+        Step::Commit => phase::commit::commit(s, tx_id).await,
+        Step::Complete(b) => phase::complete::complete(s, tx_id, b).await,
+        Step::Rollback(b) => phase::rollback::rollback(s, tx_id, b, None).await,
+        Step::Release => phase::release::release(s, tx_id).await,
+        Step::Finished => Err(TxError::Internal(format!("transaction {tx_id} has finished: no step to run"))),
+    }
+}
 
 /// The result of a committed transaction.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -64,32 +105,24 @@ impl Coordinator {
     /// Drives an existing transaction from wherever it stopped to its end.
     pub async fn drive(&self, tx_id: &str) -> Result<Committed, TxError> {
         let started = Instant::now();
-        let mut waits: HashMap<String, (u64, Instant)> = HashMap::new();
-        let mut contended_since: Option<Instant> = None;
+        let mut waiting: Option<Waiting> = None;
         let mut attempt = 0u32;
         loop {
             let (h, step) = phase::resume::resume(&self.store, tx_id).await?;
-            let s = &self.store;
-            let report = match step {
-                Step::Lock(b) => phase::lock::lock(s, tx_id, b).await?,
-                Step::Save(b) => phase::save::save(s, tx_id, b).await?,
-                Step::Apply(b) => phase::apply::apply(s, tx_id, b).await?,
-                Step::Commit => phase::commit::commit(s, tx_id).await?,
-                Step::Complete(b) => phase::complete::complete(s, tx_id, b).await?,
-                Step::Rollback(b) => phase::rollback::rollback(s, tx_id, b, None).await?,
-                Step::Release => phase::release::release(s, tx_id).await?,
-                Step::Finished => return finished(&h, started),
-            };
-            match report.outcome {
-                Outcome::Contended(c) => {
-                    let since = *contended_since.get_or_insert_with(Instant::now);
-                    if !self.contend(&h, &c, &mut waits, since).await? {
+            if step == Step::Finished {
+                return finished(&h, started);
+            }
+            match run_step(&self.store, tx_id, step).await?.outcome {
+                Outcome::Contended(c) => match self.resolve(&h, &c, waiting.as_ref(), None).await? {
+                    Resolution::Retry => {}
+                    Resolution::Wait(w) => {
+                        waiting = Some(w);
                         attempt += 1;
                         self.sleep(attempt).await;
                     }
-                }
+                },
                 Outcome::Done | Outcome::Canceled | Outcome::Ended { .. } => {
-                    contended_since = None;
+                    waiting = None;
                     attempt = 0;
                 }
             }
@@ -103,16 +136,19 @@ impl Coordinator {
         tokio::time::sleep(Duration::from_millis(cap / 2 + jitter / 2)).await;
     }
 
-    /// Resolves one contention. Returns true when it changed something (so try again at once), false to wait.
-    async fn contend(
+    /// Resolves one contention met by transaction `me`. `prev` is what the previous attempt saw (the state machine
+    /// carries it between Lambda calls in `Contention`). Helping another transaction to its end is bounded by
+    /// `help_budget` when given; stopping it half-way is safe, as every phase is.
+    pub async fn resolve(
         &self,
         me: &Header,
         c: &Contention,
-        waits: &mut HashMap<String, (u64, Instant)>,
-        since: Instant,
-    ) -> Result<bool, TxError> {
+        prev: Option<&Waiting>,
+        help_budget: Option<Duration>,
+    ) -> Result<Resolution, TxError> {
         let s = &self.store;
         let m = Meter::default();
+        let now = records::now_ms();
         let holder = match records::read_header(s, &m, &c.holder).await {
             Ok(h) => Some(h),
             Err(TxError::NotFound(_)) => None,
@@ -120,37 +156,37 @@ impl Coordinator {
         };
         match holder {
             // A lock left by a transaction that has ended (or whose records have expired): nobody will release it.
-            Some(ref h) if h.finished() => return self.break_lock(me, c).await.map(|_| true),
-            None if c.action.is_some() => return self.break_lock(me, c).await.map(|_| true),
+            Some(ref h) if h.finished() => return self.break_lock(me, c).await.map(|_| Resolution::Retry),
+            None if c.action.is_some() => return self.break_lock(me, c).await.map(|_| Resolution::Retry),
             Some(ref h) if h.state != TxState::Pending => {
                 info!(tx_id = %me.id, holder = %h.id, "helping a decided transaction to its end");
-                Box::pin(self.drive_quietly(&h.id)).await?;
-                return Ok(true);
+                self.help(&h.id, help_budget).await?;
+                return Ok(Resolution::Retry);
             }
             Some(ref h) if h.id > me.id => {
                 info!(tx_id = %me.id, holder = %h.id, "rolling back a younger transaction that holds our lock");
                 let d = Decision::because(format!("an older transaction ({}) needed {}", me.id, c.item));
                 records::decide_rollback(s, &m, &h.id, &d).await?;
-                Box::pin(self.drive_quietly(&h.id)).await?;
-                return Ok(true);
+                self.help(&h.id, help_budget).await?;
+                return Ok(Resolution::Retry);
             }
             Some(ref h) => {
-                let seen = waits.entry(h.id.clone()).or_insert((h.version, Instant::now()));
-                if seen.0 != h.version {
-                    *seen = (h.version, Instant::now());
-                } else if seen.1.elapsed() >= s.cfg.lease {
+                let same = prev.is_some_and(|p| p.holder == h.id && p.version == h.version);
+                if same && now.saturating_sub(prev.map_or(now, |p| p.since_ms)) >= s.cfg.lease.as_millis() as u64 {
                     warn!(tx_id = %me.id, holder = %h.id, "holder made no progress for a whole lease: rolling it back");
                     let d = Decision::because(format!("no progress for {} s while {} waited", s.cfg.lease.as_secs(), me.id));
                     records::decide_rollback(s, &m, &h.id, &d).await?;
-                    Box::pin(self.drive_quietly(&h.id)).await?;
-                    return Ok(true);
+                    self.help(&h.id, help_budget).await?;
+                    return Ok(Resolution::Retry);
                 }
             }
             // A parent lock held by someone outside this protocol: only waiting helps.
             None => {}
         }
-        let waited_too_long = me.lock_wait_seconds.is_some_and(|w| since.elapsed() >= Duration::from_secs(w));
-        if waited_too_long || records::now_ms() > me.deadline {
+        let waiting_since_ms = prev.map_or(now, |p| p.waiting_since_ms);
+        let waited_ms = now.saturating_sub(waiting_since_ms);
+        let waited_too_long = me.lock_wait_seconds.is_some_and(|w| waited_ms >= w * 1000);
+        if waited_too_long || now > me.deadline {
             let reason = CancellationReason::new(
                 CancellationReason::TRANSACTION_CONFLICT,
                 format!("{} is locked by transaction {}", c.item, c.holder),
@@ -160,9 +196,31 @@ impl Coordinator {
                 None => Decision::because(format!("the Parent item {} is locked by {}", c.item, c.holder)),
             };
             records::decide_rollback(s, &m, &me.id, &d).await?;
-            return Ok(true);
+            return Ok(Resolution::Retry);
         }
-        Ok(false)
+        let version = holder.as_ref().map_or(0, |h| h.version);
+        let (since_ms, version) = match prev {
+            Some(p) if p.holder == c.holder && p.version == version => (p.since_ms, version),
+            _ => (now, version),
+        };
+        Ok(Resolution::Wait(Waiting {
+            holder: c.holder.clone(),
+            version,
+            since_ms,
+            waiting_since_ms,
+            action: c.action,
+            item: c.item.clone(),
+        }))
+    }
+
+    async fn help(&self, tx_id: &str, budget: Option<Duration>) -> Result<(), TxError> {
+        match budget {
+            None => Box::pin(self.drive_quietly(tx_id)).await,
+            Some(b) => match tokio::time::timeout(b, Box::pin(self.drive_quietly(tx_id))).await {
+                Ok(r) => r,
+                Err(_) => Ok(()),
+            },
+        }
     }
 
     /// Drives another transaction to its end, whatever its outcome.

@@ -48,7 +48,9 @@ pub mod phase;
 pub mod plan;
 pub mod records;
 pub mod request;
+pub mod step;
 pub mod store;
+pub mod sweeper;
 pub mod value;
 
 pub use config::Config;

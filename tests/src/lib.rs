@@ -4,6 +4,7 @@
 //! without it (`cargo test` alone), the harness starts its own server on a free port through
 //! `tools/dynamodb-local.sh`, watched by a shell that stops it when the test process exits.
 
+pub mod stack;
 pub mod workload;
 
 use std::collections::BTreeMap;
@@ -25,7 +26,7 @@ use tokio::sync::OnceCell;
 static ENDPOINT: OnceCell<String> = OnceCell::const_new();
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
-fn root() -> std::path::PathBuf {
+pub fn root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
 }
 
@@ -56,9 +57,14 @@ pub async fn endpoint() -> String {
 
 /// A client for DynamoDB Local.
 pub async fn client() -> Client {
+    client_for(&endpoint().await)
+}
+
+/// A client for the DynamoDB Local at `endpoint`.
+pub fn client_for(endpoint: &str) -> Client {
     let conf = aws_sdk_dynamodb::Config::builder()
         .behavior_version(BehaviorVersion::latest())
-        .endpoint_url(endpoint().await)
+        .endpoint_url(endpoint)
         .region(Region::new("us-east-1"))
         .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
         .build();
@@ -80,13 +86,28 @@ impl Env {
     }
 
     pub async fn with(name: &str, tune: impl FnOnce(Config) -> Config) -> Env {
-        let client = client().await;
+        Self::build(client().await, None, name, tune).await
+    }
+
+    /// An environment on the local stack's DynamoDB, sharing the transactions table its Lambda functions use.
+    pub async fn on_stack(name: &str) -> Env {
+        let st = stack::stack().await;
+        Self::build(st.client(), Some(st.tx_table.clone()), name, |c| c).await
+    }
+
+    async fn build(client: Client, tx_table: Option<String>, name: &str, tune: impl FnOnce(Config) -> Config) -> Env {
         let n = COUNTER.fetch_add(1, Ordering::SeqCst);
         let prefix = format!("{name}-{}-{n}", std::process::id());
-        let tx_table = format!("{prefix}-tx");
         let a = format!("{prefix}-a");
         let b = format!("{prefix}-b");
-        create_tx_table(&client, &tx_table).await;
+        let tx_table = match tx_table {
+            Some(t) => t,
+            None => {
+                let t = format!("{prefix}-tx");
+                create_tx_table(&client, &t).await;
+                t
+            }
+        };
         create_table(&client, &a, &[("pk", "S")]).await;
         create_table(&client, &b, &[("pk", "S"), ("sk", "N")]).await;
         let cfg = tune(Config::new(&tx_table).with_allowed_tables([a.clone(), b.clone()]));

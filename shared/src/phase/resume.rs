@@ -19,17 +19,17 @@ pub enum Step {
     Finished,
 }
 
-/// Lock every batch first (so a failing condition anywhere cancels before anything changes), then save and apply
-/// batch by batch, commit, complete every batch, release.
+/// Lock every batch first (so a failing condition anywhere cancels before anything changes), save every batch, apply
+/// every batch, commit, complete every batch, release. Each phase runs over all batches before the next starts, so a
+/// phase Lambda can do many batches in one call.
 pub fn next_step(h: &Header) -> Step {
     if h.finished() {
         return Step::Finished;
     }
     match h.state {
         TxState::Pending if h.locked < h.batches => Step::Lock(h.locked),
-        TxState::Pending if h.applied < h.batches => {
-            if h.saved <= h.applied { Step::Save(h.saved) } else { Step::Apply(h.applied) }
-        }
+        TxState::Pending if h.saved < h.batches => Step::Save(h.saved),
+        TxState::Pending if h.applied < h.batches => Step::Apply(h.applied),
         TxState::Pending => Step::Commit,
         TxState::Committed if h.completed < h.batches => Step::Complete(h.completed),
         TxState::RolledBack if h.restored < h.batches => Step::Rollback(h.restored),

@@ -1,0 +1,109 @@
+//! What every phase Lambda shares. Each function's `main.rs` is one call to [`serve`] with its phase.
+//!
+//! - Configuration (`SAGA_*` environment variables) and the DynamoDB client are built once per cold start.
+//! - Logs are JSON lines, each invocation in a span carrying the Lambda request id and the transaction id.
+//! - Errors reach Step Functions under the stable names of [`TxError::name`] (`ValidationError`, `Contended`,
+//!   `TransactionCanceled`, `Throttled`, ...), which the state machine's Retry and Catch match. A cancelled
+//!   transaction's error message is the JSON of its cancellation (`TransactionId`, `Message`,
+//!   `CancellationReasons`), which becomes the execution's failure cause.
+//! - Debug builds only: `SAGA_FAULT_FILE` names a file holding `<Phase> <k>`; the next call of that phase claims the
+//!   file and dies after its k-th DynamoDB write with `InjectedFault`, as a Lambda timeout would. Release builds
+//!   ignore it.
+
+use std::time::Duration;
+
+pub use dynamo_saga::step::Phase;
+use dynamo_saga::step::{handle, Budget};
+use dynamo_saga::{Config, Store, TxError};
+pub use lambda_runtime::Error;
+use lambda_runtime::{service_fn, Diagnostic, LambdaEvent};
+use serde_json::Value;
+use tracing::Instrument;
+
+/// Time kept back from the Lambda deadline: a call stops starting batches this long before it would be killed.
+const MARGIN: Duration = Duration::from_secs(10);
+
+/// A phase error as Lambda reports it.
+#[derive(Debug)]
+pub struct PhaseError(pub TxError);
+
+impl From<PhaseError> for Diagnostic {
+    fn from(e: PhaseError) -> Diagnostic {
+        let message = match &e.0 {
+            TxError::Canceled(c) => serde_json::to_string(c).unwrap_or_else(|_| c.message.clone()),
+            other => other.to_string(),
+        };
+        Diagnostic { error_type: e.0.name().to_string(), error_message: message }
+    }
+}
+
+/// JSON log lines; `RUST_LOG` sets the filter.
+pub fn init_logs() {
+    tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,aws_config=warn".into()),
+        )
+        .with_current_span(true)
+        .with_span_list(false)
+        .with_target(false)
+        .init();
+}
+
+/// The store, from the `SAGA_*` environment variables and the standard AWS configuration chain.
+pub async fn store_from_env() -> Result<Store, Error> {
+    let cfg = Config::from_env().map_err(|e| format!("configuration: {e}"))?;
+    Ok(Store::connect(cfg).await)
+}
+
+/// Runs the Lambda runtime loop for one phase.
+pub async fn serve(phase: Phase) -> Result<(), Error> {
+    init_logs();
+    let store = store_from_env().await?;
+    lambda_runtime::run(service_fn(|event: LambdaEvent<Value>| {
+        let store = store.clone();
+        async move { invoke(&store, phase, event).await }
+    }))
+    .await
+}
+
+async fn invoke(store: &Store, phase: Phase, event: LambdaEvent<Value>) -> Result<Value, PhaseError> {
+    let (input, ctx) = event.into_parts();
+    let tx_id = input.get("TransactionId").and_then(Value::as_str).unwrap_or("").to_string();
+    let span = tracing::info_span!("invocation", phase = phase.name(), request_id = %ctx.request_id, tx_id = %tx_id);
+    async move {
+        let store = injected_fault(store, phase);
+        let budget = Budget::before_deadline(ctx.deadline, MARGIN);
+        match Box::pin(handle(&store, phase, &input, budget)).await {
+            Ok(out) => {
+                tracing::info!(tx_id = %out.transaction_id, step = %out.step, batch = out.batch, batches = out.batches, state = ?out.state, "phase call done");
+                Ok(serde_json::to_value(out).expect("serialisable"))
+            }
+            Err(e) => {
+                tracing::warn!(error_type = e.name(), error = %e, "phase call failed");
+                Err(PhaseError(e))
+            }
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+#[cfg(debug_assertions)]
+fn injected_fault(store: &Store, phase: Phase) -> Store {
+    let Ok(path) = std::env::var("SAGA_FAULT_FILE") else { return store.clone() };
+    let Ok(spec) = std::fs::read_to_string(&path) else { return store.clone() };
+    let mut words = spec.split_whitespace();
+    let (Some(name), Some(Ok(k))) = (words.next(), words.next().map(str::parse::<u64>)) else { return store.clone() };
+    // Renaming claims the fault, so exactly one call of the phase takes it even if calls race.
+    if name != phase.name() || std::fs::rename(&path, format!("{path}.taken")).is_err() {
+        return store.clone();
+    }
+    tracing::warn!(writes = k, "injected fault: this call dies after {k} writes");
+    store.crash_after(k)
+}
+
+#[cfg(not(debug_assertions))]
+fn injected_fault(store: &Store, _phase: Phase) -> Store {
+    store.clone()
+}

@@ -1,0 +1,50 @@
+//! The scheduled sweeper. Environment: the `SAGA_*` variables of every function, plus `SAGA_STATE_MACHINE_ARN` (start
+//! recovery executions of this state machine; unset: finish transactions in-process), `SAGA_SWEEP_AFTER_SECONDS`
+//! (how long a transaction must have been still to count as stale, default 120) and `SAGA_SWEEP_MAX` (transactions
+//! per run, default 100). The event is ignored except for optional `OlderThanSeconds` and `MaxTransactions`, for runs
+//! by hand; the output is the sweep report.
+
+use std::time::Duration;
+
+use dynamo_saga::sweeper::{StateMachine, Sweeper};
+use lambda_runtime::{service_fn, Diagnostic, LambdaEvent};
+use saga_lambda::{Error, PhaseError};
+use serde_json::Value;
+
+fn env_u64(name: &str, default: u64) -> Result<u64, Error> {
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => v.trim().parse().map_err(|_| format!("{name}={v:?} is not a whole number").into()),
+        _ => Ok(default),
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    saga_lambda::init_logs();
+    let mut sweeper = Sweeper::new(saga_lambda::store_from_env().await?);
+    sweeper.stale_after = Duration::from_secs(env_u64("SAGA_SWEEP_AFTER_SECONDS", 120)?);
+    sweeper.max_transactions = env_u64("SAGA_SWEEP_MAX", 100)? as usize;
+    if let Ok(arn) = std::env::var("SAGA_STATE_MACHINE_ARN") {
+        if !arn.is_empty() {
+            let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+            sweeper.state_machine = Some(StateMachine { client: aws_sdk_sfn::Client::new(&sdk), arn });
+        }
+    }
+    let sweeper = &sweeper;
+    lambda_runtime::run(service_fn(|event: LambdaEvent<Value>| async move {
+        let mut this = sweeper.clone();
+        if let Some(s) = event.payload.get("OlderThanSeconds").and_then(Value::as_u64) {
+            this.stale_after = Duration::from_secs(s);
+        }
+        if let Some(n) = event.payload.get("MaxTransactions").and_then(Value::as_u64) {
+            this.max_transactions = n as usize;
+        }
+        let left = event.context.deadline.saturating_sub(dynamo_saga::records::now_ms());
+        this.budget = Duration::from_millis(left).saturating_sub(Duration::from_secs(10));
+        match this.sweep().await {
+            Ok(report) => Ok(serde_json::to_value(report).expect("serialisable")),
+            Err(e) => Err(Diagnostic::from(PhaseError(e))),
+        }
+    }))
+    .await
+}

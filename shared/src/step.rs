@@ -1,0 +1,253 @@
+//! The phase Lambdas' contract with the state machine: what each Task state sends and gets back.
+//!
+//! Input: `{"TransactionId": "...", "Contention": {...}?}` (Begin takes the request itself, or
+//! `{"Request": {...}, "ExecutionArn": "..."}` from the state machine, or `{"TransactionId": "..."}` for a transaction
+//! already begun or staged; the Abort call adds `"Abort": true, "Error": {...}`).
+//!
+//! Output: `{"TransactionId", "Step", "Batch", "Batches", "Actions", "State", "WaitSeconds"?, "Contention"?}`, where
+//! `Step` names the next Task (`Lock`, `Save`, `Apply`, `Commit`, `Complete`, `Rollback`, `Release`), `Wait` (another
+//! transaction holds a lock: wait `WaitSeconds`, then Lock again with `Contention`), or `Finished`.
+//!
+//! A phase call does as many batches of its own phase as fit in its budget, then names the next step. Calls are
+//! idempotent: a call for a phase the transaction has already left does nothing and names the step it is at.
+
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tracing::info;
+
+use crate::coordinator::{run_step, Coordinator, Resolution, Waiting};
+use crate::error::TxError;
+use crate::phase::resume::{self, Step};
+use crate::phase::{begin, rollback, Outcome};
+use crate::constants::H_EXECUTION;
+use crate::records::{self, Decision, Header, TxState};
+use crate::store::{Meter, Store};
+
+/// The functions, one per Task of the state machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Begin,
+    Lock,
+    Save,
+    Apply,
+    Commit,
+    Complete,
+    Rollback,
+    Release,
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Begin => "Begin",
+            Phase::Lock => "Lock",
+            Phase::Save => "Save",
+            Phase::Apply => "Apply",
+            Phase::Commit => "Commit",
+            Phase::Complete => "Complete",
+            Phase::Rollback => "Rollback",
+            Phase::Release => "Release",
+        }
+    }
+
+    /// Whether `step` is this phase's work.
+    fn owns(self, step: Step) -> bool {
+        matches!(
+            (self, step),
+            (Phase::Lock, Step::Lock(_))
+                | (Phase::Save, Step::Save(_))
+                | (Phase::Apply, Step::Apply(_))
+                | (Phase::Commit, Step::Commit)
+                | (Phase::Complete, Step::Complete(_))
+                | (Phase::Rollback, Step::Rollback(_))
+                | (Phase::Release, Step::Release)
+        )
+    }
+}
+
+/// How much one call may do.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    /// Stop starting batches after this instant (the Lambda deadline less a margin for one batch).
+    pub until: Instant,
+    pub max_batches: usize,
+}
+
+impl Budget {
+    pub const MAX_BATCHES: usize = 50;
+
+    /// Used when the deadline given is not a real one (`cargo lambda watch` sends a fixed `600000`).
+    pub const FALLBACK: Duration = Duration::from_secs(50);
+
+    /// A budget ending `margin` before `deadline_ms` (ms since the epoch, as Lambda gives it).
+    pub fn before_deadline(deadline_ms: u64, margin: Duration) -> Self {
+        let now = records::now_ms();
+        let left = if deadline_ms > now {
+            Duration::from_millis(deadline_ms - now).saturating_sub(margin)
+        } else {
+            Self::FALLBACK
+        };
+        Self { until: Instant::now() + left, max_batches: Self::MAX_BATCHES }
+    }
+
+    fn left(&self) -> Duration {
+        self.until.saturating_duration_since(Instant::now())
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "PascalCase", deny_unknown_fields)]
+struct PhaseInput {
+    transaction_id: String,
+    #[serde(default)]
+    contention: Option<Waiting>,
+    #[serde(default)]
+    abort: bool,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+/// A phase call's result: what the state machine's Route dispatches on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct StepOutput {
+    pub transaction_id: String,
+    pub step: String,
+    /// The batch the next step works on (0 when it is not per batch).
+    pub batch: usize,
+    pub batches: usize,
+    pub actions: usize,
+    pub state: TxState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_seconds: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contention: Option<Waiting>,
+}
+
+impl StepOutput {
+    fn at(h: &Header, step: Step) -> Self {
+        let (name, batch) = match step {
+            Step::Lock(b) => ("Lock", b),
+            Step::Save(b) => ("Save", b),
+            Step::Apply(b) => ("Apply", b),
+            Step::Commit => ("Commit", 0),
+            Step::Complete(b) => ("Complete", b),
+            Step::Rollback(b) => ("Rollback", b),
+            Step::Release => ("Release", 0),
+            Step::Finished => ("Finished", 0),
+        };
+        StepOutput {
+            transaction_id: h.id.clone(),
+            step: name.into(),
+            batch,
+            batches: h.batches,
+            actions: h.actions,
+            state: h.state,
+            wait_seconds: None,
+            contention: None,
+        }
+    }
+}
+
+/// Handles one Task invocation of `phase`.
+pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) -> Result<StepOutput, TxError> {
+    if phase == Phase::Begin {
+        return handle_begin(store, input).await;
+    }
+    let input: PhaseInput = serde_json::from_value(input.clone()).map_err(|e| {
+        TxError::Validation(crate::error::Invalid {
+            action: None,
+            message: format!("{} expects {{\"TransactionId\": \"...\"}}: {e}", phase.name()),
+        })
+    })?;
+    let tx_id = input.transaction_id.as_str();
+    if input.abort {
+        let why = Decision::because(abort_reason(input.error.as_ref()));
+        let (h, _) = resume::resume(store, tx_id).await?;
+        if h.state == TxState::Pending {
+            rollback::rollback(store, tx_id, 0, Some(&why)).await?;
+        }
+    }
+    let coordinator = Coordinator::new(store.clone());
+    let mut waiting = input.contention;
+    let mut batches = 0;
+    loop {
+        let (h, step) = resume::resume(store, tx_id).await?;
+        if phase == Phase::Release && (batches > 0 || step == Step::Finished) {
+            return released(&h, step);
+        }
+        if !phase.owns(step) || batches >= budget.max_batches || (batches > 0 && budget.left().is_zero()) {
+            return Ok(StepOutput::at(&h, step));
+        }
+        let report = run_step(store, tx_id, step).await?;
+        batches += 1;
+        info!(tx_id, phase = phase.name(), ?step, outcome = ?report.outcome, calls = report.usage.calls, "step done");
+        match report.outcome {
+            Outcome::Contended(c) => match coordinator.resolve(&h, &c, waiting.as_ref(), Some(budget.left())).await? {
+                Resolution::Retry => {}
+                Resolution::Wait(w) => {
+                    let (h, step) = resume::resume(store, tx_id).await?;
+                    let mut out = StepOutput::at(&h, step);
+                    if phase.owns(step) {
+                        out.step = "Wait".into();
+                        out.wait_seconds = Some(wait_seconds(&w));
+                        out.contention = Some(w);
+                    }
+                    return Ok(out);
+                }
+            },
+            Outcome::Done | Outcome::Canceled | Outcome::Ended { .. } => waiting = None,
+        }
+    }
+}
+
+/// Release ends the execution: a committed transaction finishes, a rolled-back one fails with its reasons.
+fn released(h: &Header, step: Step) -> Result<StepOutput, TxError> {
+    match (step, h.cancellation()) {
+        (Step::Finished, Some(c)) => Err(TxError::Canceled(Box::new(c))),
+        _ => Ok(StepOutput::at(h, step)),
+    }
+}
+
+async fn handle_begin(store: &Store, input: &Value) -> Result<StepOutput, TxError> {
+    let (request, arn) = match input.get("Request") {
+        Some(r) if input.get("TransactItems").is_none() => (r, input.get("ExecutionArn").and_then(Value::as_str)),
+        _ => (input, None),
+    };
+    let existing = request.as_object().filter(|o| o.len() == 1).and_then(|o| o.get("TransactionId")).and_then(Value::as_str);
+    let tx_id = match existing {
+        Some(id) => {
+            let (h, _) = resume::resume(store, id).await?;
+            if let Some(arn) = arn.filter(|a| !h.finished() && h.execution_arn.as_deref() != Some(*a)) {
+                // This execution now drives the transaction: the sweeper asks it, not the one before, whether it runs.
+                let m = Meter::default();
+                records::update_header(store, &m, id, h.state, &[(H_EXECUTION, records::s(arn))], None, &m.usage()).await?;
+            }
+            id.to_string()
+        }
+        None => begin::begin_with_execution(store, request, arn).await?.transaction_id,
+    };
+    let (h, step) = resume::resume(store, &tx_id).await?;
+    Ok(StepOutput::at(&h, step))
+}
+
+/// Backoff while waiting for a holder: about 1 s at first, growing with the time waited up to 10 s, with jitter so
+/// waiters do not come back in step.
+fn wait_seconds(w: &Waiting) -> u64 {
+    let waited = records::now_ms().saturating_sub(w.waiting_since_ms) / 1000;
+    let cap = (1 + waited / 4).min(10);
+    1 + (ulid::Ulid::new().random() % cap as u128) as u64
+}
+
+fn abort_reason(error: Option<&Value>) -> String {
+    let name = error.and_then(|e| e.get("Error")).and_then(Value::as_str).unwrap_or("an error");
+    let cause = error.and_then(|e| e.get("Cause")).and_then(Value::as_str).unwrap_or("");
+    let cause: String = cause.chars().take(500).collect();
+    if cause.is_empty() {
+        format!("the state machine gave up after {name}")
+    } else {
+        format!("the state machine gave up after {name}: {cause}")
+    }
+}

@@ -1,0 +1,215 @@
+//! The sweeper: finds open transactions that stopped moving and drives each one to its end.
+//!
+//! Open transactions are found through the sparse `open-transactions` index (partition `open#0`..`open#7`, sort key
+//! `updatedAt`), never by scanning. A transaction whose Step Functions execution is still running is left alone
+//! (`DescribeExecution`). Every other stale one is finished: a pending transaction is decided `ROLLED_BACK` (nobody
+//! is driving it, so it can never commit) and rolled back; a decided one is completed or rolled back. The work is
+//! done by a recovery execution of the state machine when one is configured (its name carries the header version,
+//! so sweeping twice starts it once), or in-process within the time budget otherwise. Each run handles at most
+//! `max_transactions`; the report says whether more were left.
+
+use std::time::{Duration, Instant};
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+
+use crate::constants::*;
+use crate::coordinator::Coordinator;
+use crate::error::TxError;
+use crate::records::{self, Decision, TxState};
+use crate::store::{Meter, Store};
+
+/// Where the sweeper sends the work: a state machine to start recovery executions of, or nowhere (in-process).
+#[derive(Debug, Clone)]
+pub struct StateMachine {
+    pub client: aws_sdk_sfn::Client,
+    pub arn: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Sweeper {
+    pub store: Store,
+    pub state_machine: Option<StateMachine>,
+    /// A transaction is stale when its header has not changed for this long.
+    pub stale_after: Duration,
+    pub max_transactions: usize,
+    /// In-process work stops starting new transactions after this long.
+    pub budget: Duration,
+}
+
+/// What one sweep did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct SweepReport {
+    /// Stale open transactions looked at.
+    pub examined: usize,
+    /// Left alone because their execution is still running.
+    pub running: Vec<String>,
+    /// Recovery executions started (or found already started).
+    pub recovery_executions: Vec<String>,
+    /// Driven to their end in-process, with the state they ended in.
+    pub finished: Vec<Swept>,
+    /// Pending transactions this sweep decided to roll back.
+    pub rolled_back: Vec<String>,
+    /// Transactions that could not be handled this time, and why.
+    pub failed: Vec<Swept>,
+    /// True when more stale transactions were left for the next run.
+    pub more: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Swept {
+    pub transaction_id: String,
+    pub outcome: String,
+}
+
+impl Sweeper {
+    pub fn new(store: Store) -> Self {
+        Self { store, state_machine: None, stale_after: Duration::from_secs(120), max_transactions: 100, budget: Duration::from_secs(600) }
+    }
+
+    pub async fn sweep(&self) -> Result<SweepReport, TxError> {
+        let started = Instant::now();
+        let mut report = SweepReport::default();
+        let (ids, more) = self.stale().await?;
+        report.more = more;
+        for id in ids {
+            if started.elapsed() >= self.budget {
+                report.more = true;
+                break;
+            }
+            report.examined += 1;
+            if let Err(e) = self.sweep_one(&id, &mut report, started).await {
+                warn!(tx_id = %id, error = %e, "sweeper could not finish a transaction");
+                report.failed.push(Swept { transaction_id: id, outcome: format!("{}: {e}", e.name()) });
+            }
+        }
+        info!(
+            examined = report.examined,
+            running = report.running.len(),
+            recovery = report.recovery_executions.len(),
+            finished = report.finished.len(),
+            rolled_back = report.rolled_back.len(),
+            failed = report.failed.len(),
+            more = report.more,
+            "sweep done"
+        );
+        Ok(report)
+    }
+
+    /// Ids of open transactions whose header has not changed for `stale_after`, oldest first, at most
+    /// `max_transactions`; and whether there were more.
+    async fn stale(&self) -> Result<(Vec<String>, bool), TxError> {
+        let cutoff = records::now_ms().saturating_sub(self.stale_after.as_millis() as u64);
+        let mut found: Vec<(u64, String)> = Vec::new();
+        let mut more = false;
+        for shard in 0..OPEN_SHARDS {
+            let mut start = None;
+            loop {
+                let r = self
+                    .store
+                    .client
+                    .query()
+                    .table_name(&self.store.cfg.tx_table)
+                    .index_name(OPEN_INDEX)
+                    .key_condition_expression("#sh = :sh AND #upd < :cut")
+                    .expression_attribute_names("#sh", H_OPEN_SHARD)
+                    .expression_attribute_names("#upd", H_UPDATED_AT)
+                    .expression_attribute_values(":sh", AttributeValue::S(format!("open#{shard}")))
+                    .expression_attribute_values(":cut", AttributeValue::N(cutoff.to_string()))
+                    .limit(self.max_transactions as i32)
+                    .set_exclusive_start_key(start.take())
+                    .send()
+                    .await
+                    .map_err(|e| TxError::DynamoDb { op: "Query".into(), message: e.to_string() })?;
+                for item in r.items.unwrap_or_default() {
+                    let id = match item.get(TX_PK) {
+                        Some(AttributeValue::S(id)) => id.clone(),
+                        _ => continue,
+                    };
+                    let at = match item.get(H_UPDATED_AT) {
+                        Some(AttributeValue::N(n)) => n.parse().unwrap_or(0),
+                        _ => 0,
+                    };
+                    found.push((at, id));
+                }
+                match r.last_evaluated_key {
+                    Some(k) if !k.is_empty() && found.len() < self.max_transactions * OPEN_SHARDS as usize => start = Some(k),
+                    Some(k) if !k.is_empty() => {
+                        more = true;
+                        break;
+                    }
+                    _ => break,
+                }
+            }
+        }
+        found.sort();
+        if found.len() > self.max_transactions {
+            found.truncate(self.max_transactions);
+            more = true;
+        }
+        Ok((found.into_iter().map(|(_, id)| id).collect(), more))
+    }
+
+    async fn sweep_one(&self, id: &str, report: &mut SweepReport, started: Instant) -> Result<(), TxError> {
+        let m = Meter::default();
+        let h = records::read_header(&self.store, &m, id).await?;
+        let cutoff = records::now_ms().saturating_sub(self.stale_after.as_millis() as u64);
+        if h.finished() || h.updated_at >= cutoff {
+            return Ok(());
+        }
+        if let (Some(sm), Some(arn)) = (&self.state_machine, &h.execution_arn) {
+            if execution_running(&sm.client, arn).await? {
+                report.running.push(id.to_string());
+                return Ok(());
+            }
+        }
+        if h.state == TxState::Pending {
+            let d = Decision::because(format!(
+                "abandoned: no execution was driving it and it made no progress for {} s",
+                self.stale_after.as_secs()
+            ));
+            if records::decide_rollback(&self.store, &m, id, &d).await? == TxState::RolledBack {
+                report.rolled_back.push(id.to_string());
+            }
+        }
+        match &self.state_machine {
+            Some(sm) => {
+                let h = records::read_header(&self.store, &m, id).await?;
+                let name = format!("recover-{id}-v{}", h.version);
+                let input = serde_json::json!({ "TransactionId": id }).to_string();
+                let arn = match sm.client.start_execution().state_machine_arn(&sm.arn).name(&name).input(input).send().await {
+                    Ok(out) => out.execution_arn,
+                    Err(e) if e.as_service_error().is_some_and(|s| s.is_execution_already_exists()) => name,
+                    Err(e) => return Err(TxError::Internal(format!("StartExecution: {}", aws_sdk_sfn::error::DisplayErrorContext(&e)))),
+                };
+                report.recovery_executions.push(arn);
+            }
+            None => {
+                let left = self.budget.saturating_sub(started.elapsed());
+                let coordinator = Coordinator::new(self.store.clone());
+                let outcome = match tokio::time::timeout(left, coordinator.drive(id)).await {
+                    Ok(Ok(done)) => format!("{:?}", done.state),
+                    Ok(Err(TxError::Canceled(_))) => "RolledBack".to_string(),
+                    Ok(Err(e)) => return Err(e),
+                    Err(_) => {
+                        report.more = true;
+                        "TimedOut".to_string()
+                    }
+                };
+                report.finished.push(Swept { transaction_id: id.to_string(), outcome });
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn execution_running(client: &aws_sdk_sfn::Client, arn: &str) -> Result<bool, TxError> {
+    match client.describe_execution().execution_arn(arn).send().await {
+        Ok(out) => Ok(out.status == aws_sdk_sfn::types::ExecutionStatus::Running),
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_execution_does_not_exist()) => Ok(false),
+        Err(e) => Err(TxError::Internal(format!("DescribeExecution: {}", aws_sdk_sfn::error::DisplayErrorContext(&e)))),
+    }
+}

@@ -1,0 +1,195 @@
+//! The local stack for end-to-end tests: DynamoDB Local, the Lambda functions behind `cargo lambda watch`, and the
+//! real state machine definition run by `tools/sfn-local.mjs` (aws-local-stepfunctions).
+//!
+//! `tools/test.sh` starts one stack for the whole run and exports its settings (`LAMBDA_ENDPOINT`,
+//! `DYNAMODB_ENDPOINT`, `SAGA_TABLE`, `SAGA_FAULT_FILE`). A test binary run without them starts its own through
+//! `tools/stack.sh`, stopped by a watchdog when the process exits.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use aws_sdk_dynamodb::Client;
+use serde_json::Value;
+use tokio::sync::OnceCell;
+
+use crate::{client_for, create_tx_table, root};
+
+pub struct Stack {
+    pub dynamodb: String,
+    pub lambda: String,
+    pub tx_table: String,
+    pub fault_file: PathBuf,
+}
+
+static STACK: OnceCell<Stack> = OnceCell::const_new();
+
+pub async fn stack() -> &'static Stack {
+    STACK
+        .get_or_init(|| async {
+            let settings = match std::env::var("LAMBDA_ENDPOINT") {
+                Ok(_) => ["DYNAMODB_ENDPOINT", "LAMBDA_ENDPOINT", "SAGA_TABLE", "SAGA_FAULT_FILE"]
+                    .iter()
+                    .map(|k| (k.to_string(), std::env::var(k).unwrap_or_else(|_| panic!("{k} is not set"))))
+                    .collect(),
+                Err(_) => tokio::task::spawn_blocking(start_own).await.unwrap(),
+            };
+            let st = Stack {
+                dynamodb: settings["DYNAMODB_ENDPOINT"].clone(),
+                lambda: settings["LAMBDA_ENDPOINT"].clone(),
+                tx_table: settings["SAGA_TABLE"].clone(),
+                fault_file: settings["SAGA_FAULT_FILE"].clone().into(),
+            };
+            let client = st.client();
+            if client.describe_table().table_name(&st.tx_table).send().await.is_err() {
+                create_tx_table(&client, &st.tx_table).await;
+            }
+            st
+        })
+        .await
+}
+
+fn start_own() -> HashMap<String, String> {
+    let name = format!("tests-{}", std::process::id());
+    let script = root().join("tools/stack.sh");
+    let out = Command::new(&script).args(["start", &name]).stderr(Stdio::inherit()).output().expect("run tools/stack.sh");
+    assert!(out.status.success(), "could not start the local stack");
+    let watch = format!("while kill -0 {} 2>/dev/null; do sleep 1; done; {} stop {name}", std::process::id(), script.display());
+    // Deliberately not waited for: it outlives this process to clean up after it.
+    let _watchdog = Command::new("sh").args(["-c", &watch]).stdin(Stdio::null()).stdout(Stdio::null()).spawn().expect("watchdog");
+    let file = String::from_utf8(out.stdout).unwrap();
+    std::fs::read_to_string(file.trim())
+        .expect("stack settings")
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// How an execution of the state machine ended, as `tools/sfn-local.mjs` reports it.
+#[derive(Debug, Clone)]
+pub struct Execution {
+    pub status: String,
+    pub output: Value,
+    pub error: Option<String>,
+    pub cause: Option<String>,
+    pub transitions: u64,
+    pub history_events: u64,
+    pub task_calls: u64,
+    pub duration_ms: u64,
+}
+
+impl Execution {
+    /// The cancellation a `TransactionCanceled` failure carries: the Lambda error's message, itself JSON
+    /// (`TransactionId`, `Message`, `CancellationReasons`).
+    pub fn cancellation(&self) -> Option<Value> {
+        let cause: Value = serde_json::from_str(self.cause.as_deref()?).ok()?;
+        serde_json::from_str(cause.get("errorMessage")?.as_str()?).ok()
+    }
+}
+
+/// A Lambda function error: its `errorType` and `errorMessage`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FunctionError {
+    pub error_type: String,
+    pub message: String,
+}
+
+impl Stack {
+    pub fn client(&self) -> Client {
+        client_for(&self.dynamodb)
+    }
+
+    /// Invokes a function through the local Lambda Invoke API, as `aws lambda invoke` or `sam local invoke` would.
+    pub async fn invoke(&self, function: &str, payload: &Value) -> Result<Value, FunctionError> {
+        let url = format!("{}/2015-03-31/functions/{function}/invocations", self.lambda);
+        let body = payload.to_string();
+        let out = tokio::task::spawn_blocking(move || {
+            Command::new("curl")
+                .args(["-s", "-X", "POST", "-H", "content-type: application/json", "--data-binary", "@-", "-w", "\n%{http_code}", &url])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .and_then(|mut c| {
+                    c.stdin.take().unwrap().write_all(body.as_bytes())?;
+                    c.wait_with_output()
+                })
+                .expect("curl")
+        })
+        .await
+        .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let (body, code) = text.rsplit_once('\n').expect("status code");
+        let value: Value = serde_json::from_str(body).unwrap_or_else(|_| panic!("{function} returned {code}: {body}"));
+        match code {
+            "200" if value.get("errorType").is_none() => Ok(value),
+            "200" | "500" => Err(FunctionError {
+                error_type: value["errorType"].as_str().unwrap_or_default().to_string(),
+                message: value["errorMessage"].as_str().unwrap_or_default().to_string(),
+            }),
+            other => panic!("{function} returned HTTP {other}: {body}"),
+        }
+    }
+
+    /// Runs one execution of the state machine to its end, Wait states and retries shortened.
+    pub async fn execute(&self, input: &Value) -> Execution {
+        self.run(input, true, false).await
+    }
+
+    /// Runs one execution; `fast` shortens Wait states and retry pauses to 200 ms, `progress` prints a line per Task.
+    pub async fn run(&self, input: &Value, fast: bool, progress: bool) -> Execution {
+        let script = root().join("tools/sfn-local.mjs");
+        let mut args: Vec<String> = ["--lambda-endpoint", &self.lambda, "--input", "-"].map(String::from).to_vec();
+        if fast {
+            args.extend(["--wait-ms", "200", "--retry-ms", "200"].map(String::from));
+        }
+        if !progress {
+            args.push("--quiet".into());
+        }
+        let body = input.to_string();
+        let out = tokio::task::spawn_blocking(move || {
+            Command::new("node")
+                .arg(script)
+                .args(args)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .and_then(|mut c| {
+                    c.stdin.take().unwrap().write_all(body.as_bytes())?;
+                    c.wait_with_output()
+                })
+                .expect("node tools/sfn-local.mjs")
+        })
+        .await
+        .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("sfn-local printed {}", String::from_utf8_lossy(&out.stdout)));
+        let n = |k: &str| v[k].as_u64().unwrap_or(0);
+        let s = |k: &str| v[k].as_str().map(String::from);
+        Execution {
+            status: s("status").unwrap_or_default(),
+            output: v["output"].clone(),
+            error: s("error"),
+            cause: s("cause"),
+            transitions: n("transitions"),
+            history_events: n("historyEvents"),
+            task_calls: n("taskCalls"),
+            duration_ms: n("durationMs"),
+        }
+    }
+
+    /// Makes the next call of `phase` die after `writes` DynamoDB writes (debug builds of the functions only).
+    pub fn inject_fault(&self, phase: &str, writes: u64) {
+        std::fs::write(&self.fault_file, format!("{phase} {writes}")).unwrap();
+    }
+
+    /// Whether an injected fault has been taken by a call.
+    pub fn fault_taken(&self) -> bool {
+        let taken = PathBuf::from(format!("{}.taken", self.fault_file.display()));
+        let yes = taken.exists();
+        let _ = std::fs::remove_file(taken);
+        yes && !self.fault_file.exists()
+    }
+}

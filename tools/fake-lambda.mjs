@@ -1,0 +1,149 @@
+#!/usr/bin/env node
+// A stand-in for `cargo lambda watch` that answers the phase functions with scripted results, so that the state
+// machine and tools/sfn-local.mjs can be tested without building anything.
+//
+//   node tools/fake-lambda.mjs [--port N]      prints its base URL once listening (port 0, the default, picks one)
+//   import { startFakeLambda } from './fake-lambda.mjs'
+//
+// Like cargo lambda watch it serves POST /2015-03-31/functions/<name>/invocations, answers a function error with HTTP
+// 500 and the {errorType, errorMessage} body (no X-Amz-Function-Error header) and an unknown function with 404.
+// GET /calls lists every invocation as {fn, input, status}.
+//
+// The script is chosen by the TransactionId's prefix: the execution input is {"TransactionId": "<script>-..."}, which
+// Begin receives as it is or, from the state machine, as {"Request": {...}, "ExecutionArn": "..."}.
+// Each transaction has 3 batches and every call does one batch:
+//   committed   Begin, Lock x3, Save x3, Apply x3, Commit, Complete x3, Release -> Finished/COMMITTED
+//   contended   as committed, but the first Lock answers Step Wait, WaitSeconds 5, Contention; Relock goes on
+//   fault       as committed, but the first Lock fails with InjectedFault (retried by the definition)
+//   fault-aws   as fault, answered the way real Lambda does: HTTP 200 with X-Amz-Function-Error: Unhandled
+//   canceled    Lock finds a condition false: ROLLED_BACK, Rollback, then Release fails with TransactionCanceled
+//   abort       Lock fails with an error no Retry matches, Abort (Rollback with Abort: true), Release fails with
+//               TransactionCanceled
+import { createServer } from 'node:http';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const BATCHES = 3;
+const ACTIONS = 250;
+
+export function cancellationCause(txId) {
+  return JSON.stringify({
+    TransactionId: txId,
+    Message: 'Transaction cancelled, please refer cancellation reasons for specific reasons [None, ConditionalCheckFailed]',
+    CancellationReasons: [{ Code: 'None' }, { Code: 'ConditionalCheckFailed', Message: 'The conditional request failed' }],
+  });
+}
+
+class FunctionError extends Error {
+  constructor(errorType, errorMessage) {
+    super(errorMessage);
+    this.errorType = errorType;
+  }
+}
+
+// Phase results of one scripted transaction; every phase advances one batch a call and names the next Step.
+function transaction(id) {
+  const script = id.replace(/-[^-]*$/, '');
+  const done = { lock: 0, save: 0, apply: 0, complete: 0 };
+  let lockCalls = 0;
+  let state = 'PENDING';
+  const out = (Step, Batch, extra = {}) => ({ TransactionId: id, Step, Batch, Batches: BATCHES, State: state, Actions: ACTIONS, ...extra });
+  const batch = (phase, same, next) => {
+    done[phase] += 1;
+    return out(done[phase] < BATCHES ? same : next, done[phase]);
+  };
+
+  return {
+    'saga-begin': () => out('Lock', 0),
+    'saga-lock': () => {
+      lockCalls += 1;
+      if (lockCalls === 1 && script === 'contended') {
+        const Contention = { Holder: '01JDQ4V2A8M3K7P5R9T1W6X4YB', Version: 7, SinceMs: 1732266000000, Action: 1, Item: 'Inventory{pk=widget-1}' };
+        return out('Wait', 0, { WaitSeconds: 5, Contention });
+      }
+      if (lockCalls === 1 && script.startsWith('fault')) throw new FunctionError('InjectedFault', 'injected fault before the first lock write');
+      if (script === 'abort') throw new FunctionError('ItemTooLarge', 'item Inventory{pk=unit-007} would exceed 400 KB with its lock');
+      if (script === 'canceled') {
+        state = 'ROLLED_BACK';
+        return out('Rollback', 1);
+      }
+      return batch('lock', 'Lock', 'Save');
+    },
+    'saga-save': () => batch('save', 'Save', 'Apply'),
+    'saga-apply': () => batch('apply', 'Apply', 'Commit'),
+    'saga-commit': () => {
+      state = 'COMMITTED';
+      return out('Complete', 0);
+    },
+    'saga-complete': () => batch('complete', 'Complete', 'Release'),
+    'saga-rollback': (input) => {
+      if (input.Abort) {
+        if (typeof input.Error?.Cause !== 'string') throw new FunctionError('ValidationError', 'Abort without Error.Cause');
+        state = 'ROLLED_BACK';
+      }
+      return out('Release', BATCHES);
+    },
+    'saga-release': () => {
+      if (state === 'ROLLED_BACK') throw new FunctionError('TransactionCanceled', cancellationCause(id));
+      return out('Finished', BATCHES);
+    },
+  };
+}
+
+export async function startFakeLambda({ port = 0 } = {}) {
+  const transactions = new Map();
+  const calls = [];
+
+  const server = createServer(async (req, res) => {
+    const send = (status, body, headers = {}) => {
+      res.writeHead(status, { 'content-type': 'application/json', ...headers });
+      res.end(typeof body === 'string' ? body : JSON.stringify(body));
+    };
+    if (req.method === 'GET' && req.url === '/calls') return send(200, calls);
+
+    const m = /^\/2015-03-31\/functions\/([^/]+)\/invocations$/.exec(req.url);
+    if (req.method !== 'POST' || !m) return send(404, { title: 'Not found' });
+    const fn = decodeURIComponent(m[1]);
+    let text = '';
+    for await (const chunk of req) text += chunk;
+    const input = JSON.parse(text || 'null');
+    const call = { fn, input, status: 200 };
+    calls.push(call);
+
+    const id = input?.TransactionId ?? input?.Request?.TransactionId;
+    if (typeof id !== 'string') {
+      call.status = 500;
+      return send(500, { errorType: 'ValidationError', errorMessage: 'TransactionId is required' });
+    }
+    if (!transactions.has(id)) transactions.set(id, transaction(id));
+    const phase = transactions.get(id)[fn];
+    if (!phase) {
+      call.status = 404;
+      return send(404, { title: 'Missing function', detail: `that function doesn't exist as a binary in your project: ${fn}` });
+    }
+    try {
+      return send(200, phase(input));
+    } catch (e) {
+      const body = { errorType: e.errorType ?? 'Panic', errorMessage: e.message };
+      if (id.startsWith('fault-aws')) return send(200, body, { 'x-amz-function-error': 'Unhandled' });
+      call.status = 500;
+      return send(500, body);
+    }
+  });
+
+  await new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', resolve);
+  });
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    calls,
+    close: () => new Promise((resolve) => server.close(resolve)),
+  };
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const { values } = parseArgs({ options: { port: { type: 'string', default: '0' } } });
+  const fake = await startFakeLambda({ port: Number(values.port) });
+  process.stdout.write(`${fake.url}\n`);
+}

@@ -1,0 +1,135 @@
+// The real state machine definition run by tools/sfn-local.mjs against tools/fake-lambda.mjs: no Rust build needed.
+//   node --test tools/sfn-local.test.mjs
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { cancellationCause, startFakeLambda } from './fake-lambda.mjs';
+
+const TOOLS = dirname(fileURLToPath(import.meta.url));
+const RUNNER = join(TOOLS, 'sfn-local.mjs');
+const DEFINITION = join(TOOLS, '../statemachine/transaction.asl.json');
+const FAST = ['--wait-ms', '10', '--retry-ms', '5'];
+
+let fake;
+before(async () => {
+  fake = await startFakeLambda();
+});
+after(() => fake.close());
+
+// Runs the runner as a child process, so that this process's fake server keeps answering meanwhile.
+function runner(args, input) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [RUNNER, '--input', '-', ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      let record = null;
+      try {
+        record = JSON.parse(stdout);
+      } catch {
+        // Left null: usage errors print nothing on stdout.
+      }
+      resolve({ code, record, stderr });
+    });
+    child.stdin.end(JSON.stringify(input));
+  });
+}
+
+const run = (txId, ...args) => runner(['--lambda-endpoint', fake.url, ...args], { TransactionId: txId });
+const callsOf = (txId) =>
+  fake.calls.filter((c) => (c.input?.TransactionId ?? c.input?.Request?.TransactionId) === txId);
+
+test('a 3-batch transaction commits: every phase in order, one batch a call', async () => {
+  const { code, record, stderr } = await run('committed-a', ...FAST);
+  assert.equal(code, 0, stderr);
+  assert.equal(record.status, 'SUCCEEDED');
+  assert.deepEqual(record.output, { TransactionId: 'committed-a', Step: 'Finished', Batch: 3, Batches: 3, State: 'COMMITTED', Actions: 250 });
+  const fns = callsOf('committed-a').map((c) => c.fn.replace('saga-', ''));
+  assert.deepEqual(fns, ['begin', ...Array(3).fill('lock'), ...Array(3).fill('save'), ...Array(3).fill('apply'), 'commit', ...Array(3).fill('complete'), 'release']);
+  assert.equal(record.taskCalls, 15);
+  // 15 Tasks, 14 Route visits, Released and Committed; each state entered and exited, 3 events per Lambda call.
+  assert.equal(record.transitions, 31);
+  assert.equal(record.historyEvents, 2 + 31 + 31 + 3 * 15);
+  assert.deepEqual(callsOf('committed-a')[0].input, { Request: { TransactionId: 'committed-a' }, ExecutionArn: record.executionArn });
+  assert.match(stderr, /Lock +batch 3\/3 +PENDING +250 actions +-> Save/);
+});
+
+test('a contended Lock waits, then Relock passes the Contention back; --wait-ms replaces the 5 s wait', async () => {
+  const { code, record, stderr } = await run('contended-a', ...FAST);
+  assert.equal(code, 0, stderr);
+  assert.equal(record.status, 'SUCCEEDED');
+  assert.ok(record.durationMs < 3000, `took ${record.durationMs} ms`);
+  const locks = callsOf('contended-a').filter((c) => c.fn === 'saga-lock');
+  assert.equal(locks[1].input.Contention.Holder, '01JDQ4V2A8M3K7P5R9T1W6X4YB');
+  assert.equal(locks[2].input.Contention, undefined);
+  assert.match(stderr, /WaitForHolder wait 10ms \(instead of 5s\), held by 01JDQ4V2A8M3K7P5R9T1W6X4YB/);
+});
+
+for (const style of ['fault', 'fault-aws']) {
+  test(`a function error (${style === 'fault' ? 'HTTP 500 as cargo lambda watch' : '200 with X-Amz-Function-Error as Lambda'}) is retried by its errorType`, async () => {
+    const { code, record, stderr } = await run(`${style}-a`, ...FAST);
+    assert.equal(code, 0, stderr);
+    assert.equal(record.status, 'SUCCEEDED');
+    assert.equal(record.taskCalls, 16);
+    assert.equal(record.historyEvents, 2 + 31 + 31 + 3 * 16);
+    assert.match(stderr, /Lock +failed: InjectedFault: injected fault before the first lock write\n.*Lock +retry 1\/5 after InjectedFault/);
+  });
+}
+
+test('a rolled-back transaction fails with TransactionCanceled and the error payload as Cause, unchanged', async () => {
+  const { code, record, stderr } = await run('canceled-a', ...FAST);
+  assert.equal(code, 3, stderr);
+  assert.equal(record.status, 'FAILED');
+  assert.equal(record.error, 'TransactionCanceled');
+  assert.equal(record.cause, JSON.stringify({ errorType: 'TransactionCanceled', errorMessage: cancellationCause('canceled-a') }));
+  const reasons = JSON.parse(JSON.parse(record.cause).errorMessage).CancellationReasons;
+  assert.deepEqual(reasons.map((r) => r.Code), ['None', 'ConditionalCheckFailed']);
+});
+
+test('an error no Retry matches is caught: Abort gets it as Error and Cause, then the execution is cancelled', async () => {
+  const { code, record, stderr } = await run('abort-a', ...FAST);
+  assert.equal(code, 3, stderr);
+  assert.equal(record.error, 'TransactionCanceled');
+  const abort = callsOf('abort-a').find((c) => c.fn === 'saga-rollback');
+  assert.equal(abort.input.Abort, true);
+  assert.equal(abort.input.Error.Error, 'ItemTooLarge');
+  assert.equal(abort.input.Error.Cause, JSON.stringify({ errorType: 'ItemTooLarge', errorMessage: 'item Inventory{pk=unit-007} would exceed 400 KB with its lock' }));
+});
+
+test('an unknown function is Lambda.ResourceNotFoundException, caught without retries', async () => {
+  const sub = '--sub=LockFunctionArn=arn:aws:lambda:us-east-1:000000000000:function:saga-nope';
+  const { record } = await run('committed-b', ...FAST, sub);
+  assert.equal(record.error, 'TransactionCanceled');
+  assert.equal(callsOf('committed-b').filter((c) => c.fn === 'saga-nope').length, 1);
+  assert.equal(callsOf('committed-b').find((c) => c.fn === 'saga-rollback').input.Error.Error, 'Lambda.ResourceNotFoundException');
+});
+
+test('an endpoint that is down is Lambda.ServiceException: Begin tries 1 + 6 times, then the execution fails', async () => {
+  const down = await startFakeLambda();
+  await down.close();
+  const { code, record } = await runner(['--lambda-endpoint', down.url, ...FAST], { TransactionId: 'committed-c' });
+  assert.equal(code, 3);
+  assert.equal(record.error, 'Lambda.ServiceException');
+  assert.match(record.cause, /ECONNREFUSED/);
+  assert.equal(record.taskCalls, 7);
+  assert.equal(record.historyEvents, 2 + 1 + 3 * 7);
+  assert.ok(record.durationMs < 3000, `took ${record.durationMs} ms`);
+});
+
+test('a placeholder without a value is a usage error; --sub gives it one', async () => {
+  const definition = join(mkdtempSync(join(tmpdir(), 'sfn-local-')), 'asl.json');
+  writeFileSync(definition, readFileSync(DEFINITION, 'utf8').replace('${BeginFunctionArn}', '${BeginArn}'));
+  const missing = await run('committed-d', ...FAST, '--definition', definition);
+  assert.equal(missing.code, 1);
+  assert.equal(missing.record, null);
+  assert.match(missing.stderr, /placeholder \$\{BeginArn\} has no value/);
+  const given = await run('committed-d', ...FAST, '--definition', definition, '--sub', 'BeginArn=arn:aws:lambda:us-east-1:000000000000:function:saga-begin');
+  assert.equal(given.code, 0, given.stderr);
+});

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The local stack: DynamoDB Local and every Lambda function behind a local Lambda Invoke API (`cargo lambda watch`).
+# Step Functions runs in-process per execution (tools/sfn-local.mjs, aws-local-stepfunctions) against it.
+#   tools/stack.sh install       install what the stack needs (java, the DynamoDB Local jar, cargo-lambda, node packages)
+#   tools/stack.sh start NAME    start a stack; prints the file of its settings (KEY=VALUE lines, also valid shell)
+#   tools/stack.sh stop NAME     stop it
+# A stack's settings: DYNAMODB_ENDPOINT, LAMBDA_ENDPOINT, SAGA_TABLE (the transactions table the functions use; the
+# caller creates it), SAGA_FAULT_FILE (debug builds: see functions/common), STACK_DIR.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+venv="$root/.local/venv"
+functions=(begin lock save apply commit complete rollback release sweeper)
+
+install() {
+  command -v java >/dev/null || { apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null; }
+  tools/dynamodb-local.sh install
+  [ -x "$venv/bin/python3" ] || python3 -m venv "$venv"
+  [ -x "$venv/bin/cargo-lambda" ] || "$venv/bin/pip" install -q cargo-lambda
+  bash tools/sfn-local-install.sh
+}
+
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+start() {
+  local name=$1 dir="$root/.local/stack/$1"
+  install
+  stop "$name"
+  mkdir -p "$dir"
+  local ddb_port lambda_port
+  ddb_port=$(tools/free-port.sh)
+  local ddb; ddb=$(tools/dynamodb-local.sh start "$ddb_port")
+  echo "$ddb_port" >"$dir/dynamodb.port"
+  lambda_port=$(tools/free-port.sh)
+  cat >"$dir/functions.env" <<EOF
+AWS_REGION=us-east-1
+AWS_ACCESS_KEY_ID=local
+AWS_SECRET_ACCESS_KEY=local
+AWS_ENDPOINT_URL_DYNAMODB=$ddb
+SAGA_TABLE=${SAGA_TABLE:-saga-transactions}
+SAGA_LEASE_SECONDS=${SAGA_LEASE_SECONDS:-30}
+SAGA_FAULT_FILE=$dir/fault
+RUST_LOG=${RUST_LOG:-warn}
+EOF
+  # The binaries are built first, by the same cargo the tests use, so the watcher finds them up to date.
+  cargo build -q $(printf -- '-p saga-%s ' "${functions[@]}")
+  PATH="$venv/bin:$PATH" nohup "$venv/bin/cargo-lambda" lambda watch --ignore-changes -q \
+    --invoke-address 127.0.0.1 --invoke-port "$lambda_port" --concurrency 8 --env-file "$dir/functions.env" \
+    >"$dir/lambda.log" 2>&1 &
+  echo $! >"$dir/lambda.pid"
+  local endpoint="http://127.0.0.1:$lambda_port"
+  for _ in $(seq 1 600); do
+    port_busy "$lambda_port" && break
+    kill -0 "$(cat "$dir/lambda.pid")" 2>/dev/null || { cat "$dir/lambda.log" >&2; exit 1; }
+    sleep 0.5
+  done
+  port_busy "$lambda_port" || { echo "stack: the Lambda endpoint did not start; see $dir/lambda.log" >&2; exit 1; }
+  # Every function answers once it is built and running: an unknown transaction is a TransactionNotFound error.
+  for f in "${functions[@]}"; do
+    [ "$f" = sweeper ] && continue
+    for _ in $(seq 1 600); do
+      if curl -s -o /dev/null -X POST "$endpoint/2015-03-31/functions/saga-$f/invocations" \
+        -d '{"TransactionId": "00000000000000000000000000"}' -w '%{http_code}' | grep -q '^[25]00$'; then
+        break
+      fi
+      sleep 0.5
+    done
+  done
+  cat >"$dir/settings" <<EOF
+STACK_DIR=$dir
+DYNAMODB_ENDPOINT=$ddb
+LAMBDA_ENDPOINT=$endpoint
+SAGA_TABLE=${SAGA_TABLE:-saga-transactions}
+SAGA_FAULT_FILE=$dir/fault
+EOF
+  echo "$dir/settings"
+}
+
+stop() {
+  local dir="$root/.local/stack/$1"
+  if [ -f "$dir/lambda.pid" ]; then
+    local pid; pid=$(cat "$dir/lambda.pid")
+    pkill -P "$pid" 2>/dev/null || true
+    kill "$pid" 2>/dev/null || true
+    rm -f "$dir/lambda.pid"
+  fi
+  if [ -f "$dir/dynamodb.port" ]; then
+    tools/dynamodb-local.sh stop "$(cat "$dir/dynamodb.port")"
+    rm -f "$dir/dynamodb.port"
+  fi
+  return 0
+}
+
+case "${1:-}" in
+  install) install ;;
+  start) start "${2:?name}" ;;
+  stop) stop "${2:?name}" ;;
+  *) echo "usage: $0 install | start NAME | stop NAME" >&2; exit 2 ;;
+esac
