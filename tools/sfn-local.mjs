@@ -18,7 +18,7 @@
 // stdout: one JSON object {status, output, error, cause, transitions, historyEvents, taskCalls, durationMs,
 // executionArn}; the Context Object's $$.Execution.Id is that made-up ARN (execution name local-<uuid>).
 // Exit code: 0 SUCCEEDED, 3 FAILED, 1 usage or runner error, 130/143 ABORTED by SIGINT/SIGTERM.
-// The package is installed into .local/node by tools/sfn-local-install.sh, which this runs when it is missing.
+// The package is installed into .local/sfn by tools/sfn-local-install.sh, which this runs when it is missing.
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
@@ -27,7 +27,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
-const PACKAGE_DIR = join(ROOT, '.local/node/node_modules/aws-local-stepfunctions');
+const PACKAGE_DIR = join(ROOT, '.local/sfn/node_modules/aws-local-stepfunctions');
 const PACKAGE_VERSION = '3.0.0';
 const DEFAULT_DEFINITION = join(ROOT, 'statemachine/transaction.asl.json');
 const DEFAULT_ARN_PREFIX = 'arn:aws:lambda:us-east-1:000000000000:function:saga-';

@@ -1,0 +1,128 @@
+//! Every file in `events/` used as `events/README.md` says, on the local stack: function events through the local
+//! Lambda Invoke API (what `sam local invoke -e` sends), state machine inputs, API Gateway and EventBridge events
+//! through the state machine. The tables are the ones the README names (`Orders`, `Inventory`).
+
+use harness::stack::{stack, Stack};
+use harness::{create_table, scan, sv};
+use serde_json::{json, Value};
+
+fn event(name: &str) -> Value {
+    let path = harness::root().join("events").join(name);
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The event with its sample `TransactionId` replaced by `id`, as the README tells users to do.
+fn for_tx(name: &str, id: &str) -> Value {
+    let mut e = event(name);
+    e["TransactionId"] = json!(id);
+    e
+}
+
+async fn seed(st: &Stack) {
+    let c = st.client();
+    for t in ["Orders", "Inventory"] {
+        create_table(&c, t, &[("pk", "S")]).await;
+    }
+    let put = |t: &'static str, item: Value| {
+        let c = c.clone();
+        async move {
+            c.put_item().table_name(t).set_item(Some(dynamo_saga::value::item_from_json(&item).unwrap())).send().await.unwrap();
+        }
+    };
+    put("Orders", json!({"pk": sv("order-0001"), "status": sv("PLACED")})).await;
+    let mut keys: Vec<String> = (1..=7).map(|i| format!("widget-{i}")).collect();
+    keys.extend((0..250).map(|i| format!("unit-{i:03}")));
+    // Not in the README's list: an item of this test's own.
+    keys.push("gadget-1".into());
+    futures::future::join_all(keys.iter().map(|k| put("Inventory", json!({"pk": sv(k), "status": sv("AVAILABLE")})))).await;
+}
+
+async fn status_of(st: &Stack, pk: &str) -> Option<String> {
+    let items = scan(&st.client(), "Inventory").await;
+    items.values().find(|v| v["pk"]["S"] == pk).map(|v| v["status"]["S"].as_str().unwrap().to_string())
+}
+
+async fn step(st: &Stack, function: &str, input: &Value) -> Value {
+    st.invoke(function, input).await.unwrap_or_else(|e| panic!("{function} failed: {e:?}"))
+}
+
+#[tokio::test]
+async fn every_sample_event_works_as_documented() {
+    let st = stack().await;
+    seed(st).await;
+
+    // begin.json, then each phase's event with the id Begin returned: a committed transaction, one call a phase.
+    let begun = step(st, "saga-begin", &event("begin.json")).await;
+    let id = begun["TransactionId"].as_str().unwrap().to_string();
+    assert_eq!((begun["Step"].as_str(), begun["Actions"].as_u64()), (Some("Lock"), Some(3)));
+    let lock = step(st, "saga-lock", &for_tx("lock.json", &id)).await;
+    assert_eq!(lock["Step"], "Save");
+    // lock-contended.json: Lock again with a Contention; the locks are already ours, so it simply moves on.
+    assert_eq!(step(st, "saga-lock", &for_tx("lock-contended.json", &id)).await["Step"], "Save");
+    for (function, file, next) in [
+        ("saga-save", "save.json", "Apply"),
+        ("saga-apply", "apply.json", "Commit"),
+        ("saga-commit", "commit.json", "Complete"),
+        ("saga-complete", "complete.json", "Release"),
+        ("saga-release", "release.json", "Finished"),
+    ] {
+        let out = step(st, function, &for_tx(file, &id)).await;
+        assert_eq!(out["Step"], next, "{function}: {out}");
+    }
+    assert_eq!(status_of(st, "widget-1").await.as_deref(), Some("SOLD"));
+
+    // rollback.json: the next rollback step of a transaction already decided ROLLED_BACK (sm-rollback.json's
+    // request fails its condition at Lock); release.json then fails with TransactionCanceled and the reasons.
+    let begun = step(st, "saga-begin", &event("sm-rollback.json")).await;
+    let id = begun["TransactionId"].as_str().unwrap().to_string();
+    let locked = step(st, "saga-lock", &for_tx("lock.json", &id)).await;
+    assert_eq!((locked["Step"].as_str(), locked["State"].as_str()), (Some("Rollback"), Some("ROLLED_BACK")));
+    assert_eq!(step(st, "saga-rollback", &for_tx("rollback.json", &id)).await["Step"], "Release");
+    let err = st.invoke("saga-release", &for_tx("release.json", &id)).await.expect_err("a rolled-back transaction");
+    assert_eq!(err.error_type, "TransactionCanceled");
+    let c: Value = serde_json::from_str(&err.message).expect("the message is the cancellation's JSON");
+    assert_eq!(c["CancellationReasons"][1]["Code"], "ConditionalCheckFailed");
+    assert_eq!(c["CancellationReasons"][1]["Item"]["pk"], sv("order-0001"));
+    assert_eq!(status_of(st, "widget-5").await.as_deref(), Some("AVAILABLE"));
+
+    // rollback-abort.json: the state machine's compensation after a phase failed for good.
+    let mut body = event("begin.json");
+    body["TransactItems"][0]["Put"]["Item"]["pk"] = sv("order-1002");
+    body["TransactItems"][1]["Update"]["Key"]["pk"] = sv("gadget-1");
+    let id = step(st, "saga-begin", &body).await["TransactionId"].as_str().unwrap().to_string();
+    step(st, "saga-lock", &for_tx("lock.json", &id)).await;
+    let aborted = step(st, "saga-rollback", &for_tx("rollback-abort.json", &id)).await;
+    assert_eq!((aborted["Step"].as_str(), aborted["State"].as_str()), (Some("Release"), Some("ROLLED_BACK")));
+    let err = st.invoke("saga-release", &for_tx("release.json", &id)).await.expect_err("aborted");
+    assert!(err.message.contains("DynamoDbError"), "the reason names the error: {}", err.message);
+    assert_eq!(status_of(st, "gadget-1").await.as_deref(), Some("AVAILABLE"));
+
+    // sweeper.json: the scheduled event; the report says what it looked at.
+    let report = step(st, "saga-sweeper", &event("sweeper.json")).await;
+    assert!(report["Examined"].is_u64() && report["Failed"].as_array().is_some_and(|f| f.is_empty()), "{report}");
+
+    // State machine inputs.
+    let ex = st.execute(&event("sm-small.json")).await;
+    assert_eq!((ex.status.as_str(), ex.output["Actions"].as_u64(), ex.output["Batches"].as_u64()), ("SUCCEEDED", Some(3), Some(1)), "{ex:?}");
+    let ex = st.execute(&event("sm-rollback.json")).await;
+    assert_eq!(ex.error.as_deref(), Some("TransactionCanceled"), "{ex:?}");
+    let codes: Vec<Value> = ex.cancellation().unwrap()["CancellationReasons"].as_array().unwrap().iter().map(|r| r["Code"].clone()).collect();
+    assert_eq!(codes, [json!("None"), json!("ConditionalCheckFailed")]);
+    let ex = st.execute(&event("sm-250.json")).await;
+    assert_eq!((ex.status.as_str(), ex.output["Batches"].as_u64()), ("SUCCEEDED", Some(3)), "{ex:?}");
+    assert_eq!(status_of(st, "unit-249").await.as_deref(), Some("SOLD"));
+    let again = st.execute(&event("sm-250.json")).await;
+    assert_eq!(again.error.as_deref(), Some("TransactionCanceled"), "a second run finds every unit sold: {again:?}");
+
+    // The API Gateway event's body and the EventBridge event's detail are the execution inputs.
+    let api = event("api-post-transactions.json");
+    let input: Value = serde_json::from_str(api["body"].as_str().unwrap()).unwrap();
+    assert_eq!(st.execute(&input).await.status, "SUCCEEDED");
+    assert_eq!(status_of(st, "widget-6").await.as_deref(), Some("SOLD"));
+    let eb = event("eventbridge-transaction.json");
+    assert_eq!(st.execute(&eb["detail"]).await.status, "SUCCEEDED");
+    // EventBridge may deliver twice: the same ClientRequestToken gives the same transaction, applied once.
+    let twice = st.execute(&eb["detail"]).await;
+    assert_eq!(twice.status, "SUCCEEDED", "{twice:?}");
+    assert_eq!(status_of(st, "widget-7").await.as_deref(), Some("SOLD"));
+}
