@@ -123,3 +123,40 @@ async fn a_bad_request_fails_the_execution_with_validation_error_and_writes_noth
     assert!(ex.cause.as_deref().unwrap_or("").contains(":v"), "the message names the problem: {ex:?}");
     assert_eq!(env.snapshot().await, before);
 }
+
+/// 10,000 actions through the state machine: 102 batches, a few Lambda calls a phase, far inside the 25,000
+/// history events a Standard execution allows.
+#[tokio::test]
+async fn commits_10000_actions_through_the_state_machine() {
+    let env = Env::on_stack("sm10k").await;
+    let n = 10_000;
+    let keys: Vec<String> = (0..n).map(|i| format!("k{i:05}")).collect();
+    for chunk in keys.chunks(25) {
+        let reqs = chunk
+            .iter()
+            .map(|k| {
+                let item = dynamo_saga::value::item_from_json(&json!({"pk": sv(k), "n": nv(0)})).unwrap();
+                aws_sdk_dynamodb::types::WriteRequest::builder()
+                    .put_request(aws_sdk_dynamodb::types::PutRequest::builder().set_item(Some(item)).build().unwrap())
+                    .build()
+            })
+            .collect();
+        env.client.batch_write_item().request_items(&env.a, reqs).send().await.unwrap();
+    }
+    let items: Vec<Value> = keys
+        .iter()
+        .map(|k| json!({"Update": {"TableName": env.a, "Key": {"pk": sv(k)}, "UpdateExpression": "ADD n :one",
+            "ConditionExpression": "attribute_exists(pk)", "ExpressionAttributeValues": {":one": nv(1)}}}))
+        .collect();
+    let ex = stack().await.execute(&json!({ "TransactItems": items })).await;
+    assert_committed(&ex, n, n.div_ceil(99));
+    // Begin, Commit and Release once; Lock, Save, Apply and Complete each ceil(102 / 50) = 3 times, or more when a
+    // call's time budget ends first.
+    assert!(ex.task_calls >= 15 && ex.task_calls <= 40, "{ex:?}");
+    assert!(ex.history_events < 1_000, "{ex:?}");
+    let all = env.scan(&env.a).await;
+    assert_eq!(all.len(), n);
+    assert!(all.values().all(|v| v["n"] == nv(1)), "every ADD applied exactly once");
+    env.assert_clean().await;
+    println!("10,000 actions: {} Lambda calls, {} transitions, about {} history events, {} ms", ex.task_calls, ex.transitions, ex.history_events, ex.duration_ms);
+}
