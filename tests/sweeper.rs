@@ -1,0 +1,186 @@
+//! The sweeper on DynamoDB Local: it finds stale open transactions through the index, leaves ones whose execution
+//! still runs, rolls back abandoned pending ones, completes committed ones, and a second sweep finds nothing to do.
+//! Step Functions is played by a small local server answering `DescribeExecution` and `StartExecution` (the
+//! sweeper's only two calls to it); DynamoDB is the real DynamoDB Local.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aws_sdk_sfn::config::{BehaviorVersion, Credentials, Region};
+use dynamo_saga::phase::{apply, commit, lock, save};
+use dynamo_saga::records::read_header;
+use dynamo_saga::store::Meter;
+use dynamo_saga::sweeper::{StateMachine, Sweeper};
+use dynamo_saga::{Coordinator, TxState};
+use harness::workload::{assert_mixed_committed, mixed, seed_mixed};
+use harness::Env;
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Begins a 150-action transaction and runs it up to `upto` ("lock", "apply" or "commit"), then leaves it, as a
+/// crashed coordinator would.
+async fn abandoned(env: &Env, tag: &str, upto: &str, execution: Option<&str>) -> (String, Value) {
+    seed_mixed(env, tag, 150).await;
+    let body = mixed(env, tag, 150);
+    let before = serde_json::to_value(env.snapshot().await).unwrap();
+    let id = dynamo_saga::phase::begin::begin_with_execution(&env.store, &body, execution).await.unwrap().transaction_id;
+    let s = &env.store;
+    for b in 0..2 {
+        lock::lock(s, &id, b).await.unwrap();
+    }
+    if upto != "lock" {
+        for b in 0..2 {
+            save::save(s, &id, b).await.unwrap();
+        }
+        for b in 0..2 {
+            apply::apply(s, &id, b).await.unwrap();
+        }
+    }
+    if upto == "commit" {
+        commit::commit(s, &id).await.unwrap();
+    }
+    (id, before)
+}
+
+fn sweeper(env: &Env, stale_after: Duration) -> Sweeper {
+    let mut s = Sweeper::new(env.store.clone());
+    s.stale_after = stale_after;
+    s
+}
+
+#[tokio::test]
+async fn finishes_abandoned_transactions_in_process_and_is_idempotent() {
+    let env = Env::new("sweep").await;
+    let (pending, before) = abandoned(&env, "p", "apply", None).await;
+    let (committed, _) = abandoned(&env, "c", "commit", None).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+
+    // Not stale yet for a sweeper that waits a minute: nothing is touched.
+    let report = sweeper(&env, Duration::from_secs(60)).sweep().await.unwrap();
+    assert_eq!(report.examined, 0, "{report:?}");
+    assert_eq!(read_header(&env.store, &Meter::default(), &pending).await.unwrap().state, TxState::Pending);
+
+    let report = sweeper(&env, Duration::from_millis(10)).sweep().await.unwrap();
+    assert_eq!(report.examined, 2, "{report:?}");
+    assert_eq!(report.rolled_back, vec![pending.clone()]);
+    let mut finished: Vec<(String, String)> = report.finished.iter().map(|s| (s.transaction_id.clone(), s.outcome.clone())).collect();
+    finished.sort();
+    let mut want = vec![(pending.clone(), "RolledBack".to_string()), (committed.clone(), "Committed".to_string())];
+    want.sort();
+    assert_eq!(finished, want);
+    assert!(report.failed.is_empty() && !report.more);
+
+    // The pending one is rolled back (its items as before), the committed one completed.
+    let now = serde_json::to_value(env.snapshot().await).unwrap();
+    for (table, items) in before.as_object().unwrap() {
+        for (k, v) in items.as_object().unwrap() {
+            if k.contains("\"p-") {
+                assert_eq!(&now[table][k], v, "{k} restored");
+            }
+        }
+    }
+    assert_mixed_committed(&env, "c", 150).await;
+    env.assert_clean().await;
+
+    // A second sweep finds nothing open, and the late coordinators of both learn how they ended.
+    let again = sweeper(&env, Duration::from_millis(10)).sweep().await.unwrap();
+    assert_eq!(again.examined, 0, "{again:?}");
+    assert!(Coordinator::new(env.store.clone()).drive(&pending).await.is_err());
+    assert!(Coordinator::new(env.store.clone()).drive(&committed).await.is_ok());
+}
+
+/// A stand-in for the Step Functions API: `DescribeExecution` answers RUNNING for execution ARNs containing
+/// "running" and SUCCEEDED otherwise; `StartExecution` records its name and input.
+async fn fake_step_functions() -> (String, Arc<Mutex<Vec<Value>>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let started = Arc::new(Mutex::new(Vec::new()));
+    let log = started.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            let log = log.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let n = sock.read(&mut chunk).await.unwrap();
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    let text = String::from_utf8_lossy(&buf).to_string();
+                    let Some(end) = text.find("\r\n\r\n") else { continue };
+                    let head = text[..end].to_ascii_lowercase();
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+                        .unwrap_or(0);
+                    if buf.len() < end + 4 + len {
+                        continue;
+                    }
+                    let body: Value = serde_json::from_slice(&buf[end + 4..end + 4 + len]).unwrap_or(Value::Null);
+                    buf.drain(..end + 4 + len);
+                    let reply = if head.contains("awsstepfunctions.describeexecution") {
+                        let arn = body["executionArn"].as_str().unwrap_or("");
+                        let status = if arn.contains("running") { "RUNNING" } else { "SUCCEEDED" };
+                        json!({"executionArn": arn, "stateMachineArn": "arn:aws:states:us-east-1:000000000000:stateMachine:sm",
+                            "status": status, "startDate": 1.7e9})
+                    } else {
+                        log.lock().unwrap().push(body.clone());
+                        json!({"executionArn": format!("arn:aws:states:us-east-1:000000000000:execution:sm:{}", body["name"].as_str().unwrap_or("")),
+                            "startDate": 1.7e9})
+                    };
+                    let reply = reply.to_string();
+                    let resp = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/x-amz-json-1.0\r\ncontent-length: {}\r\n\r\n{reply}",
+                        reply.len()
+                    );
+                    sock.write_all(resp.as_bytes()).await.unwrap();
+                }
+            });
+        }
+    });
+    (url, started)
+}
+
+#[tokio::test]
+async fn leaves_running_executions_alone_and_starts_recovery_executions_for_the_rest() {
+    let env = Env::new("sweepsfn").await;
+    let running_arn = "arn:aws:states:us-east-1:000000000000:execution:sm:running-1";
+    let dead_arn = "arn:aws:states:us-east-1:000000000000:execution:sm:crashed-1";
+    let (running, _) = abandoned(&env, "r", "lock", Some(running_arn)).await;
+    let (dead, _) = abandoned(&env, "d", "lock", Some(dead_arn)).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+
+    let (url, started) = fake_step_functions().await;
+    let conf = aws_sdk_sfn::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .endpoint_url(url)
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
+        .build();
+    let mut sw = sweeper(&env, Duration::from_millis(10));
+    let sm_arn = "arn:aws:states:us-east-1:000000000000:stateMachine:sm".to_string();
+    sw.state_machine = Some(StateMachine { client: aws_sdk_sfn::Client::from_conf(conf), arn: sm_arn.clone() });
+    let report = sw.sweep().await.unwrap();
+
+    assert_eq!(report.running, vec![running.clone()], "{report:?}");
+    assert_eq!(report.rolled_back, vec![dead.clone()], "{report:?}");
+    assert_eq!(report.recovery_executions.len(), 1, "{report:?}");
+    let m = Meter::default();
+    assert_eq!(read_header(&env.store, &m, &running).await.unwrap().state, TxState::Pending, "the running one is untouched");
+    let dead_header = read_header(&env.store, &m, &dead).await.unwrap();
+    assert_eq!(dead_header.state, TxState::RolledBack);
+    let calls = started.lock().unwrap().clone();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0]["stateMachineArn"], sm_arn);
+    assert_eq!(calls[0]["name"], format!("recover-{dead}-v{}", dead_header.version));
+    let input: Value = serde_json::from_str(calls[0]["input"].as_str().unwrap()).unwrap();
+    assert_eq!(input, json!({"TransactionId": dead}), "the recovery execution gets only the id");
+
+    // What the recovery execution does: Begin picks the transaction up by id, and the phases roll it back.
+    Coordinator::new(env.store.clone()).drive(&dead).await.expect_err("rolled back");
+    Coordinator::new(env.store.clone()).drive(&running).await.expect("the running one still finishes");
+    env.assert_clean().await;
+}
