@@ -101,6 +101,29 @@ async fn every_sample_event_works_as_documented() {
     let report = step(st, "saga-sweeper", &event("sweeper.json")).await;
     assert!(report["Examined"].is_u64() && report["Failed"].as_array().is_some_and(|f| f.is_empty()), "{report}");
 
+    // The staging API's events: create, append chunk 0, seal (the sample id replaced by the one create returned),
+    // then the execution input the seal returns runs the transaction.
+    let created = step(st, "saga-stage", &event("api-stage-create.json")).await;
+    assert_eq!(created["statusCode"], 201, "{created}");
+    let id = serde_json::from_str::<Value>(created["body"].as_str().unwrap()).unwrap()["TransactionId"].as_str().unwrap().to_string();
+    let with_id = |name: &str| {
+        let mut e = event(name);
+        let sample = e["pathParameters"]["id"].as_str().unwrap().to_string();
+        e["pathParameters"]["id"] = json!(id);
+        e["path"] = json!(e["path"].as_str().unwrap().replace(&sample, &id));
+        e
+    };
+    let appended = step(st, "saga-stage", &with_id("api-stage-append.json")).await;
+    assert_eq!(appended["statusCode"], 200, "{appended}");
+    let sealed = step(st, "saga-stage", &with_id("api-stage-seal.json")).await;
+    assert_eq!(sealed["statusCode"], 200, "{sealed}");
+    let sealed: Value = serde_json::from_str(sealed["body"].as_str().unwrap()).unwrap();
+    assert_eq!(sealed["Actions"], 2);
+    let ex = st.execute(&sealed["ExecutionInput"]).await;
+    assert_eq!((ex.status.as_str(), ex.output["TransactionId"].as_str()), ("SUCCEEDED", Some(id.as_str())), "{ex:?}");
+    let unknown = step(st, "saga-stage", &event("api-stage-seal.json")).await;
+    assert_eq!(unknown["statusCode"], 404, "the sample id was never created: {unknown}");
+
     // State machine inputs.
     let ex = st.execute(&event("sm-small.json")).await;
     assert_eq!((ex.status.as_str(), ex.output["Actions"].as_u64(), ex.output["Batches"].as_u64()), ("SUCCEEDED", Some(3), Some(1)), "{ex:?}");

@@ -5,7 +5,8 @@
 #  1. sam validate --lint    template.yaml (the SAM transform, then cfn-lint)
 #  2. asl-validator          statemachine/transaction.asl.json, with every ${...} placeholder replaced by a dummy
 #                            Lambda ARN (what SAM's DefinitionSubstitutions do at deploy time)
-#  3. JSON syntax            every events/*.json, and events/sm-250.json is what events/generate.py writes
+#  3. tools/check_policies.py no "*" resource on DynamoDB or Step Functions actions, IAM auth on the API
+#  4. JSON syntax            every events/*.json, and events/sm-250.json is what events/generate.py writes
 #
 # Tools are installed once into .local/ (git-ignored): aws-sam-cli and cfn-lint in the venv .local/venv,
 # asl-validator@4 under .local/node. Later runs find them and skip the installs.
@@ -64,6 +65,10 @@ if [ "$used" != "$given" ]; then
 else
   echo "placeholders match DefinitionSubstitutions: $(echo $used)"
 fi
+
+step "least privilege and IAM auth (tools/check_policies.py)"
+"$venv/bin/python" tools/check_policies.py --self-test || fail "check_policies.py cannot catch what it checks for"
+"$venv/bin/python" tools/check_policies.py || fail "template.yaml grants too much or leaves the API open"
 
 step "JSON syntax of events/*.json"
 n=0

@@ -48,6 +48,7 @@ pub mod phase;
 pub mod plan;
 pub mod records;
 pub mod request;
+pub mod stage;
 pub mod step;
 pub mod store;
 pub mod sweeper;

@@ -49,10 +49,27 @@ pub async fn begin(store: &Store, body: &Value) -> Result<Begun, TxError> {
 
 /// `begin`, recording the Step Functions execution that drives the transaction.
 pub async fn begin_with_execution(store: &Store, body: &Value, execution_arn: Option<&str>) -> Result<Begun, TxError> {
+    begin_as(store, body, execution_arn, None).await
+}
+
+/// `begin` under an id chosen before (a staged transaction's); beginning it again returns the transaction as it is.
+pub(crate) async fn begin_as(
+    store: &Store,
+    body: &Value,
+    execution_arn: Option<&str>,
+    id: Option<&str>,
+) -> Result<Begun, TxError> {
     let m = Meter::default();
+    if let Some(id) = id {
+        match records::read_header(store, &m, id).await {
+            Ok(h) => return Ok(already_begun(h, m.usage())),
+            Err(TxError::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
     let valid = validate(store, &m, body).await?;
     let now = now_ms();
-    let mut tx_id = ulid::Ulid::new().to_string();
+    let mut tx_id = id.map_or_else(|| ulid::Ulid::new().to_string(), String::from);
 
     if let Some(token) = &valid.client_request_token {
         match claim_token(store, &m, token, &tx_id, &valid.body_hash, now).await? {
@@ -62,14 +79,7 @@ pub async fn begin_with_execution(store: &Store, body: &Value, execution_arn: Op
                 match records::read_header(store, &m, &tx_id).await {
                     Ok(h) => {
                         info!(tx_id = %tx_id, "ClientRequestToken seen before: returning the existing transaction");
-                        return Ok(Begun {
-                            transaction_id: tx_id,
-                            actions: h.actions,
-                            batches: h.batches,
-                            created: false,
-                            state: h.state,
-                            usage: m.usage(),
-                        });
+                        return Ok(already_begun(h, m.usage()));
                     }
                     // The first attempt stopped between the token and the header: finish what it started.
                     Err(TxError::NotFound(_)) => {}
@@ -134,6 +144,10 @@ pub async fn begin_with_execution(store: &Store, body: &Value, execution_arn: Op
         state: TxState::Pending,
         usage: m.usage(),
     })
+}
+
+fn already_begun(h: records::Header, usage: Usage) -> Begun {
+    Begun { transaction_id: h.id, actions: h.actions, batches: h.batches, created: false, state: h.state, usage }
 }
 
 enum Claim {
