@@ -5,6 +5,7 @@
 use dynamo_saga::phase::{apply, commit, complete, lock, release, rollback, save};
 use dynamo_saga::records::read_header;
 use dynamo_saga::store::Meter;
+use dynamo_saga::sweeper::Sweeper;
 use dynamo_saga::{Coordinator, TxError, TxState};
 use harness::workload::{assert_mixed_committed, mixed, seed_mixed};
 use harness::{nv, sv, Env};
@@ -46,7 +47,21 @@ async fn late_coordinator_writes_nothing(env: &Env, tx: &str) {
     }
 }
 
+/// Who finishes a transaction after its coordinator died.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Recovery {
+    /// A second coordinator sent the same request (same ClientRequestToken) resumes it.
+    Coordinator,
+    /// The sweeper finds it through the open-transactions index: a pending one is rolled back, a decided one finished.
+    Sweeper,
+}
+
 async fn crash_matrix(name: &str, n: usize, commit_path: bool) {
+    crash_matrix_by(name, n, commit_path, Recovery::Coordinator, 1).await;
+}
+
+/// Every crash point (or every `stride`-th, plus the first 24 and the last 6, unless `SAGA_CRASH_FULL=1`).
+async fn crash_matrix_by(name: &str, n: usize, commit_path: bool, recovery: Recovery, stride: u64) {
     let env = Env::new(name).await;
     // A clean run counts the writes a whole transaction makes.
     let body = scenario(&env, "count", n, commit_path).await;
@@ -55,7 +70,7 @@ async fn crash_matrix(name: &str, n: usize, commit_path: bool) {
     assert_eq!(clean.is_ok(), commit_path);
     let total = counter.writes_sent().unwrap();
     let full = std::env::var("SAGA_CRASH_FULL").is_ok_and(|v| v == "1");
-    let points: Vec<u64> = (0..total).filter(|k| full || *k <= 24 || k % 17 == 0 || *k + 6 >= total).collect();
+    let points: Vec<u64> = (0..total).filter(|k| full || (*k <= 24 && k % stride == 0) || k % (17 * stride) == 0 || *k + 6 >= total).collect();
     let mut violations = Vec::new();
     for &k in &points {
         let tag = format!("k{k}");
@@ -63,29 +78,51 @@ async fn crash_matrix(name: &str, n: usize, commit_path: bool) {
         let before = env.snapshot().await;
         let first = Coordinator::new(env.store.crash_after(k)).run(&body).await;
         assert!(matches!(first, Err(TxError::InjectedFault(_))), "crash point {k} of {total}: the first coordinator should have died, got {first:?}");
-        // A second coordinator: the same request with the same ClientRequestToken resumes the same transaction.
-        let second = Coordinator::new(env.store.clone()).run(&body).await;
-        let tx = match &second {
-            Ok(c) => c.transaction_id.clone(),
-            Err(TxError::Canceled(c)) => c.transaction_id.clone(),
-            Err(e) => panic!("crash point {k}: the second coordinator failed: {e}"),
+        let tx = match recovery {
+            Recovery::Coordinator => {
+                // A second coordinator: the same request with the same ClientRequestToken resumes the same transaction.
+                let second = Coordinator::new(env.store.clone()).run(&body).await;
+                let tx = match &second {
+                    Ok(c) => c.transaction_id.clone(),
+                    Err(TxError::Canceled(c)) => c.transaction_id.clone(),
+                    Err(e) => panic!("crash point {k}: the second coordinator failed: {e}"),
+                };
+                if second.is_ok() != commit_path {
+                    violations.push(format!("crash point {k}: outcome {second:?}"));
+                    continue;
+                }
+                tx
+            }
+            Recovery::Sweeper => {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                let mut sweeper = Sweeper::new(env.store.clone());
+                sweeper.stale_after = std::time::Duration::from_millis(1);
+                let report = sweeper.sweep().await.unwrap();
+                assert!(report.failed.is_empty(), "crash point {k}: {report:?}");
+                match report.finished.first() {
+                    Some(f) => f.transaction_id.clone(),
+                    None => {
+                        // The coordinator died before the header existed: nothing to recover, nothing changed.
+                        assert_eq!(env.snapshot().await, before, "crash point {k}: a transaction without a header wrote");
+                        continue;
+                    }
+                }
+            }
         };
-        if second.is_ok() != commit_path {
-            violations.push(format!("crash point {k}: outcome {second:?}"));
-            continue;
+        let state = read_header(&env.store, &Meter::default(), &tx).await.unwrap().state;
+        match state {
+            TxState::Committed => assert_mixed_committed(&env, &tag, n).await,
+            TxState::RolledBack => assert_eq!(env.snapshot().await, before, "crash point {k}: rollback left changes"),
+            TxState::Pending => violations.push(format!("crash point {k}: still pending after recovery")),
         }
-        if commit_path {
-            assert_mixed_committed(&env, &tag, n).await;
-        } else {
-            let after = env.snapshot().await;
-            assert_eq!(after, before, "crash point {k}: rollback left changes");
+        if recovery == Recovery::Coordinator || !commit_path {
+            // A second coordinator finishes what the first began; the rollback path never commits, whoever recovers.
+            assert_eq!(state, if commit_path { TxState::Committed } else { TxState::RolledBack }, "crash point {k}");
         }
-        let h = read_header(&env.store, &Meter::default(), &tx).await.unwrap();
-        assert_eq!(h.state, if commit_path { TxState::Committed } else { TxState::RolledBack });
         late_coordinator_writes_nothing(&env, &tx).await;
     }
     env.assert_clean().await;
-    println!("{name}: {} crash points of {total} writes, {} violations", points.len(), violations.len());
+    println!("{name}: {} crash points of {total} writes, recovered by the {recovery:?}, {} violations", points.len(), violations.len());
     assert!(violations.is_empty(), "{violations:#?}");
 }
 
@@ -117,4 +154,29 @@ async fn crash_anywhere_rollback_2() {
 #[tokio::test]
 async fn crash_anywhere_rollback_250() {
     crash_matrix("crash-r250", 250, false).await;
+}
+
+#[tokio::test]
+async fn crash_anywhere_commit_101() {
+    crash_matrix_by("crash-c101", 101, true, Recovery::Coordinator, 3).await;
+}
+
+#[tokio::test]
+async fn crash_anywhere_rollback_101() {
+    crash_matrix_by("crash-r101", 101, false, Recovery::Coordinator, 3).await;
+}
+
+#[tokio::test]
+async fn crash_anywhere_commit_2_recovered_by_the_sweeper() {
+    crash_matrix_by("crash-sc2", 2, true, Recovery::Sweeper, 1).await;
+}
+
+#[tokio::test]
+async fn crash_anywhere_rollback_2_recovered_by_the_sweeper() {
+    crash_matrix_by("crash-sr2", 2, false, Recovery::Sweeper, 1).await;
+}
+
+#[tokio::test]
+async fn crash_anywhere_commit_101_recovered_by_the_sweeper() {
+    crash_matrix_by("crash-sc101", 101, true, Recovery::Sweeper, 3).await;
 }

@@ -4,7 +4,8 @@
 #   tools/stack.sh install       install what the stack needs (java, the DynamoDB Local jar, cargo-lambda, node packages)
 #   tools/stack.sh start NAME    start a stack; prints the file of its settings (KEY=VALUE lines, also valid shell)
 #   tools/stack.sh stop NAME     stop it
-# A stack's settings: DYNAMODB_ENDPOINT, LAMBDA_ENDPOINT, SAGA_TABLE (the transactions table the functions use; the
+# The functions may write the tables Orders, Inventory (events/), shop (the demo) and t-* (tests), unless
+# SAGA_ALLOWED_TABLES says otherwise. A stack's settings: DYNAMODB_ENDPOINT, LAMBDA_ENDPOINT, SAGA_TABLE (the transactions table the functions use; the
 # caller creates it), SAGA_FAULT_FILE (debug builds: see functions/common), STACK_DIR.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,6 +39,7 @@ AWS_ACCESS_KEY_ID=local
 AWS_SECRET_ACCESS_KEY=local
 AWS_ENDPOINT_URL_DYNAMODB=$ddb
 SAGA_TABLE=${SAGA_TABLE:-saga-transactions}
+SAGA_ALLOWED_TABLES=${SAGA_ALLOWED_TABLES:-Orders,Inventory,shop,t-*}
 SAGA_LEASE_SECONDS=${SAGA_LEASE_SECONDS:-30}
 SAGA_FAULT_FILE=$dir/fault
 RUST_LOG=${RUST_LOG:-warn}

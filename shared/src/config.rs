@@ -98,7 +98,32 @@ impl Config {
         Ok(())
     }
 
+    /// Whether a request may write `table`: never the transactions table; otherwise any table when no allow-list is
+    /// set, or one the list names. An entry ending in `*` names every table starting with what comes before it (as
+    /// `table/prefix*` does in an IAM policy).
     pub fn table_allowed(&self, table: &str) -> bool {
-        table != self.tx_table && self.allowed_tables.as_ref().is_none_or(|s| s.contains(table))
+        let listed = |entry: &String| match entry.strip_suffix('*') {
+            Some(prefix) => table.starts_with(prefix),
+            None => entry == table,
+        };
+        table != self.tx_table && self.allowed_tables.as_ref().is_none_or(|s| s.iter().any(listed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allow_list_entries_are_names_or_prefixes() {
+        let c = Config::new("tx").with_allowed_tables(["Orders", "prod-*"]);
+        assert!(c.table_allowed("Orders"));
+        assert!(!c.table_allowed("Orders2"), "a plain entry is an exact name");
+        assert!(c.table_allowed("prod-stock") && c.table_allowed("prod-"));
+        assert!(!c.table_allowed("staging-stock"));
+        assert!(!Config::new("tx").table_allowed("tx"), "never the transactions table");
+        assert!(Config::new("tx").table_allowed("anything"), "no list: every table but the transactions table");
+        let c = Config::new("prod-tx").with_allowed_tables(["prod-*"]);
+        assert!(!c.table_allowed("prod-tx"), "not even through a prefix");
     }
 }

@@ -102,6 +102,31 @@ impl Coordinator {
         self.drive(&begun.transaction_id).await
     }
 
+    /// `run`, sending the request again after a cancellation that was not its own doing (a conflict with another
+    /// transaction, not a failed condition), up to `attempts` times in all. Every attempt carries the first one's age
+    /// (a ULID with the first attempt's timestamp), so under wound-wait a retried transaction only gets older
+    /// relative to newcomers and cannot be starved by a stream of them. A request with a `ClientRequestToken` is
+    /// not retried: the token names the first attempt.
+    pub async fn run_retrying(&self, body: &Value, attempts: u32) -> Result<Committed, TxError> {
+        let first = ulid::Ulid::new();
+        let mut attempt = 1;
+        loop {
+            let id = ulid::Ulid::from_parts(first.timestamp_ms(), rand_bits()).to_string();
+            let begun = phase::begin::begin_as(&self.store, body, None, Some(&id)).await?;
+            match self.drive(&begun.transaction_id).await {
+                Err(TxError::Canceled(c))
+                    if attempt < attempts
+                        && body.get("ClientRequestToken").is_none()
+                        && !c.failed().any(|(_, r)| r.code == CancellationReason::CONDITIONAL_CHECK_FAILED) =>
+                {
+                    attempt += 1;
+                    self.sleep(attempt.min(6)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// Drives an existing transaction from wherever it stopped to its end.
     pub async fn drive(&self, tx_id: &str) -> Result<Committed, TxError> {
         let started = Instant::now();
@@ -112,8 +137,9 @@ impl Coordinator {
             if step == Step::Finished {
                 return finished(&h, started);
             }
-            match run_step(&self.store, tx_id, step).await?.outcome {
-                Outcome::Contended(c) => match self.resolve(&h, &c, waiting.as_ref(), None).await? {
+            let report = run_step(&self.store, tx_id, step).await?;
+            match report.outcome {
+                Outcome::Contended(c) => match self.resolve_all(&h, &c, &report.also_contended, waiting.as_ref(), None).await? {
                     Resolution::Retry => {}
                     Resolution::Wait(w) => {
                         waiting = Some(w);
@@ -134,6 +160,29 @@ impl Coordinator {
         let cap = (base << attempt.min(10)).min(self.max_wait.as_millis() as u64).max(1);
         let jitter = (ulid::Ulid::new().random() % (cap as u128)) as u64;
         tokio::time::sleep(Duration::from_millis(cap / 2 + jitter / 2)).await;
+    }
+
+    /// Resolves every contention a lock run met: each younger or decided holder is dealt with at once (one at a
+    /// time, a stream of newer transactions could keep an old one busy), then what to do about `first` is returned.
+    pub async fn resolve_all(
+        &self,
+        me: &Header,
+        first: &Contention,
+        others: &[Contention],
+        prev: Option<&Waiting>,
+        help_budget: Option<Duration>,
+    ) -> Result<Resolution, TxError> {
+        let mut changed = false;
+        let mut seen = std::collections::HashSet::from([first.holder.clone()]);
+        for c in others {
+            if seen.insert(c.holder.clone()) {
+                changed |= self.resolve(me, c, None, help_budget).await? == Resolution::Retry;
+            }
+        }
+        match self.resolve(me, first, prev, help_budget).await? {
+            Resolution::Wait(_) if changed => Ok(Resolution::Retry),
+            r => Ok(r),
+        }
     }
 
     /// Resolves one contention met by transaction `me`. `prev` is what the previous attempt saw (the state machine
@@ -197,6 +246,11 @@ impl Coordinator {
             };
             records::decide_rollback(s, &m, &me.id, &d).await?;
             return Ok(Resolution::Retry);
+        }
+        // A waiting transaction makes no progress of its own, so it beats its heart: younger waiters judge an older
+        // holder stale only when its version stays the same for a whole lease.
+        if now.saturating_sub(me.updated_at) >= s.cfg.lease.as_millis() as u64 / 3 {
+            records::update_header(s, &m, &me.id, TxState::Pending, &[], None, &m.usage()).await?;
         }
         let version = holder.as_ref().map_or(0, |h| h.version);
         let (since_ms, version) = match prev {
@@ -265,6 +319,10 @@ impl Coordinator {
             }
         }
     }
+}
+
+fn rand_bits() -> u128 {
+    ulid::Ulid::new().random()
 }
 
 fn finished(h: &Header, started: Instant) -> Result<Committed, TxError> {

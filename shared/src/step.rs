@@ -185,7 +185,10 @@ pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) 
         batches += 1;
         info!(tx_id, phase = phase.name(), ?step, outcome = ?report.outcome, calls = report.usage.calls, "step done");
         match report.outcome {
-            Outcome::Contended(c) => match coordinator.resolve(&h, &c, waiting.as_ref(), Some(budget.left())).await? {
+            Outcome::Contended(c) => match coordinator
+                .resolve_all(&h, &c, &report.also_contended, waiting.as_ref(), Some(budget.left()))
+                .await?
+            {
                 Resolution::Retry => {}
                 Resolution::Wait(w) => {
                     let (h, step) = resume::resume(store, tx_id).await?;

@@ -4,6 +4,8 @@
 //! without it (`cargo test` alone), the harness starts its own server on a free port through
 //! `tools/dynamodb-local.sh`, watched by a shell that stops it when the test process exits.
 
+pub mod bad;
+pub mod bank;
 pub mod stack;
 pub mod workload;
 
@@ -97,7 +99,8 @@ impl Env {
 
     async fn build(client: Client, tx_table: Option<String>, name: &str, tune: impl FnOnce(Config) -> Config) -> Env {
         let n = COUNTER.fetch_add(1, Ordering::SeqCst);
-        let prefix = format!("{name}-{}-{n}", std::process::id());
+        // Every test table starts with "t-", which the local stack's allow-list admits.
+        let prefix = format!("t-{name}-{}-{n}", std::process::id());
         let a = format!("{prefix}-a");
         let b = format!("{prefix}-b");
         let tx_table = match tx_table {

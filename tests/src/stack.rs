@@ -180,16 +180,11 @@ impl Stack {
         }
     }
 
-    /// Makes the next call of `phase` die after `writes` DynamoDB writes (debug builds of the functions only).
-    pub fn inject_fault(&self, phase: &str, writes: u64) {
-        std::fs::write(&self.fault_file, format!("{phase} {writes}")).unwrap();
-    }
-
-    /// Whether an injected fault has been taken by a call.
-    pub fn fault_taken(&self) -> bool {
-        let taken = PathBuf::from(format!("{}.taken", self.fault_file.display()));
-        let yes = taken.exists();
-        let _ = std::fs::remove_file(taken);
-        yes && !self.fault_file.exists()
+    /// Makes the next call of `phase` for transaction `tx_id` die after `writes` DynamoDB writes (debug builds of
+    /// the functions only). Returns the fault's file, which the call renames to `<file>.taken` when it takes it.
+    pub fn inject_fault_for(&self, tx_id: &str, phase: &str, writes: u64) -> PathBuf {
+        let path = PathBuf::from(format!("{}.{tx_id}", self.fault_file.display()));
+        std::fs::write(&path, format!("{phase} {writes}")).unwrap();
+        path
     }
 }

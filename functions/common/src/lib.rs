@@ -7,8 +7,8 @@
 //!   transaction's error message is the JSON of its cancellation (`TransactionId`, `Message`,
 //!   `CancellationReasons`), which becomes the execution's failure cause.
 //! - Debug builds only: `SAGA_FAULT_FILE` names a file holding `<Phase> <k>`; the next call of that phase claims the
-//!   file and dies after its k-th DynamoDB write with `InjectedFault`, as a Lambda timeout would. Release builds
-//!   ignore it.
+//!   file and dies after its k-th DynamoDB write with `InjectedFault`, as a Lambda timeout would. A file named
+//!   `<SAGA_FAULT_FILE>.<TransactionId>` does the same for that transaction only. Release builds ignore both.
 
 use std::time::Duration;
 
@@ -72,7 +72,7 @@ async fn invoke(store: &Store, phase: Phase, event: LambdaEvent<Value>) -> Resul
     let tx_id = input.get("TransactionId").and_then(Value::as_str).unwrap_or("").to_string();
     let span = tracing::info_span!("invocation", phase = phase.name(), request_id = %ctx.request_id, tx_id = %tx_id);
     async move {
-        let store = injected_fault(store, phase);
+        let store = injected_fault(store, phase, &tx_id);
         let budget = Budget::before_deadline(ctx.deadline, MARGIN);
         match Box::pin(handle(&store, phase, &input, budget)).await {
             Ok(out) => {
@@ -90,8 +90,11 @@ async fn invoke(store: &Store, phase: Phase, event: LambdaEvent<Value>) -> Resul
 }
 
 #[cfg(debug_assertions)]
-fn injected_fault(store: &Store, phase: Phase) -> Store {
-    let Ok(path) = std::env::var("SAGA_FAULT_FILE") else { return store.clone() };
+fn injected_fault(store: &Store, phase: Phase, tx_id: &str) -> Store {
+    let Ok(base) = std::env::var("SAGA_FAULT_FILE") else { return store.clone() };
+    // A fault for this transaction (`<file>.<TransactionId>`) comes first, then one for any transaction.
+    let own = format!("{base}.{tx_id}");
+    let path = if !tx_id.is_empty() && std::path::Path::new(&own).exists() { own } else { base };
     let Ok(spec) = std::fs::read_to_string(&path) else { return store.clone() };
     let mut words = spec.split_whitespace();
     let (Some(name), Some(Ok(k))) = (words.next(), words.next().map(str::parse::<u64>)) else { return store.clone() };
@@ -104,6 +107,6 @@ fn injected_fault(store: &Store, phase: Phase) -> Store {
 }
 
 #[cfg(not(debug_assertions))]
-fn injected_fault(store: &Store, _phase: Phase) -> Store {
+fn injected_fault(store: &Store, _phase: Phase, _tx_id: &str) -> Store {
     store.clone()
 }

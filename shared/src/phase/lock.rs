@@ -50,22 +50,26 @@ pub async fn lock(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
     }
     let plan = records::read_plan(store, &m, tx_id).await?;
     let mut failed = Vec::new();
-    let mut contention = None;
+    let mut contention = Vec::new();
     lock_batch(store, &m, &h, &plan, batch, &mut failed, &mut contention).await?;
     if !failed.is_empty() {
         // DynamoDB reports every failing condition of a transaction; for transactions it could have run itself, do
         // the same by evaluating the remaining batches too.
         if h.actions <= MAX_TRANSACT_ACTIONS {
             for b in batch + 1..plan.batch_count() {
-                lock_batch(store, &m, &h, &plan, b, &mut failed, &mut None).await?;
+                lock_batch(store, &m, &h, &plan, b, &mut failed, &mut Vec::new()).await?;
             }
         }
         failed.sort_by_key(|(i, _)| *i);
         let d = Decision { message: None, failed };
         return Ok(Report::new(decided(store, &m, tx_id, &d).await?, &m));
     }
-    if let Some(c) = contention {
-        return Ok(Report::new(Outcome::Contended(c), &m));
+    if !contention.is_empty() {
+        contention.sort_by_key(|c| c.action);
+        let first = contention.remove(0);
+        let mut r = Report::new(Outcome::Contended(first), &m);
+        r.also_contended = contention;
+        return Ok(r);
     }
     if let Some(ended) = progress(store, &m, tx_id, TxState::Pending, H_LOCKED, batch + 1).await? {
         // The transaction was decided while this run was taking locks: whoever decided it may already have passed
@@ -89,7 +93,7 @@ async fn lock_batch(
     plan: &crate::plan::Plan,
     batch: usize,
     failed: &mut Vec<(usize, CancellationReason)>,
-    contention: &mut Option<Contention>,
+    contention: &mut Vec<Contention>,
 ) -> Result<(), TxError> {
     if h.lock_started <= batch
         && !records::update_header(store, m, &h.id, TxState::Pending, &[], Some((H_LOCK_STARTED, batch + 1)), &Default::default()).await?
@@ -108,7 +112,7 @@ async fn lock_batch(
             ItemLock::Locked => {}
             ItemLock::Failed(reason) => failed.push((a.index, reason)),
             ItemLock::Contended(c) => {
-                contention.get_or_insert(c);
+                contention.push(c);
             }
         }
     }

@@ -63,11 +63,14 @@ pub struct Report {
     #[serde(flatten)]
     pub outcome: Outcome,
     pub usage: Usage,
+    /// When the outcome is `Contended`: the batch's other contended items, so every holder can be dealt with at once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also_contended: Vec<Contention>,
 }
 
 impl Report {
     fn new(outcome: Outcome, m: &Meter) -> Self {
-        Self { outcome, usage: m.usage() }
+        Self { outcome, usage: m.usage(), also_contended: Vec::new() }
     }
 }
 
