@@ -14,6 +14,7 @@ venv="$root/.local/venv"
 functions=(begin lock save apply commit complete rollback release sweeper stage)
 
 install() {
+  command -v curl >/dev/null || { apt-get update -qq && apt-get install -y -qq curl >/dev/null; }
   command -v java >/dev/null || { apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null; }
   tools/dynamodb-local.sh install
   [ -x "$venv/bin/python3" ] || python3 -m venv "$venv"

@@ -7,7 +7,7 @@
 //!   "Batches", "State", "ExecutionInput"}`. `ExecutionInput` (`{"TransactionId"}`) is what `POST /transactions`
 //!   then takes to run it.
 //!
-//! Errors answer 400 (`ValidationError`), 404 (`TransactionNotFound`) or 500, with `{"__type", "message"}` as AWS
+//! Errors answer 400 (`ValidationError`), 404 (`TransactionNotFound`), 429 (`Throttled`) or 500, with `{"__type", "message"}` as AWS
 //! JSON APIs do.
 
 use dynamo_saga::{stage, Store, TxError};
