@@ -67,6 +67,23 @@ fn start_own() -> HashMap<String, String> {
         .collect()
 }
 
+/// Runs `cmd` with `input` on its stdin, its stderr passed through; returns what it wrote to stdout.
+async fn piped(mut cmd: Command, input: String) -> std::process::Output {
+    tokio::task::spawn_blocking(move || {
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .and_then(|mut c| {
+                c.stdin.take().unwrap().write_all(input.as_bytes())?;
+                c.wait_with_output()
+            })
+            .unwrap_or_else(|e| panic!("{cmd:?}: {e}"))
+    })
+    .await
+    .unwrap()
+}
+
 /// How an execution of the state machine ended, as `tools/sfn-local.mjs` reports it.
 #[derive(Debug, Clone)]
 pub struct Execution {
@@ -104,21 +121,9 @@ impl Stack {
     /// Invokes a function through the local Lambda Invoke API, as `aws lambda invoke` or `sam local invoke` would.
     pub async fn invoke(&self, function: &str, payload: &Value) -> Result<Value, FunctionError> {
         let url = format!("{}/2015-03-31/functions/{function}/invocations", self.lambda);
-        let body = payload.to_string();
-        let out = tokio::task::spawn_blocking(move || {
-            Command::new("curl")
-                .args(["-s", "-X", "POST", "-H", "content-type: application/json", "--data-binary", "@-", "-w", "\n%{http_code}", &url])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .spawn()
-                .and_then(|mut c| {
-                    c.stdin.take().unwrap().write_all(body.as_bytes())?;
-                    c.wait_with_output()
-                })
-                .expect("curl")
-        })
-        .await
-        .unwrap();
+        let mut curl = Command::new("curl");
+        curl.args(["-s", "-X", "POST", "-H", "content-type: application/json", "--data-binary", "@-", "-w", "\n%{http_code}", &url]);
+        let out = piped(curl, payload.to_string()).await;
         let text = String::from_utf8(out.stdout).unwrap();
         let (body, code) = text.rsplit_once('\n').expect("status code");
         let value: Value = serde_json::from_str(body).unwrap_or_else(|_| panic!("{function} returned {code}: {body}"));
@@ -147,23 +152,9 @@ impl Stack {
         if !progress {
             args.push("--quiet".into());
         }
-        let body = input.to_string();
-        let out = tokio::task::spawn_blocking(move || {
-            Command::new("node")
-                .arg(script)
-                .args(args)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .and_then(|mut c| {
-                    c.stdin.take().unwrap().write_all(body.as_bytes())?;
-                    c.wait_with_output()
-                })
-                .expect("node tools/sfn-local.mjs")
-        })
-        .await
-        .unwrap();
+        let mut node = Command::new("node");
+        node.arg(script).args(args);
+        let out = piped(node, input.to_string()).await;
         let v: Value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|_| panic!("sfn-local printed {}", String::from_utf8_lossy(&out.stdout)));
         let n = |k: &str| v[k].as_u64().unwrap_or(0);
