@@ -133,18 +133,7 @@ async fn commits_10000_actions_through_the_state_machine() {
     let env = Env::on_stack("sm10k").await;
     let n = 10_000;
     let keys: Vec<String> = (0..n).map(|i| format!("k{i:05}")).collect();
-    for chunk in keys.chunks(25) {
-        let reqs = chunk
-            .iter()
-            .map(|k| {
-                let item = dynamo_saga::value::item_from_json(&json!({"pk": sv(k), "n": nv(0)})).unwrap();
-                aws_sdk_dynamodb::types::WriteRequest::builder()
-                    .put_request(aws_sdk_dynamodb::types::PutRequest::builder().set_item(Some(item)).build().unwrap())
-                    .build()
-            })
-            .collect();
-        env.client.batch_write_item().request_items(&env.a, reqs).send().await.unwrap();
-    }
+    harness::put_all(&env.client, &env.a, keys.iter().map(|k| json!({"pk": sv(k), "n": nv(0)}))).await;
     let items: Vec<Value> = keys
         .iter()
         .map(|k| json!({"Update": {"TableName": env.a, "Key": {"pk": sv(k)}, "UpdateExpression": "ADD n :one",

@@ -105,43 +105,28 @@ impl Sweeper {
         let cutoff = records::now_ms().saturating_sub(self.stale_after.as_millis() as u64);
         let mut found: Vec<(u64, String)> = Vec::new();
         let mut more = false;
+        // The oldest `max_transactions` overall are among the oldest `max_transactions` of each shard, so one page a
+        // shard (the index sorts by updatedAt) is enough.
         for shard in 0..OPEN_SHARDS {
-            let mut start = None;
-            loop {
-                let r = self
-                    .store
-                    .client
-                    .query()
-                    .table_name(&self.store.cfg.tx_table)
-                    .index_name(OPEN_INDEX)
-                    .key_condition_expression("#sh = :sh AND #upd < :cut")
-                    .expression_attribute_names("#sh", H_OPEN_SHARD)
-                    .expression_attribute_names("#upd", H_UPDATED_AT)
-                    .expression_attribute_values(":sh", AttributeValue::S(format!("open#{shard}")))
-                    .expression_attribute_values(":cut", AttributeValue::N(cutoff.to_string()))
-                    .limit(self.max_transactions as i32)
-                    .set_exclusive_start_key(start.take())
-                    .send()
-                    .await
-                    .map_err(|e| TxError::DynamoDb { op: "Query".into(), message: e.to_string() })?;
-                for item in r.items.unwrap_or_default() {
-                    let id = match item.get(TX_PK) {
-                        Some(AttributeValue::S(id)) => id.clone(),
-                        _ => continue,
-                    };
-                    let at = match item.get(H_UPDATED_AT) {
-                        Some(AttributeValue::N(n)) => n.parse().unwrap_or(0),
-                        _ => 0,
-                    };
-                    found.push((at, id));
-                }
-                match r.last_evaluated_key {
-                    Some(k) if !k.is_empty() && found.len() < self.max_transactions * OPEN_SHARDS as usize => start = Some(k),
-                    Some(k) if !k.is_empty() => {
-                        more = true;
-                        break;
-                    }
-                    _ => break,
+            let r = self
+                .store
+                .client
+                .query()
+                .table_name(&self.store.cfg.tx_table)
+                .index_name(OPEN_INDEX)
+                .key_condition_expression("#sh = :sh AND #upd < :cut")
+                .expression_attribute_names("#sh", H_OPEN_SHARD)
+                .expression_attribute_names("#upd", H_UPDATED_AT)
+                .expression_attribute_values(":sh", AttributeValue::S(format!("open#{shard}")))
+                .expression_attribute_values(":cut", AttributeValue::N(cutoff.to_string()))
+                .limit(self.max_transactions as i32)
+                .send()
+                .await
+                .map_err(|e| TxError::DynamoDb { op: "Query".into(), message: e.to_string() })?;
+            more |= r.last_evaluated_key.is_some_and(|k| !k.is_empty());
+            for item in r.items.unwrap_or_default() {
+                if let (Some(AttributeValue::S(id)), Some(AttributeValue::N(at))) = (item.get(TX_PK), item.get(H_UPDATED_AT)) {
+                    found.push((at.parse().unwrap_or(0), id.clone()));
                 }
             }
         }

@@ -56,18 +56,8 @@ fn acct(i: usize) -> String {
 }
 
 pub async fn seed(env: &Env, p: &Params) {
-    for chunk in (0..p.accounts).collect::<Vec<_>>().chunks(25) {
-        let reqs = chunk
-            .iter()
-            .map(|i| {
-                let item = dynamo_saga::value::item_from_json(&json!({"pk": sv(&acct(*i)), "bal": nv(START_BALANCE), "txns": nv(0), "visits": nv(0)})).unwrap();
-                aws_sdk_dynamodb::types::WriteRequest::builder()
-                    .put_request(aws_sdk_dynamodb::types::PutRequest::builder().set_item(Some(item)).build().unwrap())
-                    .build()
-            })
-            .collect();
-        env.client.batch_write_item().request_items(&env.a, reqs).send().await.unwrap();
-    }
+    let accounts = (0..p.accounts).map(|i| json!({"pk": sv(&acct(i)), "bal": nv(START_BALANCE), "txns": nv(0), "visits": nv(0)}));
+    crate::put_all(&env.client, &env.a, accounts).await;
 }
 
 /// A transfer over `k` distinct accounts whose deltas sum to zero.

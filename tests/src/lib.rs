@@ -183,6 +183,22 @@ pub async fn scan(client: &Client, table: &str) -> BTreeMap<String, Value> {
     }
 }
 
+/// Writes `items` (DynamoDB JSON) to `table` with BatchWriteItem, 25 at a time, sending unprocessed items again.
+pub async fn put_all(client: &Client, table: &str, items: impl IntoIterator<Item = Value>) {
+    use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
+    let items: Vec<Value> = items.into_iter().collect();
+    for chunk in items.chunks(25) {
+        let mut reqs: Vec<WriteRequest> = chunk
+            .iter()
+            .map(|it| WriteRequest::builder().put_request(PutRequest::builder().set_item(Some(item_from_json(it).unwrap())).build().unwrap()).build())
+            .collect();
+        while !reqs.is_empty() {
+            let out = client.batch_write_item().request_items(table, reqs).send().await.unwrap();
+            reqs = out.unprocessed_items.and_then(|mut u| u.remove(table)).unwrap_or_default();
+        }
+    }
+}
+
 pub async fn create_table(client: &Client, name: &str, keys: &[(&str, &str)]) {
     let mut req = client.create_table().table_name(name).billing_mode(BillingMode::PayPerRequest);
     for (i, (k, t)) in keys.iter().enumerate() {

@@ -8,7 +8,7 @@ use dynamo_saga::records::read_header;
 use dynamo_saga::store::Meter;
 use dynamo_saga::{Config, Store};
 use harness::stack::{stack, Execution};
-use harness::{create_table, sv};
+use harness::{create_table, put_all, sv};
 use serde_json::{json, Value};
 
 const TABLE: &str = "shop";
@@ -90,20 +90,7 @@ async fn main() {
     let store = Store::new(client.clone(), Config::new(&st.tx_table));
     create_table(&client, TABLE, &[("pk", "S"), ("sk", "S")]).await;
     client.put_item().table_name(TABLE).set_item(Some(dynamo_saga::value::item_from_json(&json!({"pk": sv(PRODUCT), "sk": sv("PRODUCT"), "name": sv("Widget")})).unwrap())).send().await.unwrap();
-    let units: Vec<_> = (0..300)
-        .map(|i| dynamo_saga::value::item_from_json(&json!({"pk": sv(PRODUCT), "sk": sv(&unit(i)), "status": sv("AVAILABLE")})).unwrap())
-        .collect();
-    for chunk in units.chunks(25) {
-        let reqs = chunk
-            .iter()
-            .map(|it| {
-                aws_sdk_dynamodb::types::WriteRequest::builder()
-                    .put_request(aws_sdk_dynamodb::types::PutRequest::builder().set_item(Some(it.clone())).build().unwrap())
-                    .build()
-            })
-            .collect();
-        client.batch_write_item().request_items(TABLE, reqs).send().await.unwrap();
-    }
+    put_all(&client, TABLE, (0..300).map(|i| json!({"pk": sv(PRODUCT), "sk": sv(&unit(i)), "status": sv("AVAILABLE")}))).await;
     let (sold, available) = count_sold(&client).await;
     println!("Table {TABLE}: product {PRODUCT} with {} inventory units ({available} AVAILABLE, {sold} SOLD)", sold + available);
 
