@@ -20,7 +20,7 @@ async fn transfers_and_plain_writers_keep_every_invariant() {
     };
     seed(&env, &p).await;
     let outcome = run(&env, &p).await;
-    println!("{}", check(&env, &p, &outcome).await);
+    harness::report(format!("concurrency: {}", check(&env, &p, &outcome).await));
     // Every transfer ended and the invariants hold (checked above). How many commit under this much contention is a
     // fairness question, left to issue 5: some transfers are cancelled on every attempt.
     assert!(outcome.committed > 0, "{outcome:?}");

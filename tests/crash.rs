@@ -122,7 +122,13 @@ async fn crash_matrix_by(name: &str, n: usize, commit_path: bool, recovery: Reco
         late_coordinator_writes_nothing(&env, &tx).await;
     }
     env.assert_clean().await;
-    println!("{name}: {} crash points of {total} writes, recovered by the {recovery:?}, {} violations", points.len(), violations.len());
+    harness::report(format!(
+        "crash {name}: {n} actions, {} path, {} crash points of {total} writes, recovered by the {}, {} violations",
+        if commit_path { "commit" } else { "rollback" },
+        points.len(),
+        format!("{recovery:?}").to_lowercase(),
+        violations.len()
+    ));
     assert!(violations.is_empty(), "{violations:#?}");
 }
 
@@ -179,4 +185,19 @@ async fn crash_anywhere_rollback_2_recovered_by_the_sweeper() {
 #[tokio::test]
 async fn crash_anywhere_commit_101_recovered_by_the_sweeper() {
     crash_matrix_by("crash-sc101", 101, true, Recovery::Sweeper, 3).await;
+}
+
+#[tokio::test]
+async fn crash_anywhere_rollback_101_recovered_by_the_sweeper() {
+    crash_matrix_by("crash-sr101", 101, false, Recovery::Sweeper, 3).await;
+}
+
+#[tokio::test]
+async fn crash_anywhere_commit_250_recovered_by_the_sweeper() {
+    crash_matrix_by("crash-sc250", 250, true, Recovery::Sweeper, 4).await;
+}
+
+#[tokio::test]
+async fn crash_anywhere_rollback_250_recovered_by_the_sweeper() {
+    crash_matrix_by("crash-sr250", 250, false, Recovery::Sweeper, 4).await;
 }

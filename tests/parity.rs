@@ -2,10 +2,10 @@
 //! states (fixed seed), the final table state and the failing actions equal what DynamoDB's own call gives on a copy
 //! of the same state.
 
-use aws_sdk_dynamodb::types::{ConditionCheck, Delete, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update};
-use dynamo_saga::value::{item_from_json, item_to_json};
+use aws_sdk_dynamodb::types::TransactWriteItem;
+use dynamo_saga::value::item_to_json;
 use dynamo_saga::{Coordinator, TxError};
-use harness::{nv, sv, Env};
+use harness::{native_item, nv, sv, Env};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
@@ -94,25 +94,6 @@ fn with_table(items: &[Value], table: &str) -> Value {
     json!({ "TransactItems": items })
 }
 
-fn native_item(a: &Value) -> TransactWriteItem {
-    let (op, b) = a.as_object().unwrap().iter().next().unwrap();
-    let s = |k: &str| b.get(k).and_then(Value::as_str).map(str::to_owned);
-    let item = |k: &str| b.get(k).map(|v| item_from_json(v).unwrap());
-    let names = b.get("ExpressionAttributeNames").map(|n| n.as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned())).collect());
-    let rv = s("ReturnValuesOnConditionCheckFailure").map(|v| ReturnValuesOnConditionCheckFailure::from(v.as_str()));
-    let t = s("TableName").unwrap();
-    match op.as_str() {
-        "Put" => TransactWriteItem::builder().put(Put::builder().table_name(t).set_item(item("Item")).set_condition_expression(s("ConditionExpression"))
-            .set_expression_attribute_names(names).set_expression_attribute_values(item("ExpressionAttributeValues")).set_return_values_on_condition_check_failure(rv).build().unwrap()).build(),
-        "Update" => TransactWriteItem::builder().update(Update::builder().table_name(t).set_key(item("Key")).set_update_expression(s("UpdateExpression")).set_condition_expression(s("ConditionExpression"))
-            .set_expression_attribute_names(names).set_expression_attribute_values(item("ExpressionAttributeValues")).set_return_values_on_condition_check_failure(rv).build().unwrap()).build(),
-        "Delete" => TransactWriteItem::builder().delete(Delete::builder().table_name(t).set_key(item("Key")).set_condition_expression(s("ConditionExpression"))
-            .set_expression_attribute_names(names).set_expression_attribute_values(item("ExpressionAttributeValues")).set_return_values_on_condition_check_failure(rv).build().unwrap()).build(),
-        _ => TransactWriteItem::builder().condition_check(ConditionCheck::builder().table_name(t).set_key(item("Key")).set_condition_expression(s("ConditionExpression"))
-            .set_expression_attribute_names(names).set_expression_attribute_values(item("ExpressionAttributeValues")).set_return_values_on_condition_check_failure(rv).build().unwrap()).build(),
-    }
-}
-
 /// Failing actions as (index, code, item) — `None` when the transaction went through.
 type Failures = Option<Vec<(usize, String, Option<Value>)>>;
 
@@ -164,6 +145,6 @@ async fn same_outcome_as_native_transact_write_items() {
     assert_eq!(a.len(), b.len());
     assert_eq!(a, b, "final table states differ");
     saga.assert_clean().await;
-    println!("{CASES} cases, {actions} actions: {committed} committed, {cancelled} cancelled, all equal to native");
+    harness::report(format!("parity with native TransactWriteItems: {CASES} cases, {actions} actions: {committed} committed, {cancelled} cancelled, all equal to native"));
     assert!(committed > CASES / 5 && cancelled > CASES / 5, "the generator must exercise both outcomes: {committed}/{cancelled}");
 }

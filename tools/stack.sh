@@ -5,8 +5,9 @@
 #   tools/stack.sh start NAME    start a stack; prints the file of its settings (KEY=VALUE lines, also valid shell)
 #   tools/stack.sh stop NAME     stop it
 # The functions may write the tables Orders, Inventory (events/), shop (the demo) and t-* (tests), unless
-# SAGA_ALLOWED_TABLES says otherwise. A stack's settings: DYNAMODB_ENDPOINT, LAMBDA_ENDPOINT, SAGA_TABLE (the transactions table the functions use; the
-# caller creates it), SAGA_FAULT_FILE (debug builds: see functions/common), STACK_DIR.
+# SAGA_ALLOWED_TABLES says otherwise; SAGA_MAX_ACTIONS (default 100000) and SAGA_LEASE_SECONDS pass through too.
+# A stack's settings: DYNAMODB_ENDPOINT, LAMBDA_ENDPOINT, SAGA_TABLE (the transactions table the functions use; the
+# caller creates it), SAGA_FAULT_FILE (debug builds: see functions/common), SAGA_MAX_ACTIONS, STACK_DIR.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -42,6 +43,7 @@ AWS_ENDPOINT_URL_DYNAMODB=$ddb
 SAGA_TABLE=${SAGA_TABLE:-saga-transactions}
 SAGA_ALLOWED_TABLES=${SAGA_ALLOWED_TABLES:-Orders,Inventory,shop,t-*}
 SAGA_LEASE_SECONDS=${SAGA_LEASE_SECONDS:-30}
+SAGA_MAX_ACTIONS=${SAGA_MAX_ACTIONS:-100000}
 SAGA_FAULT_FILE=$dir/fault
 RUST_LOG=${RUST_LOG:-warn}
 EOF
@@ -75,6 +77,7 @@ DYNAMODB_ENDPOINT=$ddb
 LAMBDA_ENDPOINT=$endpoint
 SAGA_TABLE=${SAGA_TABLE:-saga-transactions}
 SAGA_FAULT_FILE=$dir/fault
+SAGA_MAX_ACTIONS=${SAGA_MAX_ACTIONS:-100000}
 EOF
   echo "$dir/settings"
 }

@@ -57,6 +57,19 @@ pub async fn endpoint() -> String {
         .clone()
 }
 
+/// Prints one figure of the guarantees a test proves, and appends it to the file `SAGA_REPORT` names (set by
+/// `tools/test.sh`, which prints the collected figures at the end of the run: they are what the README's
+/// Guarantees section quotes).
+pub fn report(line: impl AsRef<str>) {
+    let line = line.as_ref();
+    println!("{line}");
+    if let Some(path) = std::env::var_os("SAGA_REPORT") {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).expect("open SAGA_REPORT");
+        writeln!(f, "{line}").expect("write SAGA_REPORT");
+    }
+}
+
 /// A client for DynamoDB Local.
 pub async fn client() -> Client {
     client_for(&endpoint().await)
@@ -235,6 +248,27 @@ pub async fn create_tx_table(client: &Client, name: &str) {
         .send()
         .await
         .unwrap();
+}
+
+/// One action of a request (DynamoDB JSON, as `TransactWriteItems` takes it) as the SDK's `TransactWriteItem`, for
+/// sending the same request to DynamoDB itself.
+pub fn native_item(a: &Value) -> aws_sdk_dynamodb::types::TransactWriteItem {
+    let (op, b) = a.as_object().unwrap().iter().next().unwrap();
+    let s = |k: &str| b.get(k).and_then(Value::as_str).map(str::to_owned);
+    let item = |k: &str| b.get(k).map(|v| item_from_json(v).unwrap());
+    let names = b.get("ExpressionAttributeNames").map(|n| n.as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned())).collect());
+    let rv = s("ReturnValuesOnConditionCheckFailure").map(|v| aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::from(v.as_str()));
+    let t = s("TableName").unwrap();
+    match op.as_str() {
+        "Put" => aws_sdk_dynamodb::types::TransactWriteItem::builder().put(aws_sdk_dynamodb::types::Put::builder().table_name(t).set_item(item("Item")).set_condition_expression(s("ConditionExpression"))
+            .set_expression_attribute_names(names).set_expression_attribute_values(item("ExpressionAttributeValues")).set_return_values_on_condition_check_failure(rv).build().unwrap()).build(),
+        "Update" => aws_sdk_dynamodb::types::TransactWriteItem::builder().update(aws_sdk_dynamodb::types::Update::builder().table_name(t).set_key(item("Key")).set_update_expression(s("UpdateExpression")).set_condition_expression(s("ConditionExpression"))
+            .set_expression_attribute_names(names).set_expression_attribute_values(item("ExpressionAttributeValues")).set_return_values_on_condition_check_failure(rv).build().unwrap()).build(),
+        "Delete" => aws_sdk_dynamodb::types::TransactWriteItem::builder().delete(aws_sdk_dynamodb::types::Delete::builder().table_name(t).set_key(item("Key")).set_condition_expression(s("ConditionExpression"))
+            .set_expression_attribute_names(names).set_expression_attribute_values(item("ExpressionAttributeValues")).set_return_values_on_condition_check_failure(rv).build().unwrap()).build(),
+        _ => aws_sdk_dynamodb::types::TransactWriteItem::builder().condition_check(aws_sdk_dynamodb::types::ConditionCheck::builder().table_name(t).set_key(item("Key")).set_condition_expression(s("ConditionExpression"))
+            .set_expression_attribute_names(names).set_expression_attribute_values(item("ExpressionAttributeValues")).set_return_values_on_condition_check_failure(rv).build().unwrap()).build(),
+    }
 }
 
 /// `{"S": s}`.

@@ -21,7 +21,13 @@ pub struct Stack {
     pub lambda: String,
     pub tx_table: String,
     pub fault_file: PathBuf,
+    /// The functions' `SAGA_MAX_ACTIONS`.
+    pub max_actions: usize,
 }
+
+/// The most actions a transaction may have on a stack the tests start: above the 10,000-action test, and low enough
+/// that a request over it still fits a Lambda payload (6 MB).
+pub const TEST_MAX_ACTIONS: usize = 12_000;
 
 static STACK: OnceCell<Stack> = OnceCell::const_new();
 
@@ -29,7 +35,7 @@ pub async fn stack() -> &'static Stack {
     STACK
         .get_or_init(|| async {
             let settings = match std::env::var("LAMBDA_ENDPOINT") {
-                Ok(_) => ["DYNAMODB_ENDPOINT", "LAMBDA_ENDPOINT", "SAGA_TABLE", "SAGA_FAULT_FILE"]
+                Ok(_) => ["DYNAMODB_ENDPOINT", "LAMBDA_ENDPOINT", "SAGA_TABLE", "SAGA_FAULT_FILE", "SAGA_MAX_ACTIONS"]
                     .iter()
                     .map(|k| (k.to_string(), std::env::var(k).unwrap_or_else(|_| panic!("{k} is not set"))))
                     .collect(),
@@ -40,6 +46,7 @@ pub async fn stack() -> &'static Stack {
                 lambda: settings["LAMBDA_ENDPOINT"].clone(),
                 tx_table: settings["SAGA_TABLE"].clone(),
                 fault_file: settings["SAGA_FAULT_FILE"].clone().into(),
+                max_actions: settings["SAGA_MAX_ACTIONS"].parse().expect("SAGA_MAX_ACTIONS is a number"),
             };
             let client = st.client();
             if client.describe_table().table_name(&st.tx_table).send().await.is_err() {
@@ -53,7 +60,10 @@ pub async fn stack() -> &'static Stack {
 fn start_own() -> HashMap<String, String> {
     let name = format!("tests-{}", std::process::id());
     let script = root().join("tools/stack.sh");
-    let out = Command::new(&script).args(["start", &name]).stderr(Stdio::inherit()).output().expect("run tools/stack.sh");
+    let out = Command::new(&script)
+        .args(["start", &name])
+        .env("SAGA_MAX_ACTIONS", TEST_MAX_ACTIONS.to_string())
+        .stderr(Stdio::inherit()).output().expect("run tools/stack.sh");
     assert!(out.status.success(), "could not start the local stack");
     let watch = format!("while kill -0 {} 2>/dev/null; do sleep 1; done; {} stop {name}", std::process::id(), script.display());
     // Deliberately not waited for: it outlives this process to clean up after it.
