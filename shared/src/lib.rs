@@ -38,7 +38,9 @@
 //! - [`value`]: DynamoDB JSON, item sizes, the lock-order key.
 //! - [`expr`]: a parser for condition and update expressions, so bad expressions are rejected before any write.
 //! - [`store`]: every DynamoDB call, with capacity accounting and test-only fault injection.
+//! - [`billing`]: the capacity DynamoDB bills for a call, by its documented rules (for the benchmark).
 
+pub mod billing;
 pub mod config;
 pub mod constants;
 pub mod coordinator;

@@ -14,15 +14,16 @@ use aws_sdk_dynamodb::operation::put_item::builders::PutItemFluentBuilder;
 use aws_sdk_dynamodb::operation::transact_write_items::builders::TransactWriteItemsFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ConsumedCapacity, KeysAndAttributes, KeyType, ReturnConsumedCapacity,
+    AttributeValue, ConsumedCapacity, KeysAndAttributes, KeyType, ProjectionType, ReturnConsumedCapacity,
     ReturnValuesOnConditionCheckFailure, WriteRequest,
 };
 use aws_sdk_dynamodb::Client;
 
+use crate::billing::{self, Bill};
 use crate::config::Config;
 use crate::error::TxError;
 use crate::request::TableSchema;
-use crate::value::Item;
+use crate::value::{item_size, Item};
 
 /// DynamoDB calls and capacity one phase run used.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -101,12 +102,50 @@ pub enum Transacted {
     Rejected(String),
 }
 
+/// What a single-item write came to, before it is metered and billed.
+enum Sent {
+    Done(Option<Item>, Vec<ConsumedCapacity>),
+    ConditionFailed(Option<Item>),
+    Failed(TxError),
+}
+
+/// One conditional single-item write (`UpdateItem`, `PutItem` or `DeleteItem`), asking for the consumed capacity and
+/// for the item when the condition fails, which becomes [`Written::ConditionFailed`].
+macro_rules! single_write {
+    ($store:expr, $m:expr, $req:expr, $key:expr, $op:literal, $condition_failed:path) => {{
+        let send = async {
+            let r = $req
+                .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+                .send()
+                .await;
+            match r {
+                Ok(o) => Sent::Done(o.attributes, o.consumed_capacity.into_iter().collect()),
+                Err(SdkError::ServiceError(se)) if se.err().is_conditional_check_failed_exception() => match se.into_err() {
+                    $condition_failed(c) => Sent::ConditionFailed(c.item),
+                    _ => unreachable!("a conditional check failure"),
+                },
+                Err(e) => Sent::Failed(map_err($op, e)),
+            }
+        };
+        $store.single_write($m, $key, send).await
+    }};
+}
+
 #[derive(Clone)]
 pub struct Store {
     pub client: Client,
     pub cfg: Arc<Config>,
     schemas: Arc<Mutex<HashMap<String, TableSchema>>>,
+    /// Each described table's global secondary indexes, for billing.
+    indexes: Arc<Mutex<HashMap<String, Vec<billing::Index>>>>,
     faults: Option<Arc<Faults>>,
+    billing: Option<Arc<Mutex<Bill>>>,
+}
+
+/// What DynamoDB reported a call consumed (DynamoDB Local gives only the total).
+fn reported(cc: &[ConsumedCapacity]) -> f64 {
+    cc.iter().map(|c| c.capacity_units.unwrap_or(0.0)).sum()
 }
 
 impl std::fmt::Debug for Store {
@@ -130,7 +169,7 @@ fn map_err<E: ProvideErrorMetadata + std::fmt::Debug, R: std::fmt::Debug>(op: &'
 
 impl Store {
     pub fn new(client: Client, cfg: Config) -> Self {
-        Self { client, cfg: Arc::new(cfg), schemas: Arc::default(), faults: None }
+        Self { client, cfg: Arc::new(cfg), schemas: Arc::default(), indexes: Arc::default(), faults: None, billing: None }
     }
 
     /// A client from the standard AWS configuration chain (profile, region, `AWS_ENDPOINT_URL_DYNAMODB`), with the
@@ -154,6 +193,108 @@ impl Store {
     /// Write requests this store has sent (or refused, once crashed); `None` without [`Store::crash_after`].
     pub fn writes_sent(&self) -> Option<u64> {
         self.faults.as_ref().map(|f| f.used.load(Ordering::SeqCst).min(f.budget))
+    }
+
+    /// A copy of this store that bills every call by DynamoDB's rules ([`crate::billing`]): the benchmark's capacity
+    /// pass. Each write reads the items it touches before and after it (outside the meter), so calls take longer.
+    pub fn with_billing(&self) -> Store {
+        let mut s = self.clone();
+        s.billing = Some(Arc::default());
+        s
+    }
+
+    /// What this store has been billed so far; `None` without [`Store::with_billing`].
+    pub fn bill(&self) -> Option<Bill> {
+        self.billing.as_ref().map(|b| *b.lock().expect("bill lock"))
+    }
+
+    /// The items at `keys` as they are now, read outside the meter; `None` when billing is off.
+    async fn probe(&self, keys: &[(String, Item)]) -> Result<Option<Vec<Option<Item>>>, TxError> {
+        if self.billing.is_none() {
+            return Ok(None);
+        }
+        let mut items = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(16) {
+            items.extend(futures::future::try_join_all(chunk.iter().map(|k| self.item_now(k))).await?);
+        }
+        Ok(Some(items))
+    }
+
+    /// One item as it is now, read outside the meter.
+    async fn item_now(&self, (table, key): &(String, Item)) -> Result<Option<Item>, TxError> {
+        let out = self.client.get_item().table_name(table).set_key(Some(key.clone())).consistent_read(true).send().await;
+        out.map(|o| o.item).map_err(|e| map_err("GetItem", e))
+    }
+
+    /// Bills one write call from its items before it and after it (`changed`: the call changed them), in the table
+    /// and in its global secondary indexes. `reported` is what DynamoDB said the call consumed, for the
+    /// non-transactional cross-check (`None`: not given, as for a failed condition).
+    async fn charge_write(
+        &self,
+        keys: &[(String, Item)],
+        before: Option<Vec<Option<Item>>>,
+        changed: bool,
+        transactional: bool,
+        reported: Option<f64>,
+    ) -> Result<(), TxError> {
+        let (Some(bill), Some(before)) = (&self.billing, before) else { return Ok(()) };
+        let after = if changed { self.probe(keys).await?.unwrap_or_default() } else { before.clone() };
+        let factor = if transactional { 2.0 } else { 1.0 };
+        let mut units = 0.0;
+        for (((table, _), b), a) in keys.iter().zip(&before).zip(&after) {
+            let size = |i: &Option<Item>| i.as_ref().map_or(0, item_size);
+            units += factor * billing::write_units(size(b), size(a));
+            let table_keys = self.schema(&Meter::default(), table).await?.key_names;
+            let indexes = self.indexes.lock().expect("index cache").get(table).cloned().unwrap_or_default();
+            for ix in indexes {
+                units += factor * ix.write_units(&table_keys, b.as_ref(), a.as_ref());
+            }
+        }
+        let mut b = bill.lock().expect("bill lock");
+        match (transactional, reported) {
+            (true, _) => b.transact(units),
+            (false, Some(r)) => b.plain_write(units, r),
+            (false, None) => {
+                b.calls += 1;
+                b.write_calls += 1;
+                b.write_units += units;
+            }
+        }
+        Ok(())
+    }
+
+    /// Bills one read call of `units` by the rules, which DynamoDB reported as `cc`.
+    fn charge_read(&self, units: f64, cc: &[ConsumedCapacity]) {
+        if let Some(bill) = &self.billing {
+            bill.lock().expect("bill lock").plain_read(units, reported(cc));
+        }
+    }
+
+    /// The key of `item` in `table`, for billing.
+    async fn key_of(&self, table: &str, item: &Item) -> Result<(String, Item), TxError> {
+        let schema = self.schema(&Meter::default(), table).await?;
+        let key = schema.key_names.iter().filter_map(|k| item.get(k).map(|v| (k.clone(), v.clone()))).collect();
+        Ok((table.to_string(), key))
+    }
+
+    /// The items one `TransactWriteItems` request touches, when billing is on.
+    async fn transact_keys(&self, req: &TransactWriteItemsFluentBuilder) -> Result<Vec<(String, Item)>, TxError> {
+        let mut keys = Vec::new();
+        if self.billing.is_none() {
+            return Ok(keys);
+        }
+        for t in req.get_transact_items().iter().flatten() {
+            if let Some(p) = t.put() {
+                keys.push(self.key_of(p.table_name(), p.item()).await?);
+            } else if let Some(u) = t.update() {
+                keys.push((u.table_name().to_string(), u.key().clone()));
+            } else if let Some(d) = t.delete() {
+                keys.push((d.table_name().to_string(), d.key().clone()));
+            } else if let Some(c) = t.condition_check() {
+                keys.push((c.table_name().to_string(), c.key().clone()));
+            }
+        }
+        Ok(keys)
     }
 
     /// Whether this store's injected crash has happened.
@@ -211,6 +352,21 @@ impl Store {
                     .ok_or_else(|| TxError::Internal(format!("table {table}: no type for key {n}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let indexes = desc
+            .global_secondary_indexes()
+            .iter()
+            .map(|g| billing::Index {
+                keys: g.key_schema().iter().map(|k| k.attribute_name().to_string()).collect(),
+                projection: match g.projection().and_then(|p| p.projection_type()) {
+                    Some(ProjectionType::All) => billing::Projection::All,
+                    Some(ProjectionType::Include) => {
+                        billing::Projection::Include(g.projection().map(|p| p.non_key_attributes().to_vec()).unwrap_or_default())
+                    }
+                    _ => billing::Projection::KeysOnly,
+                },
+            })
+            .collect();
+        self.indexes.lock().expect("index cache").insert(table.to_string(), indexes);
         let s = TableSchema { key_names: names, key_types: types };
         self.schemas.lock().expect("schema cache").insert(table.to_string(), s.clone());
         Ok(s)
@@ -228,7 +384,9 @@ impl Store {
             .send()
             .await
             .map_err(|e| map_err("GetItem", e))?;
-        m.record(false, out.consumed_capacity().into_iter().cloned().collect::<Vec<_>>().as_slice());
+        let cc: Vec<ConsumedCapacity> = out.consumed_capacity().into_iter().cloned().collect();
+        m.record(false, &cc);
+        self.charge_read(billing::read_units(out.item.as_ref().map_or(0, item_size)), &cc);
         Ok(out.item)
     }
 
@@ -245,11 +403,15 @@ impl Store {
                     .batch_get_item()
                     .request_items(table, ka)
                     .return_consumed_capacity(ReturnConsumedCapacity::Total);
+                let asked = ka_len(&req, table);
                 let out = req.send().await.map_err(|e| map_err("BatchGetItem", e))?;
                 m.record(false, out.consumed_capacity());
-                if let Some(mut r) = out.responses {
-                    found.extend(r.remove(table).unwrap_or_default());
-                }
+                let got = out.responses.clone().and_then(|mut r| r.remove(table)).unwrap_or_default();
+                let unprocessed = out.unprocessed_keys.as_ref().and_then(|u| u.get(table)).map_or(0, |k| k.keys().len());
+                let missing = asked.saturating_sub(got.len() + unprocessed);
+                let units: f64 = got.iter().map(|i| billing::read_units(item_size(i))).sum::<f64>() + missing as f64;
+                self.charge_read(units, out.consumed_capacity());
+                found.extend(got);
                 if let Some(mut u) = out.unprocessed_keys {
                     if let Some(ka) = u.remove(table).filter(|k| !k.keys().is_empty()) {
                         tries += 1;
@@ -264,73 +426,42 @@ impl Store {
 
     /// A conditional UpdateItem; a failed condition is an outcome, not an error.
     pub async fn update(&self, m: &Meter, req: UpdateItemFluentBuilder) -> Result<Written, TxError> {
-        self.before_write()?;
-        let r = req
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
-        match r {
-            Ok(o) => {
-                m.record(true, o.consumed_capacity().into_iter().cloned().collect::<Vec<_>>().as_slice());
-                Ok(Written::Done(o.attributes))
-            }
-            Err(SdkError::ServiceError(se)) if se.err().is_conditional_check_failed_exception() => {
-                m.record(true, &[]);
-                let aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c) = se.into_err() else { unreachable!() };
-                Ok(Written::ConditionFailed(c.item))
-            }
-            Err(e) => {
-                m.record(true, &[]);
-                Err(map_err("UpdateItem", e))
-            }
-        }
+        let key = (req.get_table_name().clone().unwrap_or_default(), req.get_key().clone().unwrap_or_default());
+        single_write!(self, m, req, key, "UpdateItem", aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException)
     }
 
     pub async fn put(&self, m: &Meter, req: PutItemFluentBuilder) -> Result<Written, TxError> {
-        self.before_write()?;
-        let r = req
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
-        match r {
-            Ok(o) => {
-                m.record(true, o.consumed_capacity().into_iter().cloned().collect::<Vec<_>>().as_slice());
-                Ok(Written::Done(o.attributes))
-            }
-            Err(SdkError::ServiceError(se)) if se.err().is_conditional_check_failed_exception() => {
-                m.record(true, &[]);
-                let aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(c) = se.into_err() else { unreachable!() };
-                Ok(Written::ConditionFailed(c.item))
-            }
-            Err(e) => {
-                m.record(true, &[]);
-                Err(map_err("PutItem", e))
-            }
-        }
+        let key = match (&self.billing, req.get_table_name(), req.get_item()) {
+            (Some(_), Some(table), Some(item)) => self.key_of(table, item).await?,
+            _ => Default::default(),
+        };
+        single_write!(self, m, req, key, "PutItem", aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException)
     }
 
     pub async fn delete(&self, m: &Meter, req: DeleteItemFluentBuilder) -> Result<Written, TxError> {
+        let key = (req.get_table_name().clone().unwrap_or_default(), req.get_key().clone().unwrap_or_default());
+        single_write!(self, m, req, key, "DeleteItem", aws_sdk_dynamodb::operation::delete_item::DeleteItemError::ConditionalCheckFailedException)
+    }
+
+    /// Sends one single-item write (built by [`single_write!`]), meters it and bills it.
+    async fn single_write(&self, m: &Meter, key: (String, Item), send: impl std::future::Future<Output = Sent>) -> Result<Written, TxError> {
         self.before_write()?;
-        let r = req
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
-        match r {
-            Ok(o) => {
-                m.record(true, o.consumed_capacity().into_iter().cloned().collect::<Vec<_>>().as_slice());
-                Ok(Written::Done(o.attributes))
+        let keys = [key];
+        let before = self.probe(&keys).await?;
+        match send.await {
+            Sent::Done(attributes, cc) => {
+                m.record(true, &cc);
+                self.charge_write(&keys, before, true, false, Some(reported(&cc))).await?;
+                Ok(Written::Done(attributes))
             }
-            Err(SdkError::ServiceError(se)) if se.err().is_conditional_check_failed_exception() => {
+            Sent::ConditionFailed(item) => {
                 m.record(true, &[]);
-                let aws_sdk_dynamodb::operation::delete_item::DeleteItemError::ConditionalCheckFailedException(c) = se.into_err() else { unreachable!() };
-                Ok(Written::ConditionFailed(c.item))
+                self.charge_write(&keys, before, false, false, None).await?;
+                Ok(Written::ConditionFailed(item))
             }
-            Err(e) => {
+            Sent::Failed(e) => {
                 m.record(true, &[]);
-                Err(map_err("DeleteItem", e))
+                Err(e)
             }
         }
     }
@@ -339,16 +470,20 @@ impl Store {
     /// retried here a few times; they are DynamoDB's own short-lived isolation, not this protocol's locks.
     pub async fn transact(&self, m: &Meter, req: TransactWriteItemsFluentBuilder) -> Result<Transacted, TxError> {
         let mut tries = 0u32;
+        let keys = self.transact_keys(&req).await?;
         loop {
             self.before_write()?;
+            let before = self.probe(&keys).await?;
             let r = req.clone().return_consumed_capacity(ReturnConsumedCapacity::Total).send().await;
             match r {
                 Ok(o) => {
                     m.record(true, o.consumed_capacity());
+                    self.charge_write(&keys, before, true, true, None).await?;
                     return Ok(Transacted::Done);
                 }
                 Err(SdkError::ServiceError(se)) => {
                     m.record(true, &[]);
+                    self.charge_write(&keys, before, false, true, None).await?;
                     let code = se.err().code().unwrap_or("").to_string();
                     let msg = se.err().message().unwrap_or("").to_string();
                     match se.into_err() {
@@ -399,6 +534,17 @@ impl Store {
             let mut tries = 0u32;
             while !pending.is_empty() {
                 self.before_write()?;
+                let mut keys = Vec::new();
+                if self.billing.is_some() {
+                    for w in &pending {
+                        if let Some(p) = w.put_request() {
+                            keys.push(self.key_of(table, p.item()).await?);
+                        } else if let Some(d) = w.delete_request() {
+                            keys.push((table.to_string(), d.key().clone()));
+                        }
+                    }
+                }
+                let before = self.probe(&keys).await?;
                 let out = self
                     .client
                     .batch_write_item()
@@ -414,6 +560,7 @@ impl Store {
                     }
                 };
                 m.record(true, out.consumed_capacity());
+                self.charge_write(&keys, before, true, false, Some(reported(out.consumed_capacity()))).await?;
                 if let Some(mut u) = out.unprocessed_items {
                     pending = u.remove(table).unwrap_or_default();
                     if !pending.is_empty() {
@@ -447,8 +594,11 @@ impl Store {
                 .send()
                 .await
                 .map_err(|e| map_err("Query", e))?;
-            m.record(false, r.consumed_capacity().into_iter().cloned().collect::<Vec<_>>().as_slice());
-            out.extend(r.items.unwrap_or_default());
+            let cc: Vec<ConsumedCapacity> = r.consumed_capacity().into_iter().cloned().collect();
+            m.record(false, &cc);
+            let page = r.items.unwrap_or_default();
+            self.charge_read(billing::read_units(page.iter().map(item_size).sum()), &cc);
+            out.extend(page);
             match r.last_evaluated_key {
                 Some(k) if !k.is_empty() => start = Some(k),
                 _ => break,
@@ -456,6 +606,11 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+/// How many keys a BatchGetItem request asks of `table`.
+fn ka_len(req: &BatchGetItemFluentBuilder, table: &str) -> usize {
+    req.get_request_items().as_ref().and_then(|r| r.get(table)).map_or(0, |k| k.keys().len())
 }
 
 /// Exponential backoff with full jitter, 25 ms doubling up to about 1.6 s.

@@ -6,6 +6,7 @@
 
 pub mod bad;
 pub mod bank;
+pub mod seed000;
 pub mod stack;
 pub mod workload;
 

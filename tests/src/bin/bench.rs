@@ -1,0 +1,556 @@
+//! The benchmark behind `tools/bench.sh`: what an atomic write of N items costs with dynamo-saga, against the ways to
+//! do without it, all measured in one run on DynamoDB Local. It writes `docs/benchmarks.md`, `docs/benchmarks.json`
+//! and `docs/benchmarks.svg`.
+//!
+//! For each kind of action (updates of existing items, inserts, deletes, condition checks) and each size, four ways
+//! of writing the same request:
+//! - `dynamo-saga`: the in-process coordinator, over the same phases the Lambdas run;
+//! - `native`: one `TransactWriteItems` call (100 actions at most);
+//! - `chunked`: `TransactWriteItems` calls of 100 actions one after another: not atomic as a whole;
+//! - `seed 000`: the Java dynamodb-transactions library's protocol, one item at a time ([`harness::seed000`]).
+//!
+//! Each runs twice on fresh items: on a billing store, for the capacity DynamoDB's rules charge
+//! ([`dynamo_saga::billing`]: DynamoDB Local under-reports transactional capacity), and on a plain store, for the wall
+//! time. With the local stack's settings in the environment (`LAMBDA_ENDPOINT`, ...), it also runs updates through the
+//! state machine and counts state transitions; and it measures the functions' init time and, when built, zip sizes.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use dynamo_saga::billing::Bill;
+use dynamo_saga::store::Transacted;
+use dynamo_saga::value::{item_from_json, item_size};
+use dynamo_saga::{Coordinator, Store};
+use harness::seed000;
+use harness::{create_table, native_item, nv, put_all, sv, Env};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+/// Step Functions Standard Workflows: USD per state transition ($0.025 per 1,000).
+const USD_PER_TRANSITION: f64 = 0.025 / 1000.0;
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Kind {
+    Update,
+    Insert,
+    Delete,
+    Check,
+}
+
+impl Kind {
+    fn all() -> [Kind; 4] {
+        [Kind::Update, Kind::Insert, Kind::Delete, Kind::Check]
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Update => "update",
+            Kind::Insert => "insert",
+            Kind::Delete => "delete",
+            Kind::Check => "check",
+        }
+    }
+    fn title(self) -> &'static str {
+        match self {
+            Kind::Update => "Updates of existing items",
+            Kind::Insert => "Inserts",
+            Kind::Delete => "Deletes",
+            Kind::Check => "Condition checks",
+        }
+    }
+    /// Whether the items must exist before the transaction.
+    fn seeded(self) -> bool {
+        self != Kind::Insert
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+enum Method {
+    #[serde(rename = "dynamo-saga")]
+    Saga,
+    #[serde(rename = "native")]
+    Native,
+    #[serde(rename = "chunked")]
+    Chunked,
+    #[serde(rename = "seed 000")]
+    Seed000,
+}
+
+impl Method {
+    fn all() -> [Method; 4] {
+        [Method::Saga, Method::Native, Method::Chunked, Method::Seed000]
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Method::Saga => "dynamo-saga",
+            Method::Native => "native",
+            Method::Chunked => "chunked",
+            Method::Seed000 => "seed 000",
+        }
+    }
+    fn tag(self) -> &'static str {
+        match self {
+            Method::Saga => "saga",
+            Method::Native => "native",
+            Method::Chunked => "chunk",
+            Method::Seed000 => "s000",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Row {
+    kind: Kind,
+    actions: usize,
+    method: Method,
+    /// From the billing pass.
+    bill: Option<Bill>,
+    /// From the plain pass.
+    wall_ms: Option<f64>,
+    /// Why a figure is missing.
+    note: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct MachineRow {
+    actions: usize,
+    transitions: u64,
+    history_events: u64,
+    lambda_calls: u64,
+    duration_ms: u64,
+    usd: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FunctionRow {
+    function: String,
+    zip_bytes: Option<u64>,
+    init_ms: Option<f64>,
+}
+
+struct Args {
+    sizes: Vec<usize>,
+    kinds: Vec<Kind>,
+    item_bytes: usize,
+    out: PathBuf,
+    seed000_max: usize,
+}
+
+fn args() -> Args {
+    let mut a = Args { sizes: vec![10, 100, 1000, 10_000], kinds: Kind::all().to_vec(), item_bytes: 940, out: harness::root().join("docs"), seed000_max: 10_000 };
+    let mut it = std::env::args().skip(1);
+    let usage = "usage: bench [--sizes 10,100,1000,10000] [--kinds update,insert,delete,check] [--item-bytes 940] [--seed000-max N] [--out DIR]";
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value\n{usage}"));
+        match flag.as_str() {
+            "--sizes" => a.sizes = value().split(',').map(|s| s.trim().parse().expect("a size")).collect(),
+            "--kinds" => {
+                a.kinds = value()
+                    .split(',')
+                    .map(|k| *Kind::all().iter().find(|x| x.name() == k.trim()).unwrap_or_else(|| panic!("unknown kind {k}\n{usage}")))
+                    .collect()
+            }
+            "--item-bytes" => a.item_bytes = value().parse().expect("a number of bytes"),
+            "--seed000-max" => a.seed000_max = value().parse().expect("a number of actions"),
+            "--out" => a.out = PathBuf::from(value()),
+            "-h" | "--help" => {
+                println!("{usage}");
+                std::process::exit(0)
+            }
+            other => panic!("unknown argument {other}\n{usage}"),
+        }
+    }
+    a
+}
+
+/// An item of exactly `bytes` bytes by DynamoDB's size rules: `pk`, a counter `v` and a filler.
+fn item(key: &str, bytes: usize) -> Value {
+    let bare = json!({"pk": sv(key), "v": nv(0), "payload": sv("")});
+    let size = item_size(&item_from_json(&bare).unwrap());
+    assert!(bytes > size, "--item-bytes must be more than {size}");
+    json!({"pk": sv(key), "v": nv(0), "payload": sv(&"x".repeat(bytes - size))})
+}
+
+fn action(kind: Kind, table: &str, key: &str, bytes: usize) -> Value {
+    let k = json!({"pk": sv(key)});
+    match kind {
+        Kind::Update => json!({"Update": {"TableName": table, "Key": k, "UpdateExpression": "SET v = v + :one",
+            "ConditionExpression": "attribute_exists(pk)", "ExpressionAttributeValues": {":one": nv(1)}}}),
+        Kind::Insert => json!({"Put": {"TableName": table, "Item": item(key, bytes), "ConditionExpression": "attribute_not_exists(pk)"}}),
+        Kind::Delete => json!({"Delete": {"TableName": table, "Key": k, "ConditionExpression": "attribute_exists(pk)"}}),
+        Kind::Check => json!({"ConditionCheck": {"TableName": table, "Key": k, "ConditionExpression": "attribute_exists(pk)"}}),
+    }
+}
+
+/// Seeds the items a run needs and returns its request.
+async fn prepare(env: &Env, kind: Kind, n: usize, prefix: &str, bytes: usize) -> Value {
+    let keys: Vec<String> = (0..n).map(|i| format!("{prefix}-{i:06}")).collect();
+    if kind.seeded() {
+        put_all(&env.client, &env.a, keys.iter().map(|k| item(k, bytes))).await;
+    }
+    json!({"TransactItems": keys.iter().map(|k| action(kind, &env.a, k, bytes)).collect::<Vec<_>>()})
+}
+
+async fn transact_all(store: &Store, body: &Value) -> Result<(), String> {
+    let m = dynamo_saga::store::Meter::default();
+    let items = body["TransactItems"].as_array().unwrap();
+    for chunk in items.chunks(100) {
+        let req = store.client.transact_write_items().set_transact_items(Some(chunk.iter().map(native_item).collect()));
+        match store.transact(&m, req).await.map_err(|e| e.to_string())? {
+            Transacted::Done => {}
+            other => return Err(format!("{other:?}")),
+        }
+    }
+    Ok(())
+}
+
+/// Runs `body` one way on `store`; `Err` says why it could not.
+async fn run(env: &Env, store: &Store, method: Method, body: &Value, tx_name: &str) -> Result<(), String> {
+    match method {
+        Method::Saga => Coordinator::new(store.clone()).run(body).await.map(|_| ()).map_err(|e| e.to_string()),
+        Method::Native | Method::Chunked => transact_all(store, body).await,
+        Method::Seed000 => {
+            let t = seed000::Tables { tx: format!("{}-s000tx", env.a), images: format!("{}-s000img", env.a) };
+            let r = seed000::run(store, &t, tx_name, body).await;
+            match r.error {
+                None => Ok(()),
+                Some(e) if e.contains("Item size") || e.contains("maximum allowed size") => {
+                    Err(format!("the TX record outgrew DynamoDB's 400 KB item limit after {} actions", r.actions_done))
+                }
+                Some(e) => Err(format!("failed after {} actions: {e}", r.actions_done)),
+            }
+        }
+    }
+}
+
+async fn measure(env: &Env, a: &Args, kind: Kind, n: usize, method: Method) -> Row {
+    let mut row = Row { kind, actions: n, method, bill: None, wall_ms: None, note: None };
+    if method == Method::Native && n > 100 {
+        row.note = Some("TransactWriteItems takes at most 100 actions".into());
+        return row;
+    }
+    if method == Method::Seed000 && n > a.seed000_max {
+        row.note = Some(format!("not run (--seed000-max {})", a.seed000_max));
+        return row;
+    }
+    // The capacity pass, on a billing store.
+    let body = prepare(env, kind, n, &format!("{}-bill", method.tag()), a.item_bytes).await;
+    let billing = env.store.with_billing();
+    match run(env, &billing, method, &body, &format!("{}-{}-{n}-bill", kind.name(), method.tag())).await {
+        Ok(()) => row.bill = billing.bill(),
+        Err(e) => {
+            row.note = Some(e);
+            return row;
+        }
+    }
+    // The timing pass, on fresh items and a plain store.
+    let body = prepare(env, kind, n, &format!("{}-time", method.tag()), a.item_bytes).await;
+    let started = Instant::now();
+    match run(env, &env.store, method, &body, &format!("{}-{}-{n}-time", kind.name(), method.tag())).await {
+        Ok(()) => row.wall_ms = Some(started.elapsed().as_secs_f64() * 1000.0),
+        Err(e) => row.note = Some(e),
+    }
+    row
+}
+
+/// Updates of `n` items through the state machine on the local stack.
+async fn machine(n: usize, bytes: usize) -> MachineRow {
+    let env = Env::on_stack(&format!("bsm{n}")).await;
+    let body = prepare(&env, Kind::Update, n, "sm", bytes).await;
+    let st = harness::stack::stack().await;
+    let ex = st.execute(&body).await;
+    assert_eq!(ex.status, "SUCCEEDED", "{n} updates through the state machine: {ex:?}");
+    MachineRow {
+        actions: n,
+        transitions: ex.transitions,
+        history_events: ex.history_events,
+        lambda_calls: ex.task_calls,
+        duration_ms: ex.duration_ms,
+        usd: ex.transitions as f64 * USD_PER_TRANSITION,
+    }
+}
+
+/// The functions' Init duration as Lambda defines it: from starting the process to its first request for an event,
+/// against a minimal stand-in for the Lambda Runtime API. The binary is the one `bin_dir` holds (the local stack runs
+/// debug builds).
+async fn init_ms(binary: &Path) -> Option<f64> {
+    use tokio::io::AsyncReadExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.ok()?;
+    let addr = listener.local_addr().ok()?;
+    let mut best: Option<f64> = None;
+    for _ in 0..5 {
+        let started = Instant::now();
+        let mut child = tokio::process::Command::new(binary)
+            .env("AWS_LAMBDA_RUNTIME_API", addr.to_string())
+            .env("AWS_LAMBDA_FUNCTION_NAME", binary.file_name()?.to_string_lossy().to_string())
+            .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512")
+            .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ACCESS_KEY_ID", "local")
+            .env("AWS_SECRET_ACCESS_KEY", "local")
+            .env("SAGA_TABLE", "saga-transactions")
+            .env("SAGA_STATE_MACHINE_ARN", "arn:aws:states:us-east-1:000000000000:stateMachine:bench")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .ok()?;
+        let accepted = tokio::time::timeout(std::time::Duration::from_secs(10), listener.accept()).await;
+        let Ok(Ok((mut sock, _))) = accepted else {
+            let _ = child.kill().await;
+            return None;
+        };
+        let mut buf = [0u8; 512];
+        let got = sock.read(&mut buf).await.ok()?;
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        let _ = child.kill().await;
+        if !String::from_utf8_lossy(&buf[..got]).contains("/runtime/invocation/next") {
+            return None;
+        }
+        best = Some(best.map_or(ms, |b: f64| b.min(ms)));
+    }
+    best
+}
+
+async fn functions() -> Vec<FunctionRow> {
+    let root = harness::root();
+    let names = ["begin", "lock", "save", "apply", "commit", "complete", "rollback", "release", "sweeper", "stage", "status"];
+    let mut rows = Vec::new();
+    for f in names {
+        let bin = format!("saga-{f}");
+        let zip = root.join("target/lambda").join(&bin).join("bootstrap.zip");
+        let debug = root.join("target/debug").join(&bin);
+        rows.push(FunctionRow {
+            function: bin,
+            zip_bytes: std::fs::metadata(&zip).ok().map(|m| m.len()),
+            init_ms: if debug.exists() { init_ms(&debug).await } else { None },
+        });
+    }
+    rows
+}
+
+fn f1(x: f64) -> String {
+    format!("{x:.1}")
+}
+
+fn by<'a>(rows: &'a [Row], kind: Kind, n: usize, method: Method) -> Option<&'a Row> {
+    rows.iter().find(|r| r.kind == kind && r.actions == n && r.method == method)
+}
+
+fn markdown(a: &Args, rows: &[Row], machine: &[MachineRow], funcs: &[FunctionRow], total: &Bill, when: &str) -> String {
+    let mut md = String::new();
+    md.push_str("# Benchmarks\n\n");
+    md.push_str(&format!(
+        "Written by `bash tools/bench.sh` on {when}, on DynamoDB Local 3.3.1 (one Java process) on this machine; every figure below is \
+         from that one run. Items are {} bytes by DynamoDB's size rules, so an item with dynamo-saga's lock attributes (about 70 \
+         bytes) and its saved image (about 60 bytes more) still fit in one 1 KB write unit; `--item-bytes` changes that.\n\n",
+        a.item_bytes
+    ));
+    md.push_str(
+        "Capacity is billed by DynamoDB's documented rules from the sizes of the items each call touches (see `shared/src/billing.rs`): \
+         a standard write costs 1 write unit per started KB of the larger of the item before and after, a transactional write 2 per \
+         started KB for every item including `ConditionCheck`, a strongly consistent read 1 read unit per started 4 KB (a missing \
+         item 1). DynamoDB Local's own `ReturnConsumedCapacity` is right for non-transactional calls and low for transactions; ",
+    );
+    md.push_str(&format!(
+        "over this run, the non-transactional calls came to {} write units by the rules and {} as DynamoDB Local reported them, \
+         and {} read units by the rules and {} as reported.\n\n",
+        f1(total.plain_write_units),
+        f1(total.plain_write_reported),
+        f1(total.plain_read_units),
+        f1(total.plain_read_reported)
+    ));
+    md.push_str(
+        "The ways: **dynamo-saga** (the in-process coordinator over the same phases the Lambdas run, all-or-nothing); **native** \
+         (one `TransactWriteItems` call, at most 100 actions); **chunked** (`TransactWriteItems` calls of 100 actions one after \
+         another, not atomic as a whole); **seed 000** (the Java dynamodb-transactions library's protocol, one item at a time, \
+         `tests/src/seed000.rs`). Wall time is one run each, after a separate billing run on fresh items.\n\n",
+    );
+    for kind in &a.kinds {
+        md.push_str(&format!("## {}\n\n", kind.title()));
+        md.push_str("| actions | way | DynamoDB calls | writes per action | write units | write units per action | read units | wall time (ms) | wall time vs chunked |\n");
+        md.push_str("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+        for &n in &a.sizes {
+            let chunked = by(rows, *kind, n, Method::Chunked).and_then(|r| r.wall_ms);
+            for m in Method::all() {
+                let Some(r) = by(rows, *kind, n, m) else { continue };
+                let (calls, writes, w, wpa, rd) = match &r.bill {
+                    Some(b) => (
+                        b.calls.to_string(),
+                        format!("{:.2}", b.write_calls as f64 / n as f64),
+                        f1(b.write_units),
+                        format!("{:.2}", b.write_units / n as f64),
+                        f1(b.read_units),
+                    ),
+                    None => ("-".into(), "-".into(), "-".into(), "-".into(), "-".into()),
+                };
+                let wall = r.wall_ms.map_or("-".into(), |w| format!("{w:.0}"));
+                let ratio = match (r.wall_ms, chunked) {
+                    (Some(w), Some(c)) if c > 0.0 => format!("{:.2}x", w / c),
+                    _ => "-".into(),
+                };
+                let mut way = m.name().to_string();
+                if let Some(note) = &r.note {
+                    way = format!("{way} ({note})");
+                }
+                md.push_str(&format!("| {n} | {way} | {calls} | {writes} | {w} | {wpa} | {rd} | {wall} | {ratio} |\n"));
+            }
+        }
+        md.push('\n');
+    }
+    if !machine.is_empty() {
+        md.push_str("## The state machine\n\nUpdates through `statemachine/transaction.asl.json` on the local stack (aws-local-stepfunctions, the Lambda functions \
+            as debug builds behind `cargo lambda watch`). Cost is Standard Workflows' $0.025 per 1,000 state transitions.\n\n");
+        md.push_str("| actions | state transitions | history events | Lambda calls | wall time (ms) | Step Functions cost per transaction (USD) |\n| ---: | ---: | ---: | ---: | ---: | ---: |\n");
+        for r in machine {
+            md.push_str(&format!("| {} | {} | {} | {} | {} | {:.6} |\n", r.actions, r.transitions, r.history_events, r.lambda_calls, r.duration_ms, r.usd));
+        }
+        md.push('\n');
+    }
+    md.push_str("## The Lambda functions\n\nInit duration as Lambda defines it (process start to the first request for an event), against a stand-in for the \
+        Lambda Runtime API, best of 5, for the debug builds the local stack runs (x86_64). Zip sizes are of the release arm64 builds in \
+        `target/lambda/`, when `tools/bench.sh --lambda` built them.\n\n| function | zip (bytes) | init (ms, debug build) |\n| --- | ---: | ---: |\n");
+    for f in funcs {
+        md.push_str(&format!(
+            "| {} | {} | {} |\n",
+            f.function,
+            f.zip_bytes.map_or("not built".into(), |b| b.to_string()),
+            f.init_ms.map_or("-".into(), f1)
+        ));
+    }
+    md
+}
+
+/// A log-log plot of wall time against actions, one line per way, for the first kind; and write units per action.
+fn svg(a: &Args, rows: &[Row]) -> String {
+    let (w, h, pad) = (760.0, 360.0, 60.0);
+    let kind = a.kinds[0];
+    let colors = ["#1f77b4", "#2ca02c", "#ff7f0e", "#d62728"];
+    let pts: Vec<(Method, Vec<(f64, f64)>)> = Method::all()
+        .iter()
+        .map(|m| (*m, a.sizes.iter().filter_map(|&n| by(rows, kind, n, *m).and_then(|r| r.wall_ms).map(|t| (n as f64, t.max(0.1)))).collect()))
+        .collect();
+    let all: Vec<(f64, f64)> = pts.iter().flat_map(|(_, p)| p.clone()).collect();
+    if all.is_empty() {
+        return String::new();
+    }
+    let (x0, x1) = (all.iter().map(|p| p.0).fold(f64::MAX, f64::min).log10(), all.iter().map(|p| p.0).fold(0.0, f64::max).log10().max(1.0));
+    let (y0, y1) = (all.iter().map(|p| p.1).fold(f64::MAX, f64::min).log10().floor(), all.iter().map(|p| p.1).fold(0.0, f64::max).log10().ceil());
+    let px = |x: f64| pad + (x.log10() - x0) / (x1 - x0).max(1e-9) * (w / 2.0 - pad - 20.0);
+    let py = |y: f64| h - pad - (y.log10() - y0) / (y1 - y0).max(1e-9) * (h - 2.0 * pad);
+    let mut s = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
+    s.push_str(&format!("<text x=\"{pad}\" y=\"20\" font-size=\"14\">{}: wall time (ms, log) by actions (log)</text>\n", kind.title()));
+    s.push_str(&format!("<line x1=\"{pad}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", h - pad, w / 2.0 - 20.0, h - pad));
+    s.push_str(&format!("<line x1=\"{pad}\" y1=\"{pad}\" x2=\"{pad}\" y2=\"{}\" stroke=\"black\"/>\n", h - pad));
+    for &n in &a.sizes {
+        s.push_str(&format!("<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{n}</text>\n", px(n as f64), h - pad + 16.0));
+    }
+    let mut e = y0;
+    while e <= y1 {
+        s.push_str(&format!("<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\n", pad - 6.0, py(10f64.powf(e)) + 4.0, 10f64.powf(e)));
+        e += 1.0;
+    }
+    for (i, (m, p)) in pts.iter().enumerate() {
+        if p.is_empty() {
+            continue;
+        }
+        let path: Vec<String> = p.iter().map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y))).collect();
+        s.push_str(&format!("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>\n", colors[i], path.join(" ")));
+        for (x, y) in p {
+            s.push_str(&format!("<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{}\"/>\n", px(*x), py(*y), colors[i]));
+        }
+        s.push_str(&format!("<text x=\"{}\" y=\"{}\" fill=\"{}\">{}</text>\n", pad + 10.0, pad + 14.0 * i as f64, colors[i], m.name()));
+    }
+    // Write units per action, by kind, at the largest size every way but native ran (or the largest size).
+    let n = a.sizes.iter().copied().filter(|n| *n <= 1000).max().unwrap_or(a.sizes[0]);
+    let left = w / 2.0 + 30.0;
+    s.push_str(&format!("<text x=\"{left}\" y=\"20\" font-size=\"14\">write units per action, {n} actions</text>\n"));
+    let bars: Vec<(Kind, Method, f64)> = a
+        .kinds
+        .iter()
+        .flat_map(|k| Method::all().into_iter().map(move |m| (*k, m)))
+        .filter_map(|(k, m)| by(rows, k, n, m).and_then(|r| r.bill).map(|b| (k, m, b.write_units / n as f64)))
+        .collect();
+    let max = bars.iter().map(|b| b.2).fold(1.0, f64::max).min(40.0);
+    let bw = 12.0;
+    for (ki, k) in a.kinds.iter().enumerate() {
+        let gx = left + ki as f64 * 80.0;
+        s.push_str(&format!("<text x=\"{:.1}\" y=\"{}\" text-anchor=\"start\">{}</text>\n", gx, h - pad + 16.0, k.name()));
+        for (mi, m) in Method::all().iter().enumerate() {
+            let Some(b) = bars.iter().find(|b| b.0 == *k && b.1 == *m) else { continue };
+            let bh = (b.2.min(max) / max) * (h - 2.0 * pad);
+            s.push_str(&format!(
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{bw}\" height=\"{:.1}\" fill=\"{}\"><title>{} {}: {:.2}</title></rect>\n",
+                gx + mi as f64 * (bw + 2.0),
+                h - pad - bh,
+                bh,
+                colors[mi],
+                k.name(),
+                m.name(),
+                b.2
+            ));
+            s.push_str(&format!("<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\" text-anchor=\"middle\">{:.1}</text>\n", gx + mi as f64 * (bw + 2.0) + bw / 2.0, h - pad - bh - 3.0, b.2));
+        }
+    }
+    s.push_str(&format!("<line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n</svg>\n", h - pad, w - 10.0, h - pad));
+    s
+}
+
+#[tokio::main]
+async fn main() {
+    let a = args();
+    let started = Instant::now();
+    let mut rows = Vec::new();
+    for &kind in &a.kinds {
+        for &n in &a.sizes {
+            let env = Env::new(&format!("bench-{}-{n}", kind.name())).await;
+            for t in ["s000tx", "s000img"] {
+                create_table(&env.client, &format!("{}-{t}", env.a), &[("id", "S")]).await;
+            }
+            for m in Method::all() {
+                let t = Instant::now();
+                let row = measure(&env, &a, kind, n, m).await;
+                eprintln!(
+                    "{:>7} {:>6} {:<12} write units {:>10} wall {:>9} ms {}  ({:.0} s)",
+                    kind.name(),
+                    n,
+                    m.name(),
+                    row.bill.map_or("-".into(), |b| f1(b.write_units)),
+                    row.wall_ms.map_or("-".into(), |w| format!("{w:.0}")),
+                    row.note.clone().unwrap_or_default(),
+                    t.elapsed().as_secs_f64()
+                );
+                rows.push(row);
+            }
+        }
+    }
+    let mut total = Bill::default();
+    for b in rows.iter().filter_map(|r| r.bill.as_ref()) {
+        total.add(b);
+    }
+    let machine_rows = if std::env::var("LAMBDA_ENDPOINT").is_ok() {
+        let mut out = Vec::new();
+        for &n in &a.sizes {
+            let r = machine(n, a.item_bytes).await;
+            eprintln!("state machine {:>6} actions: {} transitions, {} Lambda calls, {} ms", n, r.transitions, r.lambda_calls, r.duration_ms);
+            out.push(r);
+        }
+        out
+    } else {
+        eprintln!("state machine: skipped (no local stack; tools/bench.sh starts one)");
+        Vec::new()
+    };
+    let funcs = functions().await;
+    let when = std::process::Command::new("date").arg("-u").arg("+%Y-%m-%d %H:%M UTC").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
+    std::fs::create_dir_all(&a.out).expect("create the output directory");
+    let md = markdown(&a, &rows, &machine_rows, &funcs, &total, &when);
+    std::fs::write(a.out.join("benchmarks.md"), &md).expect("write benchmarks.md");
+    let report = json!({"itemBytes": a.item_bytes, "rows": rows, "stateMachine": machine_rows, "functions": funcs, "nonTransactionalCrossCheck": total});
+    std::fs::write(a.out.join("benchmarks.json"), serde_json::to_string_pretty(&report).unwrap()).expect("write benchmarks.json");
+    std::fs::write(a.out.join("benchmarks.svg"), svg(&a, &rows)).expect("write benchmarks.svg");
+    println!("{md}");
+    eprintln!("wrote {}/benchmarks.{{md,json,svg}} in {:.0} s", a.out.display(), started.elapsed().as_secs_f64());
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The benchmark: dynamo-saga against native, chunked and seed 000 writes on DynamoDB Local, the state machine on the
+# local stack, and the functions' init time. Writes docs/benchmarks.md, docs/benchmarks.json and docs/benchmarks.svg.
+# Not part of the test run.
+#   bash tools/bench.sh [--lambda] [--sizes 10,100,1000,10000] [--kinds update,insert,delete,check]
+#                       [--item-bytes 940] [--seed000-max N] [--out DIR]
+# --lambda first builds every function for Lambda (release, arm64, zips in target/lambda/), so the zip sizes are
+# reported too; a cold build takes 10-25 minutes on 2 cores.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+lambda=0
+args=()
+for a in "$@"; do
+  if [ "$a" = --lambda ]; then lambda=1; else args+=("$a"); fi
+done
+bash tools/stack.sh install
+if [ "$lambda" = 1 ]; then
+  venv="$root/.local/venv"
+  rustup target list --installed | grep -q '^aarch64-unknown-linux-gnu$' || rustup target add aarch64-unknown-linux-gnu
+  # cargo-lambda finds zig (pip's ziglang, which it brings) only when the venv's python3 comes first on PATH.
+  PATH="$venv/bin:$PATH" cargo lambda build --release --arm64 --output-format zip \
+    $(for f in functions/*/; do n=$(basename "$f"); [ "$n" = common ] || printf -- '-p saga-%s ' "$n"; done)
+fi
+echo "Building the benchmark (optimised; the first build takes several minutes)..." >&2
+cargo build -q --profile bench-run -p dynamo-saga-tests --bin bench
+name="bench-$$"
+trap 'tools/stack.sh stop "$name"' EXIT
+settings=$(tools/stack.sh start "$name")
+set -a; . "$settings"; set +a
+target/bench-run/bench "${args[@]}"
