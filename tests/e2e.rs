@@ -291,3 +291,75 @@ async fn a_crash_in_any_phase_is_recovered_by_the_state_machine_retry() {
     env.assert_clean().await;
     harness::report(format!("crash recovered by the state machine's retry: {scenarios} scenarios (101 actions), 0 violations"));
 }
+
+/// `GET /transactions/{id}` through the status function while a 1,000-action transaction runs through the state
+/// machine: it reports the transaction pending with batches locked, applied and completed growing, then committed
+/// with every batch completed, its capacity and its execution; after a rollback, the failing action and its reason.
+#[tokio::test]
+async fn the_status_api_reports_progress_and_the_reason_of_a_rollback() {
+    let env = Env::on_stack("smstatus").await;
+    let st = stack().await;
+    let n = 1000;
+    let keys: Vec<String> = (0..n).map(|i| format!("s{i:04}")).collect();
+    harness::put_all(&env.client, &env.a, keys.iter().map(|k| json!({"pk": sv(k), "v": nv(0)}))).await;
+    let update = |k: &str| json!({"Update": {"TableName": env.a, "Key": {"pk": sv(k)}, "UpdateExpression": "SET v = v + :one",
+        "ConditionExpression": "v = :zero", "ExpressionAttributeValues": {":one": nv(1), ":zero": nv(0)}}});
+    let body = json!({"TransactItems": keys.iter().map(|k| update(k)).collect::<Vec<_>>()});
+    let begun = st.invoke("saga-begin", &body).await.expect("begins");
+    let id = begun["TransactionId"].as_str().unwrap().to_string();
+    let get = |id: String| async move {
+        let event = json!({"httpMethod": "GET", "resource": "/transactions/{id}", "path": format!("/transactions/{id}"),
+            "pathParameters": {"id": id}, "body": null});
+        let out = st.invoke("saga-status", &event).await.expect("the status function answers");
+        (out["statusCode"].as_u64().unwrap(), serde_json::from_str::<Value>(out["body"].as_str().unwrap()).unwrap())
+    };
+    let run = tokio::spawn({
+        let input = json!({"TransactionId": id});
+        async move { stack().await.execute(&input).await }
+    });
+    let mut seen: Vec<Value> = Vec::new();
+    loop {
+        let (code, s) = get(id.clone()).await;
+        assert_eq!(code, 200, "{s}");
+        let done = s["Finished"] == true;
+        seen.push(s);
+        if done {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_committed(&run.await.unwrap(), n, 11);
+    let progress = |s: &Value, k: &str| s["Progress"][k].as_u64().unwrap();
+    for pair in seen.windows(2) {
+        for k in ["Locked", "Saved", "Applied", "Completed"] {
+            assert!(progress(&pair[1], k) >= progress(&pair[0], k), "{k} went back: {} then {}", pair[0], pair[1]);
+        }
+    }
+    let running: Vec<&Value> = seen.iter().filter(|s| s["Finished"] == false).collect();
+    assert!(!running.is_empty(), "the status was read while the transaction ran");
+    assert!(running.iter().all(|s| s["Batches"] == 11 && s["Actions"] == n), "{running:?}");
+    let last = seen.last().unwrap();
+    assert_eq!((last["State"].as_str(), progress(last, "Completed"), last["Next"]["Step"].as_str()), (Some("COMMITTED"), 11, Some("Finished")), "{last}");
+    assert!(last["Usage"]["Calls"].as_u64().unwrap() > 2 * n as u64, "{last}");
+    assert!(last["ExecutionArn"].as_str().is_some_and(|a| !a.is_empty()), "{last}");
+    assert!(last["ElapsedMs"].as_u64().is_some() && last.get("Cancellation").is_none(), "{last}");
+    let distinct: std::collections::BTreeSet<String> = running.iter().map(|s| s["Progress"].to_string()).collect();
+    harness::report(format!("status API during a {n}-action transaction: {} reads while it ran, {} distinct progress states", running.len(), distinct.len()));
+
+    // A rollback: the second update's condition fails; the status names it.
+    env.put(&env.a, json!({"pk": sv("r0"), "v": nv(0)})).await;
+    env.put(&env.a, json!({"pk": sv("r1"), "v": nv(5)})).await;
+    let ex = st.execute(&json!({"TransactItems": [update("r0"), update("r1")]})).await;
+    assert_eq!(ex.error.as_deref(), Some("TransactionCanceled"), "{ex:?}");
+    let failed_id = ex.cancellation().unwrap()["TransactionId"].as_str().unwrap().to_string();
+    let (code, s) = get(failed_id).await;
+    assert_eq!(code, 200, "{s}");
+    assert_eq!(s["State"], "ROLLED_BACK", "{s}");
+    let reasons: Vec<&str> = s["Cancellation"]["CancellationReasons"].as_array().unwrap().iter().map(|r| r["Code"].as_str().unwrap()).collect();
+    assert_eq!(reasons, ["None", "ConditionalCheckFailed"], "{s}");
+    // Bad and unknown ids.
+    let (code, s) = get("not-an-id".into()).await;
+    assert_eq!((code, s["__type"].as_str()), (400, Some("ValidationError")), "{s}");
+    let (code, s) = get("01JDQ5A7K2M9P4R6T8V1W3X5Z7".into()).await;
+    assert_eq!((code, s["__type"].as_str()), (404, Some("TransactionNotFound")), "{s}");
+}

@@ -123,6 +123,13 @@ async fn every_sample_event_works_as_documented() {
     assert_eq!((ex.status.as_str(), ex.output["TransactionId"].as_str()), ("SUCCEEDED", Some(id.as_str())), "{ex:?}");
     let unknown = step(st, "saga-stage", &event("api-stage-seal.json")).await;
     assert_eq!(unknown["statusCode"], 404, "the sample id was never created: {unknown}");
+    // api-get-status.json: the status of that transaction, and of the sample id, which does not exist.
+    let status = step(st, "saga-status", &with_id("api-get-status.json")).await;
+    assert_eq!(status["statusCode"], 200, "{status}");
+    let status: Value = serde_json::from_str(status["body"].as_str().unwrap()).unwrap();
+    assert_eq!((status["State"].as_str(), status["Finished"].as_bool(), status["Actions"].as_u64()), (Some("COMMITTED"), Some(true), Some(2)), "{status}");
+    let unknown = step(st, "saga-status", &event("api-get-status.json")).await;
+    assert_eq!(unknown["statusCode"], 404, "{unknown}");
 
     // State machine inputs.
     let ex = st.execute(&event("sm-small.json")).await;

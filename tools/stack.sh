@@ -12,7 +12,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 venv="$root/.local/venv"
-functions=(begin lock save apply commit complete rollback release sweeper stage)
+functions=(begin lock save apply commit complete rollback release sweeper stage status)
 
 install() {
   command -v curl >/dev/null || { apt-get update -qq && apt-get install -y -qq curl >/dev/null; }
@@ -62,7 +62,7 @@ EOF
   port_busy "$lambda_port" || { echo "stack: the Lambda endpoint did not start; see $dir/lambda.log" >&2; exit 1; }
   # Every function answers once it is built and running: an unknown transaction is a TransactionNotFound error.
   for f in "${functions[@]}"; do
-    case $f in sweeper | stage) continue ;; esac
+    case $f in sweeper | stage | status) continue ;; esac
     for _ in $(seq 1 600); do
       if curl -s -o /dev/null -X POST "$endpoint/2015-03-31/functions/saga-$f/invocations" \
         -d '{"TransactionId": "00000000000000000000000000"}' -w '%{http_code}' | grep -q '^[25]00$'; then

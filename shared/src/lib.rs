@@ -38,6 +38,9 @@
 //! - [`value`]: DynamoDB JSON, item sizes, the lock-order key.
 //! - [`expr`]: a parser for condition and update expressions, so bad expressions are rejected before any write.
 //! - [`store`]: every DynamoDB call, with capacity accounting and test-only fault injection.
+//! - [`read`]: reads at the uncommitted and committed isolation levels, and a condition for writers outside the
+//!   protocol.
+//! - [`status`]: what a transaction is doing, for the status API and the CLI.
 //! - [`billing`]: the capacity DynamoDB bills for a call, by its documented rules (for the benchmark).
 
 pub mod billing;
@@ -48,9 +51,11 @@ pub mod error;
 pub mod expr;
 pub mod phase;
 pub mod plan;
+pub mod read;
 pub mod records;
 pub mod request;
 pub mod stage;
+pub mod status;
 pub mod step;
 pub mod store;
 pub mod sweeper;

@@ -17,7 +17,7 @@ use dynamo_saga::step::{handle, Budget};
 use dynamo_saga::{Config, Store, TxError};
 pub use lambda_runtime::Error;
 use lambda_runtime::{service_fn, Diagnostic, LambdaEvent};
-use serde_json::Value;
+use serde_json::{json, Value};
 use tracing::Instrument;
 
 /// Time kept back from the Lambda deadline: a call stops starting batches this long before it would be killed.
@@ -109,4 +109,21 @@ fn injected_fault(store: &Store, phase: Phase, tx_id: &str) -> Store {
 #[cfg(not(debug_assertions))]
 fn injected_fault(store: &Store, _phase: Phase, _tx_id: &str) -> Store {
     store.clone()
+}
+
+/// An API Gateway Lambda proxy response with a JSON body.
+pub fn http_reply(status: u16, body: Value) -> Value {
+    json!({"statusCode": status, "headers": {"content-type": "application/json"}, "body": body.to_string(), "isBase64Encoded": false})
+}
+
+/// An error as AWS JSON APIs answer one: `{"__type", "message"}`, with 400 for bad input, 404 for an unknown
+/// transaction, 429 when throttled and 500 otherwise.
+pub fn http_failure(e: &TxError) -> Value {
+    let status = match e {
+        TxError::Validation(_) => 400,
+        TxError::NotFound(_) => 404,
+        TxError::Throttled(_) => 429,
+        _ => 500,
+    };
+    http_reply(status, json!({"__type": e.name(), "message": e.to_string()}))
 }

@@ -15,20 +15,6 @@ use lambda_runtime::{service_fn, LambdaEvent};
 use saga_lambda::Error;
 use serde_json::{json, Value};
 
-fn reply(status: u16, body: Value) -> Value {
-    json!({"statusCode": status, "headers": {"content-type": "application/json"}, "body": body.to_string(), "isBase64Encoded": false})
-}
-
-fn failure(e: &TxError) -> Value {
-    let status = match e {
-        TxError::Validation(_) => 400,
-        TxError::NotFound(_) => 404,
-        TxError::Throttled(_) => 429,
-        _ => 500,
-    };
-    reply(status, json!({"__type": e.name(), "message": e.to_string()}))
-}
-
 fn bad(msg: impl Into<String>) -> TxError {
     TxError::invalid(None, msg)
 }
@@ -73,10 +59,10 @@ async fn main() -> Result<(), Error> {
     let store = &store;
     lambda_runtime::run(service_fn(|event: LambdaEvent<Value>| async move {
         let out = match route(store, &event.payload).await {
-            Ok((status, body)) => reply(status, body),
+            Ok((status, body)) => saga_lambda::http_reply(status, body),
             Err(e) => {
                 tracing::warn!(error_type = e.name(), error = %e, "staging request failed");
-                failure(&e)
+                saga_lambda::http_failure(&e)
             }
         };
         Ok::<Value, Error>(out)

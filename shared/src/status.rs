@@ -1,0 +1,87 @@
+//! What a transaction is doing, read from its header without changing anything: the answer of
+//! `GET /transactions/{id}` and of `dynamo-saga status`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Cancellation, TxError};
+use crate::phase::resume::{next_step, Step};
+use crate::records::{self, Header, TxState};
+use crate::store::{Meter, Store, Usage};
+
+/// Batches done by each phase, out of [`Status::batches`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Progress {
+    pub locked: usize,
+    pub saved: usize,
+    pub applied: usize,
+    pub completed: usize,
+    pub restored: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Status {
+    pub transaction_id: String,
+    /// `PENDING`, `COMMITTED` or `ROLLED_BACK`.
+    pub state: TxState,
+    /// Whether every phase has run (locks released, records left to TTL).
+    pub finished: bool,
+    /// The phase that runs next (`Lock`, `Save`, `Apply`, `Commit`, `Complete`, `Rollback`, `Release`, `Finished`) and
+    /// its batch.
+    pub next: Step,
+    pub actions: usize,
+    pub batches: usize,
+    pub progress: Progress,
+    /// For a rolled-back transaction: DynamoDB's shape, one `CancellationReasons` entry per action.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cancellation: Option<Cancellation>,
+    /// DynamoDB calls and capacity so far, as DynamoDB reported them.
+    pub usage: Usage,
+    /// Milliseconds since the Unix epoch.
+    pub created_at_ms: u64,
+    pub updated_at_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_at_ms: Option<u64>,
+    pub deadline_ms: u64,
+    /// From creation to the end, or to now while it runs.
+    pub elapsed_ms: u64,
+    /// The Step Functions execution that runs it, when one does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution_arn: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_request_token: Option<String>,
+}
+
+impl From<&Header> for Status {
+    fn from(h: &Header) -> Self {
+        let end = h.finished_at.unwrap_or_else(records::now_ms);
+        Status {
+            transaction_id: h.id.clone(),
+            state: h.state,
+            finished: h.finished(),
+            next: next_step(h),
+            actions: h.actions,
+            batches: h.batches,
+            progress: Progress { locked: h.locked, saved: h.saved, applied: h.applied, completed: h.completed, restored: h.restored },
+            cancellation: h.cancellation(),
+            usage: h.usage,
+            created_at_ms: h.created_at,
+            updated_at_ms: h.updated_at,
+            finished_at_ms: h.finished_at,
+            deadline_ms: h.deadline,
+            elapsed_ms: end.saturating_sub(h.created_at),
+            execution_arn: h.execution_arn.clone(),
+            client_request_token: h.client_request_token.clone(),
+        }
+    }
+}
+
+/// The status of transaction `tx_id`; `TransactionNotFound` when there is none (or its records have expired).
+pub async fn status(store: &Store, tx_id: &str) -> Result<Status, TxError> {
+    if tx_id.len() != 26 || !tx_id.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return Err(TxError::invalid(None, format!("{tx_id:?} is not a transaction id (26 letters and digits)")));
+    }
+    let h = records::read_header(store, &Meter::default(), tx_id).await?;
+    Ok(Status::from(&h))
+}

@@ -1,0 +1,166 @@
+//! Reads at each isolation level while a transaction is stopped at every point between two of its writes: a
+//! committed read sees every item as it was before the transaction or, once it committed, as it leaves them, never
+//! in between; an uncommitted read may see an applied value that is not committed; neither sees an item that exists
+//! only to hold a lock. Writers outside the protocol that use the unlocked condition never overwrite a locked item.
+
+use dynamo_saga::constants::T_TX;
+use dynamo_saga::read::{self, Isolation};
+use dynamo_saga::records::{read_header, token_key, TxState};
+use dynamo_saga::store::Meter;
+use dynamo_saga::value::{item_from_json, item_to_json};
+use dynamo_saga::{Coordinator, TxError};
+use harness::{nv, sv, Env};
+use serde_json::{json, Value};
+
+/// Each item of the transaction: key, value before, value after (None: absent).
+fn items(tag: &str) -> Vec<(String, Option<i64>, Option<i64>)> {
+    vec![
+        (format!("{tag}-upd"), Some(1), Some(9)),
+        (format!("{tag}-del"), Some(1), None),
+        (format!("{tag}-new"), None, Some(7)),
+        (format!("{tag}-chk"), Some(1), Some(1)),
+    ]
+}
+
+fn request(env: &Env, tag: &str) -> Value {
+    let key = |k: &str| json!({"pk": sv(&format!("{tag}-{k}"))});
+    json!({"ClientRequestToken": tag, "TransactItems": [
+        {"Update": {"TableName": env.a, "Key": key("upd"), "UpdateExpression": "SET v = :v", "ExpressionAttributeValues": {":v": nv(9)}}},
+        {"Delete": {"TableName": env.a, "Key": key("del"), "ConditionExpression": "attribute_exists(pk)"}},
+        {"Put": {"TableName": env.a, "Item": {"pk": sv(&format!("{tag}-new")), "v": nv(7)}, "ConditionExpression": "attribute_not_exists(pk)"}},
+        {"ConditionCheck": {"TableName": env.a, "Key": key("chk"), "ConditionExpression": "v = :one", "ExpressionAttributeValues": {":one": nv(1)}}},
+    ]})
+}
+
+async fn seed(env: &Env, tag: &str) {
+    for (k, before, _) in items(tag) {
+        if let Some(v) = before {
+            env.put(&env.a, json!({"pk": sv(&k), "v": nv(v)})).await;
+        }
+    }
+}
+
+/// The `v` of every item of `tag` as `isolation` reads it, one at a time and in one batch.
+async fn read_all(env: &Env, tag: &str, isolation: Isolation) -> Vec<Option<i64>> {
+    let keys: Vec<_> = items(tag).into_iter().map(|(k, _, _)| item_from_json(&json!({"pk": sv(&k)})).unwrap()).collect();
+    let mut one_by_one = Vec::new();
+    for k in &keys {
+        let item = read::get_item(&env.store, &env.a, k.clone(), isolation).await.unwrap();
+        if let Some(i) = &item {
+            assert!(i.keys().all(|n| !n.starts_with('_')), "a read returned a reserved attribute: {:?}", item_to_json(i));
+        }
+        one_by_one.push(item.map(|i| item_to_json(&i)["v"]["N"].as_str().unwrap().parse().unwrap()));
+    }
+    let batch = read::batch_get_item(&env.store, &env.a, keys.clone(), isolation).await.unwrap();
+    for (k, v) in keys.iter().zip(&one_by_one) {
+        let found = batch.iter().find(|i| i.get("pk") == k.get("pk")).map(|i| item_to_json(i)["v"]["N"].as_str().unwrap().parse::<i64>().unwrap());
+        assert_eq!(&found, v, "BatchGetItem and GetItem disagree on {k:?}");
+    }
+    one_by_one
+}
+
+/// The state of the transaction a `ClientRequestToken` started, if it got as far as its header.
+async fn state_of(env: &Env, token: &str) -> Option<TxState> {
+    let rec = env.client.get_item().table_name(&env.tx_table).set_key(Some(token_key(token))).consistent_read(true).send().await.unwrap().item?;
+    let id = rec.get(T_TX).and_then(|v| v.as_s().ok()).cloned()?;
+    match read_header(&env.store, &Meter::default(), &id).await {
+        Ok(h) => Some(h.state),
+        Err(TxError::NotFound(_)) => None,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[tokio::test]
+async fn committed_reads_see_before_or_after_and_never_in_between() {
+    let env = Env::new("reads").await;
+    seed(&env, "count").await;
+    let counter = env.store.crash_after(u64::MAX);
+    Coordinator::new(counter.clone()).run(&request(&env, "count")).await.unwrap();
+    let total = counter.writes_sent().unwrap();
+    let (mut in_between, mut decided_not_done) = (0, 0);
+    for k in 0..total {
+        let tag = format!("k{k}");
+        seed(&env, &tag).await;
+        let body = request(&env, &tag);
+        let first = Coordinator::new(env.store.crash_after(k)).run(&body).await;
+        assert!(matches!(first, Err(TxError::InjectedFault(_))), "crash point {k}: {first:?}");
+        let state = state_of(&env, &tag).await;
+        let before: Vec<Option<i64>> = items(&tag).iter().map(|i| i.1).collect();
+        let after: Vec<Option<i64>> = items(&tag).iter().map(|i| i.2).collect();
+        let committed = read_all(&env, &tag, Isolation::Committed).await;
+        let expected = if state == Some(TxState::Committed) { &after } else { &before };
+        assert_eq!(&committed, expected, "crash point {k} ({state:?}): a committed read saw a value in between");
+        let uncommitted = read_all(&env, &tag, Isolation::Uncommitted).await;
+        if uncommitted != committed {
+            in_between += 1;
+        }
+        if state == Some(TxState::Committed) && env.get(&env.a, json!({"pk": sv(&format!("{tag}-del"))})).await.is_some() {
+            decided_not_done += 1;
+        }
+        // A second coordinator finishes it; then both levels read the result.
+        Coordinator::new(env.store.clone()).run(&body).await.unwrap();
+        assert_eq!(read_all(&env, &tag, Isolation::Committed).await, after, "crash point {k}: after the end");
+        assert_eq!(read_all(&env, &tag, Isolation::Uncommitted).await, after);
+    }
+    // The stops covered applied-but-uncommitted states (where the two levels differ) and a committed delete not yet
+    // carried out (which a committed read already reports absent).
+    assert!(in_between > 0 && decided_not_done > 0, "{in_between} {decided_not_done}");
+    env.assert_clean().await;
+    harness::report(format!(
+        "committed reads: {total} stop points, 0 reads between before and after; uncommitted reads differed at {in_between}"
+    ));
+}
+
+#[tokio::test]
+async fn a_rolled_back_transaction_reads_as_before_and_queries_resolve_item_by_item() {
+    let env = Env::new("readsrb").await;
+    seed(&env, "r").await;
+    // Fail the transaction at apply, after the update was applied: an ADD to a string item, which only DynamoDB
+    // rejects (apply then writes the batch's actions one at a time to find it).
+    env.put(&env.a, json!({"pk": sv("r-str"), "v": sv("text")})).await;
+    let mut body = request(&env, "r");
+    body["TransactItems"].as_array_mut().unwrap().push(json!({"Update": {"TableName": env.a, "Key": {"pk": sv("r-str")},
+        "UpdateExpression": "ADD v :one", "ExpressionAttributeValues": {":one": nv(1)}}}));
+    let before = read_all(&env, "r", Isolation::Committed).await;
+    let err = Coordinator::new(env.store.clone()).run(&body).await.unwrap_err();
+    assert_eq!(err.name(), "TransactionCanceled", "{err}");
+    assert_eq!(read_all(&env, "r", Isolation::Committed).await, before);
+    assert_eq!(read_all(&env, "r", Isolation::Uncommitted).await, before);
+
+    // Query: the items it returns, resolved one by one.
+    let q = env.client.query().table_name(&env.a).key_condition_expression("pk = :k").expression_attribute_values(":k", dynamo_saga::records::s("r-upd")).send().await.unwrap();
+    let seen = read::resolve_all(&env.store, &env.a, q.items.unwrap_or_default(), Isolation::Committed).await.unwrap();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(item_to_json(&seen[0])["v"], nv(1));
+}
+
+#[tokio::test]
+async fn writers_outside_the_protocol_that_use_the_unlocked_condition_never_overwrite_a_locked_item() {
+    let env = Env::new("readslock").await;
+    seed(&env, "w").await;
+    // Stop the transaction with its update locked and nothing applied yet.
+    let mut k = 0;
+    loop {
+        let tag = format!("w{k}");
+        seed(&env, &tag).await;
+        let b = request(&env, &tag);
+        let _ = Coordinator::new(env.store.crash_after(k)).run(&b).await;
+        let upd = env.get(&env.a, json!({"pk": sv(&format!("{tag}-upd"))})).await.unwrap();
+        if upd.get("_sagaLock").is_some() {
+            let (cond, (name, attr)) = read::unlocked_condition();
+            let plain = env.client.update_item().table_name(&env.a).set_key(Some(item_from_json(&json!({"pk": sv(&format!("{tag}-upd"))})).unwrap()))
+                .update_expression("SET v = :x").condition_expression(cond).expression_attribute_names(name, attr)
+                .expression_attribute_values(":x", dynamo_saga::records::n(100)).send().await;
+            assert!(plain.is_err_and(|e| e.into_service_error().is_conditional_check_failed_exception()), "a plain write went through a lock");
+            // Locked, not applied: a committed read returns the item as it is.
+            assert_eq!(read_all(&env, &tag, Isolation::Committed).await, vec![Some(1), Some(1), None, Some(1)]);
+            Coordinator::new(env.store.clone()).run(&b).await.unwrap();
+            break;
+        }
+        // Not there yet: finish this one (same ClientRequestToken) and stop the next one a write later.
+        Coordinator::new(env.store.clone()).run(&b).await.unwrap();
+        k += 1;
+        assert!(k < 50, "no stop point with the update locked");
+    }
+    env.assert_clean().await;
+}
