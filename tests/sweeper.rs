@@ -15,7 +15,6 @@ use dynamo_saga::{Coordinator, TxState};
 use harness::workload::{assert_mixed_committed, mixed, seed_mixed};
 use harness::Env;
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Begins a 150-action transaction and runs it up to `upto` ("lock", "apply" or "commit"), then leaves it, as a
 /// crashed coordinator would.
@@ -92,55 +91,24 @@ async fn finishes_abandoned_transactions_in_process_and_is_idempotent() {
 /// A stand-in for the Step Functions API: `DescribeExecution` answers RUNNING for execution ARNs containing
 /// "running" and SUCCEEDED otherwise; `StartExecution` records its name and input.
 async fn fake_step_functions() -> (String, Arc<Mutex<Vec<Value>>>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
     let started = Arc::new(Mutex::new(Vec::new()));
     let log = started.clone();
-    tokio::spawn(async move {
-        loop {
-            let (mut sock, _) = listener.accept().await.unwrap();
-            let log = log.clone();
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                loop {
-                    let n = sock.read(&mut chunk).await.unwrap();
-                    if n == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                    let text = String::from_utf8_lossy(&buf).to_string();
-                    let Some(end) = text.find("\r\n\r\n") else { continue };
-                    let head = text[..end].to_ascii_lowercase();
-                    let len: usize = head
-                        .lines()
-                        .find_map(|l| l.strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
-                        .unwrap_or(0);
-                    if buf.len() < end + 4 + len {
-                        continue;
-                    }
-                    let body: Value = serde_json::from_slice(&buf[end + 4..end + 4 + len]).unwrap_or(Value::Null);
-                    buf.drain(..end + 4 + len);
-                    let reply = if head.contains("awsstepfunctions.describeexecution") {
-                        let arn = body["executionArn"].as_str().unwrap_or("");
-                        let status = if arn.contains("running") { "RUNNING" } else { "SUCCEEDED" };
-                        json!({"executionArn": arn, "stateMachineArn": "arn:aws:states:us-east-1:000000000000:stateMachine:sm",
-                            "status": status, "startDate": 1.7e9})
-                    } else {
-                        log.lock().unwrap().push(body.clone());
-                        json!({"executionArn": format!("arn:aws:states:us-east-1:000000000000:execution:sm:{}", body["name"].as_str().unwrap_or("")),
-                            "startDate": 1.7e9})
-                    };
-                    let reply = reply.to_string();
-                    let resp = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/x-amz-json-1.0\r\ncontent-length: {}\r\n\r\n{reply}",
-                        reply.len()
-                    );
-                    sock.write_all(resp.as_bytes()).await.unwrap();
-                }
-            });
+    let url = harness::sfn_api::serve(move |op, body| {
+        let log = log.clone();
+        async move {
+            if op == "describeexecution" {
+                let arn = body["executionArn"].as_str().unwrap_or("");
+                let status = if arn.contains("running") { "RUNNING" } else { "SUCCEEDED" };
+                json!({"executionArn": arn, "stateMachineArn": "arn:aws:states:us-east-1:000000000000:stateMachine:sm",
+                    "status": status, "startDate": 1.7e9})
+            } else {
+                log.lock().unwrap().push(body.clone());
+                json!({"executionArn": format!("arn:aws:states:us-east-1:000000000000:execution:sm:{}", body["name"].as_str().unwrap_or("")),
+                    "startDate": 1.7e9})
+            }
         }
-    });
+    })
+    .await;
     (url, started)
 }
 

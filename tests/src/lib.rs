@@ -7,6 +7,7 @@
 pub mod bad;
 pub mod bank;
 pub mod seed000;
+pub mod sfn_api;
 pub mod stack;
 pub mod workload;
 

@@ -1,0 +1,392 @@
+//! `dynamo-saga`: submit a transaction and follow it, read a transaction's status, read an item at an isolation
+//! level, run the sweeper once. AWS settings come from the standard chain (profile, region, credentials, and
+//! `AWS_ENDPOINT_URL_DYNAMODB` / `AWS_ENDPOINT_URL_SFN` for local endpoints); dynamo-saga's from the `SAGA_*`
+//! variables the functions use (`SAGA_TABLE`, `SAGA_ALLOWED_TABLES`, ...) and `SAGA_STATE_MACHINE_ARN`.
+//!
+//! Exit codes: 0 done (committed), 1 the transaction rolled back, 2 bad arguments or a rejected request,
+//! 3 no such transaction, 4 any other failure.
+
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+use dynamo_saga::read::{self, Isolation};
+use dynamo_saga::status::{self, Status};
+use dynamo_saga::sweeper::{StateMachine, Sweeper};
+use dynamo_saga::value::{item_from_json, item_to_json};
+use dynamo_saga::{phase, stage, Config, Coordinator, Store, TxError, TxState};
+use serde_json::{json, Value};
+
+const USAGE: &str = "usage: dynamo-saga [--json] [--table NAME] COMMAND
+  submit FILE [--state-machine ARN | --in-process] [--no-follow]
+                  validate and start a transaction (FILE is TransactWriteItems JSON; - reads stdin) and follow it
+                  with a progress bar to its end; through Step Functions when a state machine is given (or
+                  SAGA_STATE_MACHINE_ARN is set), otherwise in this process
+  status ID       state, progress by phase, reasons of a rollback, capacity, timings
+  get TABLE KEY [--isolation committed|uncommitted]
+                  read one item (KEY is DynamoDB JSON, e.g. '{\"pk\": {\"S\": \"a\"}}'); committed by default
+  sweep [--older-than SECONDS] [--max N] [--state-machine ARN]
+                  finish abandoned transactions once, as the scheduled sweeper does
+options:
+  --json          print JSON on stdout instead of text
+  --table NAME    the transactions table (default: SAGA_TABLE)
+exit codes: 0 done, 1 rolled back, 2 bad arguments or request, 3 no such transaction, 4 other failure";
+
+/// A failure and its exit code.
+struct Failure(i32, String);
+
+impl From<TxError> for Failure {
+    fn from(e: TxError) -> Self {
+        let code = match &e {
+            TxError::Validation(_) => 2,
+            TxError::NotFound(_) => 3,
+            TxError::Canceled(_) => 1,
+            _ => 4,
+        };
+        Failure(code, format!("{}: {e}", e.name()))
+    }
+}
+
+fn usage(msg: impl Into<String>) -> Failure {
+    Failure(2, format!("{}\n{USAGE}", msg.into()))
+}
+
+struct Args {
+    json: bool,
+    table: Option<String>,
+    words: Vec<String>,
+    flags: Vec<(String, Option<String>)>,
+}
+
+impl Args {
+    fn parse(raw: Vec<String>) -> Result<Args, Failure> {
+        let mut a = Args { json: false, table: None, words: vec![], flags: vec![] };
+        let mut it = raw.into_iter();
+        while let Some(w) = it.next() {
+            match w.as_str() {
+                "--json" => a.json = true,
+                "--table" => a.table = Some(it.next().ok_or_else(|| usage("--table needs a name"))?),
+                "-h" | "--help" => return Err(Failure(0, USAGE.to_string())),
+                "--in-process" | "--no-follow" => a.flags.push((w, None)),
+                f if f.starts_with("--") => {
+                    let v = it.next().ok_or_else(|| usage(format!("{f} needs a value")))?;
+                    a.flags.push((w, Some(v)));
+                }
+                _ => a.words.push(w),
+            }
+        }
+        Ok(a)
+    }
+    fn flag(&self, name: &str) -> Option<&str> {
+        self.flags.iter().find(|(f, _)| f == name).and_then(|(_, v)| v.as_deref())
+    }
+    fn has(&self, name: &str) -> bool {
+        self.flags.iter().any(|(f, _)| f == name)
+    }
+    /// Rejects flags the command does not take.
+    fn only(&self, allowed: &[&str]) -> Result<(), Failure> {
+        match self.flags.iter().find(|(f, _)| !allowed.contains(&f.as_str())) {
+            Some((f, _)) => Err(usage(format!("{} does not take {f}", self.words[0]))),
+            None => Ok(()),
+        }
+    }
+    fn number(&self, name: &str) -> Result<Option<u64>, Failure> {
+        self.flag(name).map(|v| v.parse().map_err(|_| usage(format!("{name} must be a whole number, not {v:?}")))).transpose()
+    }
+}
+
+async fn store(a: &Args) -> Result<Store, Failure> {
+    let mut cfg = match (Config::from_env(), &a.table) {
+        (Ok(c), _) => c,
+        (Err(_), Some(t)) => Config::new(t.as_str()),
+        (Err(e), None) => return Err(Failure(2, format!("{e} (or pass --table)"))),
+    };
+    if let Some(t) = &a.table {
+        cfg.tx_table = t.clone();
+    }
+    Ok(Store::connect(cfg).await)
+}
+
+async fn state_machine(a: &Args) -> Option<StateMachine> {
+    let arn = a.flag("--state-machine").map(String::from).or_else(|| std::env::var("SAGA_STATE_MACHINE_ARN").ok().filter(|s| !s.is_empty()))?;
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    Some(StateMachine { client: aws_sdk_sfn::Client::new(&sdk), arn })
+}
+
+fn print_json(v: &Value) {
+    println!("{}", serde_json::to_string_pretty(v).expect("JSON"));
+}
+
+/// One line for a status: `Apply  ######....  6/11 batches  1000 actions  PENDING  4.2 s`.
+fn progress_line(s: &Status) -> String {
+    let (phase, done) = match s.next {
+        phase::resume::Step::Lock(_) => ("Lock", s.progress.locked),
+        phase::resume::Step::Save(_) => ("Save", s.progress.saved),
+        phase::resume::Step::Apply(_) => ("Apply", s.progress.applied),
+        phase::resume::Step::Commit => ("Commit", s.batches),
+        phase::resume::Step::Complete(_) => ("Complete", s.progress.completed),
+        phase::resume::Step::Rollback(_) => ("Rollback", s.progress.restored),
+        phase::resume::Step::Release => ("Release", s.batches),
+        phase::resume::Step::Finished => ("Finished", s.batches),
+    };
+    let width = 20;
+    let filled = if s.batches == 0 { width } else { done * width / s.batches };
+    format!(
+        "{phase:<9} [{}{}] {done}/{} batches  {} actions  {}  {:.1} s",
+        "#".repeat(filled),
+        ".".repeat(width - filled),
+        s.batches,
+        s.actions,
+        s.state.as_str(),
+        s.elapsed_ms as f64 / 1000.0
+    )
+}
+
+fn print_status(a: &Args, s: &Status) {
+    if a.json {
+        print_json(&serde_json::to_value(s).expect("status"));
+        return;
+    }
+    println!("transaction {}: {}{}", s.transaction_id, s.state.as_str(), if s.finished { ", finished" } else { "" });
+    println!("  {}", progress_line(s));
+    println!(
+        "  locked {}, saved {}, applied {}, completed {}, restored {} of {} batches",
+        s.progress.locked, s.progress.saved, s.progress.applied, s.progress.completed, s.progress.restored, s.batches
+    );
+    println!("  DynamoDB: {} calls, {:.1} write units, {:.1} read units (as reported)", s.usage.calls, s.usage.write_units, s.usage.read_units);
+    if let Some(arn) = &s.execution_arn {
+        println!("  execution {arn}");
+    }
+    if let Some(c) = &s.cancellation {
+        println!("  {}", c.message);
+        let failed: Vec<_> = c.failed().collect();
+        for (i, r) in failed.iter().take(10) {
+            println!("  TransactItems[{i}]: {}{}", r.code, r.message.as_deref().map(|m| format!(" ({m})")).unwrap_or_default());
+        }
+        if failed.len() > 10 {
+            println!("  ... {} failing actions in all (--json lists every one)", failed.len());
+        }
+    }
+}
+
+/// Follows a transaction until it finishes (or `done` says the driver stopped), drawing progress on stderr.
+async fn follow(store: &Store, id: &str, mut stopped: impl FnMut() -> Option<String>) -> Result<Status, Failure> {
+    let tty = std::io::stderr().is_terminal();
+    let mut last = String::new();
+    loop {
+        let s = status::status(store, id).await?;
+        let line = progress_line(&s);
+        let shown = line.split("  ").take(3).collect::<Vec<_>>().join("  ");
+        if tty {
+            eprint!("\r{line}   ");
+        } else if shown != last {
+            eprintln!("{line}");
+        }
+        last = shown;
+        if s.finished {
+            if tty {
+                eprintln!();
+            }
+            return Ok(s);
+        }
+        if let Some(why) = stopped() {
+            if tty {
+                eprintln!();
+            }
+            return Err(Failure(4, format!("{why}; transaction {id} is {} and not finished (the sweeper finishes it)", s.state.as_str())));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+fn read_request(path: &str) -> Result<Value, Failure> {
+    let text = if path == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| Failure(2, format!("stdin: {e}")))?;
+        s
+    } else {
+        std::fs::read_to_string(path).map_err(|e| Failure(2, format!("{path}: {e}")))?
+    };
+    let v: Value = serde_json::from_str(&text).map_err(|e| Failure(2, format!("{path} is not valid JSON: {e}")))?;
+    if !v.is_object() {
+        return Err(Failure(2, format!("{path} must hold a JSON object with TransactItems")));
+    }
+    Ok(v)
+}
+
+/// Stages `body` (create, append in chunks of at most 1,000 actions, seal): validated and written, ready to run.
+async fn stage_request(store: &Store, body: &Value) -> Result<String, Failure> {
+    let mut envelope = body.as_object().cloned().unwrap_or_default();
+    let items = envelope.remove("TransactItems").unwrap_or(Value::Null);
+    let Some(list) = items.as_array() else {
+        return Err(TxError::invalid(None, "TransactItems is required and must be an array").into());
+    };
+    let id = stage::create(store, &Value::Object(envelope)).await?;
+    let chunks: Vec<&[Value]> = list.chunks(1000).collect();
+    for (i, chunk) in chunks.iter().enumerate() {
+        stage::append(store, &id, i, &json!(chunk)).await?;
+    }
+    stage::seal(store, &id, Some(chunks.len())).await?;
+    Ok(id)
+}
+
+async fn submit(a: &Args) -> Result<i32, Failure> {
+    a.only(&["--state-machine", "--in-process", "--no-follow"])?;
+    let path = a.words.get(1).ok_or_else(|| usage("submit needs a FILE"))?;
+    let body = read_request(path)?;
+    let store = store(a).await?;
+    let sm = if a.has("--in-process") { None } else { state_machine(a).await };
+    let started = Instant::now();
+    let final_status = match sm {
+        Some(sm) => {
+            let id = stage_request(&store, &body).await?;
+            let out = sm
+                .client
+                .start_execution()
+                .state_machine_arn(&sm.arn)
+                .name(&id)
+                .input(json!({ "TransactionId": id }).to_string())
+                .send()
+                .await
+                .map_err(|e| Failure(4, format!("StartExecution: {}", aws_sdk_sfn::error::DisplayErrorContext(&e))))?;
+            let arn = out.execution_arn().to_string();
+            if !a.json {
+                eprintln!("transaction {id}: execution {arn}");
+            }
+            if a.has("--no-follow") {
+                status::status(&store, &id).await?
+            } else {
+                let (tx, mut rx) = tokio::sync::watch::channel(None::<String>);
+                let client = sm.client.clone();
+                let watcher = tokio::spawn(async move {
+                    loop {
+                        tokio::time::sleep(Duration::from_secs(2)).await;
+                        if let Ok(d) = client.describe_execution().execution_arn(&arn).send().await {
+                            let st = d.status().as_str().to_string();
+                            if st != "RUNNING" && st != "PENDING_REDRIVE" {
+                                let _ = tx.send(Some(format!("the execution ended {st} ({})", d.error().unwrap_or("no error"))));
+                                return;
+                            }
+                        }
+                    }
+                });
+                let s = follow(&store, &id, || rx.borrow_and_update().clone()).await;
+                watcher.abort();
+                s?
+            }
+        }
+        None => {
+            let begun = phase::begin::begin(&store, &body).await?;
+            let id = begun.transaction_id.clone();
+            if !a.json {
+                eprintln!("transaction {id}: {} actions in {} batches, driven in this process", begun.actions, begun.batches);
+            }
+            let driver = tokio::spawn({
+                let store = store.clone();
+                let id = id.clone();
+                async move { Coordinator::new(store).drive(&id).await }
+            });
+            let s = follow(&store, &id, || driver.is_finished().then(|| "the driver stopped".to_string())).await;
+            if let Ok(Err(e)) = driver.await {
+                if !matches!(e, TxError::Canceled(_)) {
+                    return Err(e.into());
+                }
+            }
+            s?
+        }
+    };
+    print_status(a, &final_status);
+    if !a.json {
+        println!("  {:.1} s in all", started.elapsed().as_secs_f64());
+    }
+    Ok(match (final_status.finished, final_status.state) {
+        (_, TxState::RolledBack) => 1,
+        (true, TxState::Committed) | (false, _) => 0,
+        (true, TxState::Pending) => 4,
+    })
+}
+
+async fn show_status(a: &Args) -> Result<i32, Failure> {
+    a.only(&[])?;
+    let id = a.words.get(1).ok_or_else(|| usage("status needs a transaction ID"))?;
+    let s = status::status(&store(a).await?, id).await?;
+    print_status(a, &s);
+    Ok(0)
+}
+
+async fn get(a: &Args) -> Result<i32, Failure> {
+    a.only(&["--isolation"])?;
+    let (Some(table), Some(key)) = (a.words.get(1), a.words.get(2)) else { return Err(usage("get needs TABLE and KEY")) };
+    let isolation: Isolation = a.flag("--isolation").unwrap_or("committed").parse().map_err(usage)?;
+    let key: Value = serde_json::from_str(key).map_err(|e| usage(format!("KEY is not valid JSON: {e}")))?;
+    let key = item_from_json(&key).map_err(|e| usage(format!("KEY is not DynamoDB JSON: {e}")))?;
+    let item = read::get_item(&store(a).await?, table, key, isolation).await?;
+    match (item, a.json) {
+        (Some(i), _) => print_json(&item_to_json(&i)),
+        (None, true) => println!("null"),
+        (None, false) => {
+            eprintln!("no item");
+            return Ok(3);
+        }
+    }
+    Ok(0)
+}
+
+async fn sweep(a: &Args) -> Result<i32, Failure> {
+    a.only(&["--older-than", "--max", "--state-machine"])?;
+    let mut sweeper = Sweeper::new(store(a).await?);
+    if let Some(s) = a.number("--older-than")? {
+        sweeper.stale_after = Duration::from_secs(s);
+    }
+    if let Some(n) = a.number("--max")? {
+        sweeper.max_transactions = n as usize;
+    }
+    sweeper.state_machine = state_machine(a).await;
+    let report = sweeper.sweep().await?;
+    let v = serde_json::to_value(&report).expect("report");
+    if a.json {
+        print_json(&v);
+    } else {
+        println!(
+            "examined {}, left running {}, finished {}, recovery executions {}, failed {}{}",
+            report.examined,
+            report.running.len(),
+            report.finished.len(),
+            report.recovery_executions.len(),
+            report.failed.len(),
+            if report.more { " (more left: run again)" } else { "" }
+        );
+        for f in &report.failed {
+            println!("  failed: {f:?}");
+        }
+    }
+    Ok(if report.failed.is_empty() { 0 } else { 4 })
+}
+
+async fn run(raw: Vec<String>) -> Result<i32, Failure> {
+    let a = Args::parse(raw)?;
+    match a.words.first().map(String::as_str) {
+        Some("submit") => submit(&a).await,
+        Some("status") => show_status(&a).await,
+        Some("get") => get(&a).await,
+        Some("sweep") => sweep(&a).await,
+        Some(other) => Err(usage(format!("unknown command {other:?}"))),
+        None => Err(usage("a command is required")),
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let code = match run(std::env::args().skip(1).collect()).await {
+        Ok(code) => code,
+        Err(Failure(0, text)) => {
+            println!("{text}");
+            0
+        }
+        Err(Failure(code, text)) => {
+            eprintln!("dynamo-saga: {text}");
+            code
+        }
+    };
+    let _ = std::io::stdout().flush();
+    std::process::exit(code);
+}

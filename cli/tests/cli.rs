@@ -1,0 +1,171 @@
+//! The `dynamo-saga` command against the local stack: `submit` through the real state machine (behind a local
+//! Step Functions endpoint) and in-process, `status`, `get` at both isolation levels, `sweep`, and bad arguments,
+//! each with its exit code.
+
+use std::process::Output;
+
+use harness::sfn_api::STATE_MACHINE_ARN;
+use harness::stack::stack;
+use harness::{nv, sv, Env};
+use serde_json::{json, Value};
+
+static SFN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Runs the command with the stack's settings (`table`: the transactions table) and a local Step Functions endpoint.
+async fn cli(table: &str, args: &[&str], stdin: Option<String>) -> Output {
+    let st = stack().await;
+    let sfn = SFN.get_or_init(harness::sfn_api::on_stack).clone();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_dynamo-saga"));
+    cmd.args(args)
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "local")
+        .env("AWS_SECRET_ACCESS_KEY", "local")
+        .env("AWS_ENDPOINT_URL_DYNAMODB", &st.dynamodb)
+        .env("AWS_ENDPOINT_URL_SFN", sfn)
+        .env("SAGA_TABLE", table)
+        .env("SAGA_ALLOWED_TABLES", "t-*")
+        .env_remove("SAGA_STATE_MACHINE_ARN");
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        use std::process::Stdio;
+        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run dynamo-saga");
+        let input = stdin.unwrap_or_default();
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+fn stdout_json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("stdout is not JSON: {}\nstderr: {}", String::from_utf8_lossy(&out.stdout), stderr(out)))
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+fn updates(env: &Env, keys: &[String]) -> Value {
+    json!({"TransactItems": keys.iter().map(|k| json!({"Update": {"TableName": env.a, "Key": {"pk": sv(k)},
+        "UpdateExpression": "SET v = v + :one", "ConditionExpression": "v = :zero",
+        "ExpressionAttributeValues": {":one": nv(1), ":zero": nv(0)}}})).collect::<Vec<_>>()})
+}
+
+async fn seed(env: &Env, keys: &[String]) {
+    harness::put_all(&env.client, &env.a, keys.iter().map(|k| json!({"pk": sv(k), "v": nv(0)}))).await;
+}
+
+#[tokio::test]
+async fn submit_follows_the_state_machine_then_status_and_get_report_the_result() {
+    let env = Env::on_stack("clisubmit").await;
+    let st = stack().await;
+    let keys: Vec<String> = (0..250).map(|i| format!("c{i:03}")).collect();
+    seed(&env, &keys).await;
+    let file = std::env::temp_dir().join(format!("dynamo-saga-cli-{}.json", std::process::id()));
+    std::fs::write(&file, updates(&env, &keys).to_string()).unwrap();
+    let out = cli(&st.tx_table, &["--json", "submit", file.to_str().unwrap(), "--state-machine", STATE_MACHINE_ARN], None).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let s = stdout_json(&out);
+    assert_eq!((s["State"].as_str(), s["Finished"].as_bool(), s["Batches"].as_u64()), (Some("COMMITTED"), Some(true), Some(3)), "{s}");
+    assert!(s["ExecutionArn"].as_str().is_some_and(|a| a.contains(":execution:")), "{s}");
+    // Progress went to stderr, a line each time the phase or its count changed.
+    let progress = stderr(&out);
+    assert!(progress.contains("Lock") && progress.contains("Finished") && progress.contains("batches"), "{progress}");
+    assert_eq!(env.get(&env.a, json!({"pk": sv("c249")})).await.unwrap()["v"], nv(1));
+
+    let id = s["TransactionId"].as_str().unwrap();
+    let out = cli(&st.tx_table, &["status", id], None).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("transaction {id}: COMMITTED, finished")) && text.contains("completed 3"), "{text}");
+
+    for isolation in ["committed", "uncommitted"] {
+        let out = cli(&st.tx_table, &["get", &env.a, r#"{"pk": {"S": "c007"}}"#, "--isolation", isolation], None).await;
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(stdout_json(&out), json!({"pk": sv("c007"), "v": nv(1)}));
+    }
+    let out = cli(&st.tx_table, &["get", &env.a, r#"{"pk": {"S": "nothing"}}"#], None).await;
+    assert_eq!((out.status.code(), stderr(&out).trim()), (Some(3), "no item"));
+    let out = cli(&st.tx_table, &["--json", "get", &env.a, r#"{"pk": {"S": "nothing"}}"#], None).await;
+    assert_eq!((out.status.code(), stdout_json(&out)), (Some(0), Value::Null));
+    let _ = std::fs::remove_file(file);
+}
+
+#[tokio::test]
+async fn submit_reports_a_rollback_with_its_reasons_and_runs_in_process_from_stdin() {
+    let env = Env::on_stack("clirb").await;
+    let st = stack().await;
+    let keys: Vec<String> = (0..3).map(|i| format!("r{i}")).collect();
+    seed(&env, &keys).await;
+    env.put(&env.a, json!({"pk": sv("r1"), "v": nv(5)})).await;
+    let body = updates(&env, &keys).to_string();
+    let out = cli(&st.tx_table, &["--json", "submit", "-", "--state-machine", STATE_MACHINE_ARN], Some(body.clone())).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let s = stdout_json(&out);
+    assert_eq!(s["State"], "ROLLED_BACK", "{s}");
+    let codes: Vec<&str> = s["Cancellation"]["CancellationReasons"].as_array().unwrap().iter().map(|r| r["Code"].as_str().unwrap()).collect();
+    assert_eq!(codes, ["None", "ConditionalCheckFailed", "None"]);
+    // Text output names the failing action.
+    let out = cli(&st.tx_table, &["submit", "-", "--in-process"], Some(body)).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("TransactItems[1]: ConditionalCheckFailed"), "{}", String::from_utf8_lossy(&out.stdout));
+    // In-process, committing.
+    env.put(&env.a, json!({"pk": sv("r1"), "v": nv(0)})).await;
+    let out = cli(&st.tx_table, &["--json", "submit", "-", "--in-process"], Some(updates(&env, &keys).to_string())).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout_json(&out)["State"], "COMMITTED");
+}
+
+#[tokio::test]
+async fn sweep_finishes_an_abandoned_transaction() {
+    // Its own transactions table, so the sweep touches nothing of the tests running beside it.
+    let env = Env::new("clisweep").await;
+    let keys = vec!["s0".to_string()];
+    seed(&env, &keys).await;
+    let begun = dynamo_saga::phase::begin::begin(&env.store, &updates(&env, &keys)).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let out = cli(&env.tx_table, &["--json", "sweep", "--older-than", "1"], None).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report = stdout_json(&out);
+    assert_eq!(report["Finished"][0]["TransactionId"], begun.transaction_id, "{report}");
+    let out = cli(&env.tx_table, &["--json", "status", &begun.transaction_id], None).await;
+    assert_eq!(stdout_json(&out)["State"], "ROLLED_BACK");
+    env.assert_clean().await;
+}
+
+#[tokio::test]
+async fn bad_arguments_and_requests_get_clear_errors_and_exit_codes() {
+    let st = stack().await;
+    let t = st.tx_table.as_str();
+    let bad = std::env::temp_dir().join(format!("dynamo-saga-cli-bad-{}.json", std::process::id()));
+    std::fs::write(&bad, "{\"TransactItems\": [").unwrap();
+    let bad = bad.to_str().unwrap().to_string();
+    let cases: Vec<(Vec<&str>, Option<String>, i32, &str)> = vec![
+        (vec![], None, 2, "a command is required"),
+        (vec!["launch"], None, 2, "unknown command"),
+        (vec!["submit"], None, 2, "submit needs a FILE"),
+        (vec!["submit", "/nonexistent/request.json"], None, 2, "No such file"),
+        (vec!["submit", &bad], None, 2, "is not valid JSON"),
+        (vec!["submit", "-"], Some("[1, 2]".into()), 2, "JSON object"),
+        (vec!["submit", "-", "--in-process"], Some("{\"TransactItems\": []}".into()), 2, "ValidationError"),
+        (vec!["submit", "-", "--state-machine", STATE_MACHINE_ARN], Some("{\"TransactItems\": [{\"Put\": {}}]}".into()), 2, "ValidationError"),
+        (vec!["submit", "x.json", "--isolation", "committed"], None, 2, "does not take --isolation"),
+        (vec!["status"], None, 2, "status needs a transaction ID"),
+        (vec!["status", "not-an-id"], None, 2, "not a transaction id"),
+        (vec!["status", "01JDQ5A7K2M9P4R6T8V1W3X5Z7"], None, 3, "TransactionNotFound"),
+        (vec!["get", "t-x"], None, 2, "get needs TABLE and KEY"),
+        (vec!["get", "t-x", "{\"pk\": 1}"], None, 2, "not DynamoDB JSON"),
+        (vec!["get", "t-x", "{\"pk\": {\"S\": \"a\"}}", "--isolation", "dirty"], None, 2, "committed or uncommitted"),
+        (vec!["sweep", "--older-than", "soon"], None, 2, "whole number"),
+        (vec!["--table"], None, 2, "--table needs a name"),
+    ];
+    for (args, stdin, code, needle) in cases {
+        let out = cli(t, &args, stdin).await;
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err:?} should mention {needle:?}");
+    }
+    let out = cli(t, &["--help"], None).await;
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("usage: dynamo-saga"));
+}

@@ -1,0 +1,16 @@
+//! A local Step Functions endpoint for the local stack: `StartExecution` runs `statemachine/transaction.asl.json`
+//! (through `tools/sfn-local.mjs`, against the stack's Lambda functions) and `DescribeExecution` reports it, so that
+//! clients that take an endpoint, such as `dynamo-saga submit`, work locally. Needs the stack's settings in the
+//! environment; prints `AWS_ENDPOINT_URL_SFN=...` and `SAGA_STATE_MACHINE_ARN=...` (shell syntax), then serves until
+//! stopped.
+
+use std::io::Write;
+
+fn main() {
+    let url = harness::sfn_api::on_stack();
+    println!("AWS_ENDPOINT_URL_SFN={url}\nSAGA_STATE_MACHINE_ARN={}", harness::sfn_api::STATE_MACHINE_ARN);
+    std::io::stdout().flush().expect("stdout");
+    loop {
+        std::thread::park();
+    }
+}
