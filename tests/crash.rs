@@ -173,6 +173,16 @@ async fn crash_anywhere_rollback_101() {
 }
 
 #[tokio::test]
+async fn crash_anywhere_commit_1_recovered_by_the_sweeper() {
+    crash_matrix_by("crash-sc1", 1, true, Recovery::Sweeper, 1).await;
+}
+
+#[tokio::test]
+async fn crash_anywhere_rollback_1_recovered_by_the_sweeper() {
+    crash_matrix_by("crash-sr1", 1, false, Recovery::Sweeper, 1).await;
+}
+
+#[tokio::test]
 async fn crash_anywhere_commit_2_recovered_by_the_sweeper() {
     crash_matrix_by("crash-sc2", 2, true, Recovery::Sweeper, 1).await;
 }

@@ -247,49 +247,66 @@ async fn bad_inputs_fail_through_the_state_machine_and_the_staging_api() {
 }
 
 /// A phase Lambda dies after its 1st, 2nd or 3rd DynamoDB write, in every phase, on the commit path and on the
-/// rollback path (an `ADD` to a string, which DynamoDB rejects at apply) of a 101-action transaction: the state
-/// machine's retry finishes it, all-or-nothing, each `ADD` applied exactly once, no lock left.
+/// rollback path (an `ADD` to a string, which DynamoDB rejects at apply) of transactions of 1, 2, 101 and 250 actions:
+/// the state machine's retry finishes it, all-or-nothing, each `ADD` applied exactly once, no lock left. Every phase
+/// call makes at least 3 writes (its header writes included), so every scenario crashes.
 #[tokio::test]
 async fn a_crash_in_any_phase_is_recovered_by_the_state_machine_retry() {
+    use futures::StreamExt;
     let env = Env::on_stack("smcrash").await;
     let st = stack().await;
-    let n = 101;
-    let mut scenarios = 0;
-    for commit_path in [true, false] {
-        let phases: &[&str] =
-            if commit_path { &["Lock", "Save", "Apply", "Commit", "Complete", "Release"] } else { &["Lock", "Save", "Apply", "Rollback", "Release"] };
-        for phase in phases {
-            for k in 1..=3u64 {
-                let tag = format!("{}{phase}{k}", if commit_path { "c" } else { "r" });
-                let good = if commit_path { n } else { n - 1 };
-                seed_mixed(&env, &tag, good).await;
-                let mut body = mixed(&env, &tag, good);
-                if !commit_path {
-                    env.put(&env.b, json!({"pk": sv(&format!("{tag}-zz")), "sk": nv(0), "s": sv("text")})).await;
-                    body["TransactItems"].as_array_mut().unwrap().push(json!({"Update": {"TableName": env.b,
-                        "Key": {"pk": sv(&format!("{tag}-zz")), "sk": nv(0)}, "UpdateExpression": "ADD s :one",
-                        "ExpressionAttributeValues": {":one": nv(1)}}}));
+    let mut cases = Vec::new();
+    for (n, batches) in [(1usize, 1usize), (2, 1), (101, 2), (250, 3)] {
+        for commit_path in [true, false] {
+            let phases: &[&str] =
+                if commit_path { &["Lock", "Save", "Apply", "Commit", "Complete", "Release"] } else { &["Lock", "Save", "Apply", "Rollback", "Release"] };
+            for phase in phases {
+                for k in 1..=3u64 {
+                    cases.push((n, batches, commit_path, *phase, k));
                 }
-                let before = env.snapshot().await;
-                let begun = st.invoke("saga-begin", &body).await.expect("begins");
-                let id = begun["TransactionId"].as_str().unwrap().to_string();
-                let fault = st.inject_fault_for(&id, phase, k);
-                let ex = st.execute(&json!({ "TransactionId": id })).await;
-                assert!(!fault.exists(), "{tag}: a {phase} call took the fault");
-                let _ = std::fs::remove_file(format!("{}.taken", fault.display()));
-                if commit_path {
-                    assert_committed(&ex, n, 2);
-                    assert_mixed_committed(&env, &tag, n).await;
-                } else {
-                    assert_eq!(ex.error.as_deref(), Some("TransactionCanceled"), "{tag}: {ex:?}");
-                    assert_eq!(env.snapshot().await, before, "{tag}: every item as before");
-                }
-                scenarios += 1;
             }
         }
     }
+    // Only this scenario's items: every key of a scenario starts with its tag.
+    let mine = |snap: std::collections::BTreeMap<String, std::collections::BTreeMap<String, Value>>, tag: &str| {
+        let needle = format!("\"{tag}-");
+        snap.into_iter().map(|(t, items)| (t, items.into_iter().filter(|(k, _)| k.contains(&needle)).collect::<std::collections::BTreeMap<_, _>>())).collect::<Vec<_>>()
+    };
+    let env = &env;
+    let runs = futures::stream::iter(cases.into_iter().map(|(n, batches, commit_path, phase, k)| async move {
+        let tag = format!("{}{n}{phase}{k}", if commit_path { "c" } else { "r" });
+        let good = if commit_path { n } else { n - 1 };
+        seed_mixed(env, &tag, good).await;
+        let mut body = mixed(env, &tag, good);
+        if !commit_path {
+            env.put(&env.b, json!({"pk": sv(&format!("{tag}-zz")), "sk": nv(0), "s": sv("text")})).await;
+            body["TransactItems"].as_array_mut().unwrap().push(json!({"Update": {"TableName": env.b,
+                "Key": {"pk": sv(&format!("{tag}-zz")), "sk": nv(0)}, "UpdateExpression": "ADD s :one",
+                "ExpressionAttributeValues": {":one": nv(1)}}}));
+        }
+        let before = mine(env.snapshot().await, &tag);
+        let begun = st.invoke("saga-begin", &body).await.expect("begins");
+        let id = begun["TransactionId"].as_str().unwrap().to_string();
+        let fault = st.inject_fault_for(&id, phase, k);
+        let ex = st.execute(&json!({ "TransactionId": id })).await;
+        assert!(!fault.exists(), "{tag}: no {phase} call reached write {k}");
+        let _ = std::fs::remove_file(format!("{}.taken", fault.display()));
+        if commit_path {
+            assert_committed(&ex, n, batches);
+            assert_mixed_committed(env, &tag, n).await;
+        } else {
+            assert_eq!(ex.error.as_deref(), Some("TransactionCanceled"), "{tag}: {ex:?}");
+            assert_eq!(mine(env.snapshot().await, &tag), before, "{tag}: every item as before");
+        }
+    }))
+    .buffer_unordered(4)
+    .collect::<Vec<()>>()
+    .await;
     env.assert_clean().await;
-    harness::report(format!("crash recovered by the state machine's retry: {scenarios} scenarios (101 actions), 0 violations"));
+    harness::report(format!(
+        "crash recovered by the state machine's retry: {} scenarios (1, 2, 101 and 250 actions, each phase, first 3 writes), 0 violations",
+        runs.len()
+    ));
 }
 
 /// `GET /transactions/{id}` through the status function while a 1,000-action transaction runs through the state

@@ -127,3 +127,26 @@ pub fn http_failure(e: &TxError) -> Value {
     };
     http_reply(status, json!({"__type": e.name(), "message": e.to_string()}))
 }
+
+/// Serves an API Gateway (REST, Lambda proxy) function: `route` answers each event with a status and a JSON body, or
+/// an error, which becomes [`http_failure`]'s answer and a warning naming `what` failed.
+pub async fn serve_api<F, Fut>(what: &'static str, route: F) -> Result<(), Error>
+where
+    F: Fn(Store, Value) -> Fut,
+    Fut: std::future::Future<Output = Result<(u16, Value), TxError>>,
+{
+    init_logs();
+    let store = store_from_env().await?;
+    let (store, route) = (&store, &route);
+    lambda_runtime::run(service_fn(|event: LambdaEvent<Value>| async move {
+        let out = match route(store.clone(), event.payload).await {
+            Ok((status, body)) => http_reply(status, body),
+            Err(e) => {
+                tracing::warn!(error_type = e.name(), error = %e, "{what} request failed");
+                http_failure(&e)
+            }
+        };
+        Ok::<Value, Error>(out)
+    }))
+    .await
+}

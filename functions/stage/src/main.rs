@@ -11,7 +11,6 @@
 //! JSON APIs do.
 
 use dynamo_saga::{stage, Store, TxError};
-use lambda_runtime::{service_fn, LambdaEvent};
 use saga_lambda::Error;
 use serde_json::{json, Value};
 
@@ -54,18 +53,5 @@ async fn route(store: &Store, event: &Value) -> Result<(u16, Value), TxError> {
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    saga_lambda::init_logs();
-    let store = saga_lambda::store_from_env().await?;
-    let store = &store;
-    lambda_runtime::run(service_fn(|event: LambdaEvent<Value>| async move {
-        let out = match route(store, &event.payload).await {
-            Ok((status, body)) => saga_lambda::http_reply(status, body),
-            Err(e) => {
-                tracing::warn!(error_type = e.name(), error = %e, "staging request failed");
-                saga_lambda::http_failure(&e)
-            }
-        };
-        Ok::<Value, Error>(out)
-    }))
-    .await
+    saga_lambda::serve_api("staging", |store, event| async move { route(&store, &event).await }).await
 }

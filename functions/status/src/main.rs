@@ -4,7 +4,6 @@
 //! 429 (`Throttled`) or 500 with `{"__type", "message"}`. It only reads.
 
 use dynamo_saga::{status, Store, TxError};
-use lambda_runtime::{service_fn, LambdaEvent};
 use saga_lambda::Error;
 use serde_json::Value;
 
@@ -22,18 +21,5 @@ async fn route(store: &Store, event: &Value) -> Result<Value, TxError> {
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    saga_lambda::init_logs();
-    let store = saga_lambda::store_from_env().await?;
-    let store = &store;
-    lambda_runtime::run(service_fn(|event: LambdaEvent<Value>| async move {
-        let out = match route(store, &event.payload).await {
-            Ok(body) => saga_lambda::http_reply(200, body),
-            Err(e) => {
-                tracing::warn!(error_type = e.name(), error = %e, "status request failed");
-                saga_lambda::http_failure(&e)
-            }
-        };
-        Ok::<Value, Error>(out)
-    }))
-    .await
+    saga_lambda::serve_api("status", |store, event| async move { route(&store, &event).await.map(|body| (200, body)) }).await
 }
