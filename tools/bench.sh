@@ -5,14 +5,20 @@
 #   bash tools/bench.sh [--lambda] [--sizes 10,100,1000,10000] [--kinds update,insert,delete,check]
 #                       [--item-bytes 940] [--seed000-max N] [--out DIR]
 # --lambda first builds every function for Lambda (release, arm64, zips in target/lambda/), so the zip sizes are
-# reported too; a cold build takes 10-25 minutes on 2 cores.
+# reported too; a cold build takes 10-25 minutes on 2 cores. --functions-only measures the functions again (init time,
+# zip sizes) and rewrites the report with the other figures of the last run, from docs/benchmarks.json.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 lambda=0
+only=0
 args=()
 for a in "$@"; do
-  if [ "$a" = --lambda ]; then lambda=1; else args+=("$a"); fi
+  case $a in
+    --lambda) lambda=1 ;;
+    --functions-only) only=1; args+=("$a") ;;
+    *) args+=("$a") ;;
+  esac
 done
 bash tools/stack.sh install
 if [ "$lambda" = 1 ]; then
@@ -24,6 +30,11 @@ if [ "$lambda" = 1 ]; then
 fi
 echo "Building the benchmark (optimised; the first build takes several minutes)..." >&2
 cargo build -q --profile bench-run -p dynamo-saga-tests --bin bench
+if [ "$only" = 1 ]; then
+  # The init times are of the debug builds the local stack runs.
+  cargo build -q $(for f in functions/*/; do n=$(basename "$f"); [ "$n" = common ] || printf -- '-p saga-%s ' "$n"; done)
+  exec target/bench-run/bench "${args[@]}"
+fi
 name="bench-$$"
 trap 'tools/stack.sh stop "$name"' EXIT
 settings=$(tools/stack.sh start "$name")

@@ -21,7 +21,7 @@
 //! Item sizes follow [`crate::value::item_size`]. The non-transactional calls are billed twice, by these rules and by
 //! what DynamoDB reported (`ReturnConsumedCapacity`), so a run can show the two agree where DynamoDB Local is right.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::value::{item_size, Item};
 
@@ -94,7 +94,7 @@ impl Index {
 }
 
 /// What a store with billing on has sent and what it costs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Bill {
     /// Requests sent to DynamoDB (the billing reads not counted).

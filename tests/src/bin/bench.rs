@@ -23,13 +23,13 @@ use dynamo_saga::value::{item_from_json, item_size};
 use dynamo_saga::{Coordinator, Store};
 use harness::seed000;
 use harness::{create_table, native_item, nv, put_all, sv, Env};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 /// Step Functions Standard Workflows: USD per state transition ($0.025 per 1,000).
 const USD_PER_TRANSITION: f64 = 0.025 / 1000.0;
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 enum Kind {
     Update,
@@ -64,7 +64,7 @@ impl Kind {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 enum Method {
     #[serde(rename = "dynamo-saga")]
     Saga,
@@ -98,7 +98,7 @@ impl Method {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Row {
     kind: Kind,
@@ -112,7 +112,7 @@ struct Row {
     note: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct MachineRow {
     actions: usize,
@@ -123,7 +123,7 @@ struct MachineRow {
     usd: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct FunctionRow {
     function: String,
@@ -137,12 +137,14 @@ struct Args {
     item_bytes: usize,
     out: PathBuf,
     seed000_max: usize,
+    /// Measure the functions again and rewrite the report with the other figures of the last run (its JSON).
+    functions_only: bool,
 }
 
 fn args() -> Args {
-    let mut a = Args { sizes: vec![10, 100, 1000, 10_000], kinds: Kind::all().to_vec(), item_bytes: 940, out: harness::root().join("docs"), seed000_max: 10_000 };
+    let mut a = Args { sizes: vec![10, 100, 1000, 10_000], kinds: Kind::all().to_vec(), item_bytes: 940, out: harness::root().join("docs"), seed000_max: 10_000, functions_only: false };
     let mut it = std::env::args().skip(1);
-    let usage = "usage: bench [--sizes 10,100,1000,10000] [--kinds update,insert,delete,check] [--item-bytes 940] [--seed000-max N] [--out DIR]";
+    let usage = "usage: bench [--sizes 10,100,1000,10000] [--kinds update,insert,delete,check] [--item-bytes 940] [--seed000-max N] [--out DIR] [--functions-only]";
     while let Some(flag) = it.next() {
         let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value\n{usage}"));
         match flag.as_str() {
@@ -156,6 +158,7 @@ fn args() -> Args {
             "--item-bytes" => a.item_bytes = value().parse().expect("a number of bytes"),
             "--seed000-max" => a.seed000_max = value().parse().expect("a number of actions"),
             "--out" => a.out = PathBuf::from(value()),
+            "--functions-only" => a.functions_only = true,
             "-h" | "--help" => {
                 println!("{usage}");
                 std::process::exit(0)
@@ -499,10 +502,21 @@ fn svg(a: &Args, rows: &[Row]) -> String {
     s
 }
 
-#[tokio::main]
-async fn main() {
-    let a = args();
-    let started = Instant::now();
+/// The figures of a whole run, as `benchmarks.json` keeps them.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Report {
+    item_bytes: usize,
+    sizes: Vec<usize>,
+    kinds: Vec<Kind>,
+    written: String,
+    rows: Vec<Row>,
+    state_machine: Vec<MachineRow>,
+    functions: Vec<FunctionRow>,
+    non_transactional_cross_check: Bill,
+}
+
+async fn measure_all(a: &Args) -> (Vec<Row>, Vec<MachineRow>) {
     let mut rows = Vec::new();
     for &kind in &a.kinds {
         for &n in &a.sizes {
@@ -512,7 +526,7 @@ async fn main() {
             }
             for m in Method::all() {
                 let t = Instant::now();
-                let row = measure(&env, &a, kind, n, m).await;
+                let row = measure(&env, a, kind, n, m).await;
                 eprintln!(
                     "{:>7} {:>6} {:<12} write units {:>10} wall {:>9} ms {}  ({:.0} s)",
                     kind.name(),
@@ -527,10 +541,6 @@ async fn main() {
             }
         }
     }
-    let mut total = Bill::default();
-    for b in rows.iter().filter_map(|r| r.bill.as_ref()) {
-        total.add(b);
-    }
     let machine_rows = if std::env::var("LAMBDA_ENDPOINT").is_ok() {
         let mut out = Vec::new();
         for &n in &a.sizes {
@@ -543,14 +553,46 @@ async fn main() {
         eprintln!("state machine: skipped (no local stack; tools/bench.sh starts one)");
         Vec::new()
     };
-    let funcs = functions().await;
-    let when = std::process::Command::new("date").arg("-u").arg("+%Y-%m-%d %H:%M UTC").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
+    (rows, machine_rows)
+}
+
+#[tokio::main]
+async fn main() {
+    let mut a = args();
+    let started = Instant::now();
+    let now = std::process::Command::new("date").arg("-u").arg("+%Y-%m-%d %H:%M UTC").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
+    let json_path = a.out.join("benchmarks.json");
+    let mut report = if a.functions_only {
+        let text = std::fs::read_to_string(&json_path).unwrap_or_else(|e| panic!("--functions-only needs the last run's {}: {e}", json_path.display()));
+        let r: Report = serde_json::from_str(&text).expect("benchmarks.json of this version");
+        a.sizes = r.sizes.clone();
+        a.kinds = r.kinds.clone();
+        a.item_bytes = r.item_bytes;
+        r
+    } else {
+        let (rows, state_machine) = measure_all(&a).await;
+        let mut total = Bill::default();
+        for b in rows.iter().filter_map(|r| r.bill.as_ref()) {
+            total.add(b);
+        }
+        Report {
+            item_bytes: a.item_bytes,
+            sizes: a.sizes.clone(),
+            kinds: a.kinds.clone(),
+            written: now.clone(),
+            rows,
+            state_machine,
+            functions: Vec::new(),
+            non_transactional_cross_check: total,
+        }
+    };
+    report.functions = functions().await;
+    let when = if a.functions_only { format!("{} (the functions on {now})", report.written) } else { now };
     std::fs::create_dir_all(&a.out).expect("create the output directory");
-    let md = markdown(&a, &rows, &machine_rows, &funcs, &total, &when);
+    let md = markdown(&a, &report.rows, &report.state_machine, &report.functions, &report.non_transactional_cross_check, &when);
     std::fs::write(a.out.join("benchmarks.md"), &md).expect("write benchmarks.md");
-    let report = json!({"itemBytes": a.item_bytes, "rows": rows, "stateMachine": machine_rows, "functions": funcs, "nonTransactionalCrossCheck": total});
-    std::fs::write(a.out.join("benchmarks.json"), serde_json::to_string_pretty(&report).unwrap()).expect("write benchmarks.json");
-    std::fs::write(a.out.join("benchmarks.svg"), svg(&a, &rows)).expect("write benchmarks.svg");
+    std::fs::write(&json_path, serde_json::to_string_pretty(&report).unwrap()).expect("write benchmarks.json");
+    std::fs::write(a.out.join("benchmarks.svg"), svg(&a, &report.rows)).expect("write benchmarks.svg");
     println!("{md}");
     eprintln!("wrote {}/benchmarks.{{md,json,svg}} in {:.0} s", a.out.display(), started.elapsed().as_secs_f64());
 }
