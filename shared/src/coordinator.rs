@@ -103,27 +103,69 @@ impl Coordinator {
     }
 
     /// `run`, sending the request again after a cancellation that was not its own doing (a conflict with another
-    /// transaction, not a failed condition), up to `attempts` times in all. Every attempt carries the first one's age
-    /// (a ULID with the first attempt's timestamp), so under wound-wait a retried transaction only gets older
-    /// relative to newcomers and cannot be starved by a stream of them. A request with a `ClientRequestToken` is
-    /// not retried: the token names the first attempt.
+    /// transaction, not a failed condition). Every attempt carries the first one's age (a ULID with the first
+    /// attempt's timestamp), so under wound-wait a retried transaction only gets older relative to newcomers and
+    /// cannot be starved by a stream of them.
+    ///
+    /// An attempt rolled back by an older transaction (wound-wait) waits for that one to end, then tries again
+    /// without counting against `attempts`: each such rollback means an older transaction is making progress, and
+    /// the oldest always commits, so these retries end. Other cancellations (`LockWaitSeconds`, a holder judged
+    /// stale) count, up to `attempts` in all. No attempt starts after the first one's deadline. A request with a
+    /// `ClientRequestToken` is not retried: the token names the first attempt.
     pub async fn run_retrying(&self, body: &Value, attempts: u32) -> Result<Committed, TxError> {
         let first = ulid::Ulid::new();
-        let mut attempt = 1;
+        let mut counted = 1;
+        let mut deadline = None;
         loop {
             let id = ulid::Ulid::from_parts(first.timestamp_ms(), rand_bits()).to_string();
             let begun = phase::begin::begin_as(&self.store, body, None, Some(&id)).await?;
-            match self.drive(&begun.transaction_id).await {
-                Err(TxError::Canceled(c))
-                    if attempt < attempts
-                        && body.get("ClientRequestToken").is_none()
-                        && !c.failed().any(|(_, r)| r.code == CancellationReason::CONDITIONAL_CHECK_FAILED) =>
-                {
-                    attempt += 1;
-                    self.sleep(attempt.min(6)).await;
-                }
-                other => return other,
+            let result = self.drive(&begun.transaction_id).await;
+            let Err(TxError::Canceled(c)) = &result else { return result };
+            if body.get("ClientRequestToken").is_some() || c.failed().any(|(_, r)| r.code == CancellationReason::CONDITIONAL_CHECK_FAILED) {
+                return result;
             }
+            let h = records::read_header(&self.store, &Meter::default(), &begun.transaction_id).await?;
+            let deadline = *deadline.get_or_insert(h.deadline);
+            match h.decision.and_then(|d| d.wounded_by) {
+                Some(older) => self.wait_for_end(&older).await?,
+                None if counted < attempts => {
+                    counted += 1;
+                    self.sleep(counted.min(6)).await;
+                }
+                None => return result,
+            }
+            if records::now_ms() >= deadline {
+                return result;
+            }
+        }
+    }
+
+    /// Waits until transaction `tx_id` has ended, or has made no progress (an unchanged header version) for a whole
+    /// lease. A transaction rolled back by an older one waits for it before trying again: starting at once would take
+    /// the locks the older one is still waiting for, and be rolled back by it again and again.
+    pub async fn wait_for_end(&self, tx_id: &str) -> Result<(), TxError> {
+        let lease = self.store.cfg.lease;
+        let mut seen: Option<(u64, Instant)> = None;
+        let mut attempt = 0;
+        loop {
+            let h = match records::read_header(&self.store, &Meter::default(), tx_id).await {
+                Ok(h) => h,
+                Err(TxError::NotFound(_)) => return Ok(()),
+                Err(e) => return Err(e),
+            };
+            if h.finished() {
+                return Ok(());
+            }
+            match seen {
+                Some((v, since)) if v == h.version => {
+                    if since.elapsed() >= lease {
+                        return Ok(());
+                    }
+                }
+                _ => seen = Some((h.version, Instant::now())),
+            }
+            attempt += 1;
+            self.sleep(attempt).await;
         }
     }
 
@@ -214,7 +256,10 @@ impl Coordinator {
             }
             Some(ref h) if h.id > me.id => {
                 info!(tx_id = %me.id, holder = %h.id, "rolling back a younger transaction that holds our lock");
-                let d = Decision::because(format!("an older transaction ({}) needed {}", me.id, c.item));
+                let d = Decision {
+                    wounded_by: Some(me.id.clone()),
+                    ..Decision::because(format!("an older transaction ({}) needed {}", me.id, c.item))
+                };
                 records::decide_rollback(s, &m, &h.id, &d).await?;
                 self.help(&h.id, help_budget).await?;
                 return Ok(Resolution::Retry);
@@ -241,7 +286,7 @@ impl Coordinator {
                 format!("{} is locked by transaction {}", c.item, c.holder),
             );
             let d = match c.action {
-                Some(i) => Decision { message: None, failed: vec![(i, reason)] },
+                Some(i) => Decision { failed: vec![(i, reason)], ..Decision::default() },
                 None => Decision::because(format!("the Parent item {} is locked by {}", c.item, c.holder)),
             };
             records::decide_rollback(s, &m, &me.id, &d).await?;

@@ -58,11 +58,14 @@ pub struct Decision {
     pub message: Option<String>,
     #[serde(default)]
     pub failed: Vec<(usize, CancellationReason)>,
+    /// The older transaction that rolled this one back because it needed an item this one held (wound-wait).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wounded_by: Option<String>,
 }
 
 impl Decision {
     pub fn because(message: impl Into<String>) -> Self {
-        Self { message: Some(message.into()), failed: vec![] }
+        Self { message: Some(message.into()), ..Self::default() }
     }
     /// DynamoDB's shape: one reason per action, in request order.
     pub fn cancellation(&self, tx_id: &str, actions: usize) -> Cancellation {

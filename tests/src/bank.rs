@@ -48,7 +48,8 @@ pub struct Outcome {
 }
 
 pub const START_BALANCE: i64 = 1_000;
-/// Attempts a worker makes at one transfer.
+/// Attempts a worker makes at one transfer, not counting those rolled back by an older transfer (see
+/// `Coordinator::run_retrying`).
 pub const MAX_ATTEMPTS: u32 = 10;
 
 fn acct(i: usize) -> String {
@@ -191,7 +192,7 @@ pub async fn check(env: &Env, p: &Params, o: &Outcome) -> String {
         assert!(finished <= deadline + 30_000, "a transaction ran past its deadline: {rec:?}");
     }
     let summary = format!(
-        "{} transfers over {} accounts, {}-{} accounts each, by {} workers: {} committed, {} refused by their own condition, {} given up after {MAX_ATTEMPTS} attempts; {} plain writes ({} held off by a lock); slowest transfer {:.1} s; {:.1} s in all; total balance conserved, no lost update",
+        "{} transfers over {} accounts, {}-{} accounts each, by {} workers: {} committed, {} refused by their own condition, {} given up (after {MAX_ATTEMPTS} attempts or past the deadline); {} plain writes ({} held off by a lock); slowest transfer {:.1} s; {:.1} s in all; total balance conserved, no lost update",
         p.workers * p.transfers_per_worker,
         p.accounts,
         p.min_k,

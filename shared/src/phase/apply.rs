@@ -64,7 +64,7 @@ pub async fn apply(store: &Store, tx_id: &str, batch: usize) -> Result<Report, T
             Group::Applied | Group::Rejected(_) => {}
             Group::Stop(o) => return Ok(Report::new(o, &m)),
             Group::Failed(failed) => {
-                let outcome = decided(store, &m, tx_id, &Decision { message: None, failed }).await?;
+                let outcome = decided(store, &m, tx_id, &Decision { failed, ..Decision::default() }).await?;
                 return Ok(Report::new(outcome, &m));
             }
         }

@@ -61,7 +61,7 @@ pub async fn lock(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
             }
         }
         failed.sort_by_key(|(i, _)| *i);
-        let d = Decision { message: None, failed };
+        let d = Decision { failed, ..Decision::default() };
         return Ok(Report::new(decided(store, &m, tx_id, &d).await?, &m));
     }
     if !contention.is_empty() {
