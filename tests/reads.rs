@@ -164,3 +164,101 @@ async fn writers_outside_the_protocol_that_use_the_unlocked_condition_never_over
     }
     env.assert_clean().await;
 }
+
+fn keys_of(env: &Env, tag: &str) -> Vec<(String, dynamo_saga::value::Item)> {
+    items(tag).into_iter().map(|(k, _, _)| (env.a.clone(), item_from_json(&json!({"pk": sv(&k)})).unwrap())).collect()
+}
+
+fn values(items: &[Option<dynamo_saga::value::Item>]) -> Vec<Option<i64>> {
+    items.iter().map(|i| i.as_ref().map(|i| item_to_json(i)["v"]["N"].as_str().unwrap().parse().unwrap())).collect()
+}
+
+async fn state(env: &Env, id: &str) -> (TxState, bool) {
+    let h = read_header(&env.store, &Meter::default(), id).await.unwrap();
+    (h.state, h.finished())
+}
+
+/// A read lock reads every item at one moment, holds writers off while it is held (a plain writer's unlocked
+/// condition fails, a newer transaction waits), and ends by rolling back, which changes nothing.
+#[tokio::test]
+async fn a_read_lock_holds_writers_off_and_always_rolls_back() {
+    let env = Env::new("readlock").await;
+    seed(&env, "l").await;
+    let coord = Coordinator::new(env.store.clone());
+    let lock = read::lock_for_read(&coord, keys_of(&env, "l"), None).await.unwrap();
+    assert_eq!(values(&lock.items), vec![Some(1), Some(1), None, Some(1)]);
+    assert!(lock.held().await.unwrap());
+    let id = lock.transaction_id.clone();
+
+    let (cond, (name, attr)) = read::unlocked_condition();
+    let plain = env.client.update_item().table_name(&env.a).set_key(Some(item_from_json(&json!({"pk": sv("l-chk")})).unwrap()))
+        .update_expression("SET v = :x").condition_expression(cond).expression_attribute_names(name, attr)
+        .expression_attribute_values(":x", dynamo_saga::records::n(100)).send().await;
+    assert!(plain.is_err_and(|e| e.into_service_error().is_conditional_check_failed_exception()), "a plain write went through a read lock");
+
+    let (writing, body) = (Coordinator::new(env.store.clone()), request(&env, "l"));
+    let writer = writing.run(&body);
+    let reader = async {
+        tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+        // The newer writer is still waiting: nothing it asked for has happened.
+        assert_eq!(read_all(&env, "l", Isolation::Uncommitted).await, vec![Some(1), Some(1), None, Some(1)]);
+        assert!(lock.refresh().await.unwrap());
+        lock.release().await.unwrap();
+    };
+    let (w, ()) = tokio::join!(writer, reader);
+    w.expect("the writer commits once the read lock is released");
+    assert_eq!(state(&env, &id).await, (TxState::RolledBack, true));
+    assert_eq!(read_all(&env, "l", Isolation::Committed).await, vec![Some(9), None, Some(7), Some(1)]);
+    env.assert_clean().await;
+}
+
+/// A read lock is a transaction like any other: an older transaction that needs its items rolls it back.
+#[tokio::test]
+async fn an_older_transaction_rolls_a_read_lock_back() {
+    let env = Env::new("readlockold").await;
+    seed(&env, "o").await;
+    let older = dynamo_saga::phase::begin::begin(&env.store, &request(&env, "o")).await.unwrap().transaction_id;
+    tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    let coord = Coordinator::new(env.store.clone());
+    let lock = read::lock_for_read(&coord, keys_of(&env, "o"), None).await.unwrap();
+    assert!(lock.transaction_id > older);
+    coord.drive(&older).await.expect("the older transaction commits");
+    assert!(!lock.held().await.unwrap(), "the read lock was rolled back");
+    assert!(!lock.refresh().await.unwrap());
+    let id = lock.transaction_id.clone();
+    lock.release().await.unwrap();
+    assert_eq!(state(&env, &id).await, (TxState::RolledBack, true));
+    assert_eq!(read_all(&env, "o", Isolation::Committed).await, vec![Some(9), None, Some(7), Some(1)]);
+    env.assert_clean().await;
+}
+
+/// Reading at `read-lock` while an older transaction has applied its writes but not committed: the committed read
+/// returns the saved images, the read lock waits for the transaction and returns what it committed.
+#[tokio::test]
+async fn a_read_lock_read_waits_for_a_pending_transaction_and_returns_what_it_committed() {
+    use dynamo_saga::phase::resume::{resume, Step};
+    let env = Env::new("readlockwait").await;
+    seed(&env, "p").await;
+    let id = dynamo_saga::phase::begin::begin(&env.store, &request(&env, "p")).await.unwrap().transaction_id;
+    loop {
+        let (_, step) = resume(&env.store, &id).await.unwrap();
+        if step == Step::Commit {
+            break;
+        }
+        dynamo_saga::coordinator::run_step(&env.store, &id, step).await.unwrap();
+    }
+    assert_eq!(read_all(&env, "p", Isolation::Committed).await, vec![Some(1), Some(1), None, Some(1)]);
+    assert_eq!(read_all(&env, "p", Isolation::Uncommitted).await, vec![Some(9), Some(1), Some(7), Some(1)]);
+    let key = item_from_json(&json!({"pk": sv("p-upd")})).unwrap();
+    let (read, done) = tokio::join!(read::get_item(&env.store, &env.a, key, Isolation::ReadLock), async {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        Coordinator::new(env.store.clone()).drive(&id).await
+    });
+    done.expect("the transaction commits");
+    assert_eq!(values(&[read.unwrap()]), vec![Some(9)]);
+    assert_eq!(read_all(&env, "p", Isolation::ReadLock).await, vec![Some(9), None, Some(7), Some(1)]);
+    let q = env.client.query().table_name(&env.a).key_condition_expression("pk = :k").expression_attribute_values(":k", dynamo_saga::records::s("p-new")).send().await.unwrap();
+    let seen = read::resolve_all(&env.store, &env.a, q.items.unwrap_or_default(), Isolation::ReadLock).await.unwrap();
+    assert_eq!(values(&seen.into_iter().map(Some).collect::<Vec<_>>()), vec![Some(7)]);
+    env.assert_clean().await;
+}

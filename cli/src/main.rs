@@ -22,7 +22,7 @@ const USAGE: &str = "usage: dynamo-saga [--json] [--table NAME] COMMAND
                   with a progress bar to its end; through Step Functions when a state machine is given (or
                   SAGA_STATE_MACHINE_ARN is set), otherwise in this process
   status ID       state, progress by phase, reasons of a rollback, capacity, timings
-  get TABLE KEY [--isolation committed|uncommitted]
+  get TABLE KEY [--isolation committed|uncommitted|read-lock]
                   read one item (KEY is DynamoDB JSON, e.g. '{\"pk\": {\"S\": \"a\"}}'); committed by default
   sweep [--older-than SECONDS] [--max N] [--state-machine ARN]
                   finish abandoned transactions once, as the scheduled sweeper does

@@ -1,5 +1,5 @@
 //! The `dynamo-saga` command against the local stack: `submit` through the real state machine (behind a local
-//! Step Functions endpoint) and in-process, `status`, `get` at both isolation levels, `sweep`, and bad arguments,
+//! Step Functions endpoint) and in-process, `status`, `get` at each isolation level, `sweep`, and bad arguments,
 //! each with its exit code.
 
 use std::process::Output;
@@ -79,7 +79,7 @@ async fn submit_follows_the_state_machine_then_status_and_get_report_the_result(
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(&format!("transaction {id}: COMMITTED, finished")) && text.contains("completed 3"), "{text}");
 
-    for isolation in ["committed", "uncommitted"] {
+    for isolation in ["committed", "uncommitted", "read-lock"] {
         let out = cli(&st.tx_table, &["get", &env.a, r#"{"pk": {"S": "c007"}}"#, "--isolation", isolation], None).await;
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         assert_eq!(stdout_json(&out), json!({"pk": sv("c007"), "v": nv(1)}));
@@ -155,7 +155,7 @@ async fn bad_arguments_and_requests_get_clear_errors_and_exit_codes() {
         (vec!["status", "01JDQ5A7K2M9P4R6T8V1W3X5Z7"], None, 3, "TransactionNotFound"),
         (vec!["get", "t-x"], None, 2, "get needs TABLE and KEY"),
         (vec!["get", "t-x", "{\"pk\": 1}"], None, 2, "not DynamoDB JSON"),
-        (vec!["get", "t-x", "{\"pk\": {\"S\": \"a\"}}", "--isolation", "dirty"], None, 2, "committed or uncommitted"),
+        (vec!["get", "t-x", "{\"pk\": {\"S\": \"a\"}}", "--isolation", "dirty"], None, 2, "committed, uncommitted or read-lock"),
         (vec!["sweep", "--older-than", "soon"], None, 2, "whole number"),
         (vec!["--table"], None, 2, "--table needs a name"),
     ];

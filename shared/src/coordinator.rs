@@ -172,12 +172,33 @@ impl Coordinator {
     /// Drives an existing transaction from wherever it stopped to its end.
     pub async fn drive(&self, tx_id: &str) -> Result<Committed, TxError> {
         let started = Instant::now();
+        let h = Box::pin(self.drive_until(tx_id, |_, _| false)).await?;
+        finished(&h, started)
+    }
+
+    /// Drives a pending transaction until every item is locked, meeting other transactions' locks as [`drive`]
+    /// does; it then holds every lock and has changed nothing. Errors with `TransactionCanceled` when it was rolled
+    /// back instead (by its own condition, a deadline, or an older transaction), after finishing that rollback.
+    ///
+    /// [`drive`]: Coordinator::drive
+    pub async fn drive_locks(&self, tx_id: &str) -> Result<Header, TxError> {
+        let started = Instant::now();
+        let h = Box::pin(self.drive_until(tx_id, |h, step| h.state == TxState::Pending && !matches!(step, Step::Lock(_)))).await?;
+        match (h.state, finished(&h, started)) {
+            (TxState::Pending, _) => Ok(h),
+            (_, Err(e)) => Err(e),
+            (_, Ok(_)) => Err(TxError::Internal(format!("transaction {tx_id} committed while its locks were being taken"))),
+        }
+    }
+
+    /// Runs steps until `stop` says so or the transaction has finished; returns the header last read.
+    async fn drive_until(&self, tx_id: &str, stop: impl Fn(&Header, &Step) -> bool) -> Result<Header, TxError> {
         let mut waiting: Option<Waiting> = None;
         let mut attempt = 0u32;
         loop {
             let (h, step) = phase::resume::resume(&self.store, tx_id).await?;
-            if step == Step::Finished {
-                return finished(&h, started);
+            if step == Step::Finished || stop(&h, &step) {
+                return Ok(h);
             }
             let report = run_step(&self.store, tx_id, step).await?;
             match report.outcome {

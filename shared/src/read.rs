@@ -8,17 +8,25 @@
 //!   committed `Delete` reads as absent before complete removes the item). Reading a locked item costs a few more
 //!   reads (the holder's header, and for an applied item its plan, one or more request pages and the image).
 //!
-//! Reads never write and never wait. A read that takes part in a transaction (a read lock) is a `ConditionCheck`
-//! in that transaction's request: it holds the item's lock until the transaction ends, so writers wait for it.
+//! - [`Isolation::ReadLock`]: the items are locked by a transaction of their own ([`lock_for_read`]) and read
+//!   while it holds them, so the reads are one consistent cut of committed values, and then released by rolling
+//!   that transaction back, which a read lock always does (seed 000's "code a read transaction exactly like a write,
+//!   except that at the conclusion of the transaction you always roll back"). It waits for transactions that hold
+//!   the items, and it writes: a lock and an unlock per item, as a transaction's condition check costs.
+//!
+//! The other two levels never write and never wait. To keep items locked while deciding what to write, hold a
+//! [`ReadLock`]; to make a read part of a writing transaction, put a `ConditionCheck` on the item in its request.
 
 use serde::{Deserialize, Serialize};
 
 use crate::constants::*;
+use crate::coordinator::Coordinator;
 use crate::error::TxError;
-use crate::records::{self, flag, lock_holder, strip_reserved, Image, TxState};
+use crate::phase::begin;
+use crate::records::{self, flag, lock_holder, strip_reserved, Decision, Image, TxState};
 use crate::request::{Action, Op};
 use crate::store::{Meter, Store};
-use crate::value::{key_order, Item};
+use crate::value::{item_to_json, key_order, Item};
 
 /// How much a read may see of transactions that are still running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,6 +34,8 @@ use crate::value::{key_order, Item};
 pub enum Isolation {
     Uncommitted,
     Committed,
+    #[serde(rename = "read-lock")]
+    ReadLock,
 }
 
 impl std::str::FromStr for Isolation {
@@ -34,13 +44,17 @@ impl std::str::FromStr for Isolation {
         match s {
             "uncommitted" => Ok(Isolation::Uncommitted),
             "committed" => Ok(Isolation::Committed),
-            other => Err(format!("isolation must be committed or uncommitted, not {other:?}")),
+            "read-lock" => Ok(Isolation::ReadLock),
+            other => Err(format!("isolation must be committed, uncommitted or read-lock, not {other:?}")),
         }
     }
 }
 
 /// `GetItem` at `isolation` (strongly consistent).
 pub async fn get_item(store: &Store, table: &str, key: Item, isolation: Isolation) -> Result<Option<Item>, TxError> {
+    if isolation == Isolation::ReadLock {
+        return Ok(read_locked(store, vec![(table.to_owned(), key)]).await?.pop().flatten());
+    }
     let m = Meter::default();
     let item = store.get(&m, table, key.clone()).await?;
     resolve(store, &m, table, key, item, isolation).await
@@ -48,6 +62,10 @@ pub async fn get_item(store: &Store, table: &str, key: Item, isolation: Isolatio
 
 /// `BatchGetItem` at `isolation`: the items that exist (as `isolation` sees them), in any order.
 pub async fn batch_get_item(store: &Store, table: &str, keys: Vec<Item>, isolation: Isolation) -> Result<Vec<Item>, TxError> {
+    if isolation == Isolation::ReadLock {
+        let keys = keys.into_iter().map(|k| (table.to_owned(), k)).collect();
+        return Ok(read_locked(store, keys).await?.into_iter().flatten().collect());
+    }
     let m = Meter::default();
     let schema = store.schema(&m, table).await?;
     let mut out = Vec::new();
@@ -65,6 +83,10 @@ pub async fn batch_get_item(store: &Store, table: &str, keys: Vec<Item>, isolati
 pub async fn resolve_all(store: &Store, table: &str, items: Vec<Item>, isolation: Isolation) -> Result<Vec<Item>, TxError> {
     let m = Meter::default();
     let schema = store.schema(&m, table).await?;
+    if isolation == Isolation::ReadLock {
+        let keys = items.iter().map(|i| (table.to_owned(), key_of(i, &schema.key_names))).collect();
+        return Ok(read_locked(store, keys).await?.into_iter().flatten().collect());
+    }
     let mut out = Vec::with_capacity(items.len());
     for item in items {
         let key = key_of(&item, &schema.key_names);
@@ -73,6 +95,93 @@ pub async fn resolve_all(store: &Store, table: &str, items: Vec<Item>, isolation
         }
     }
     Ok(out)
+}
+
+/// Items held by a read lock: a transaction of `ConditionCheck`s that has locked every one of them and changed
+/// nothing. While it is held, writers that respect locks wait (dynamo-saga transactions) or fail their condition
+/// (writers using [`unlocked_condition`]); an older transaction that needs one of the items rolls it back, as it
+/// would any younger transaction, which [`ReadLock::held`] reports. Refresh a lock held longer than a third of the
+/// lease, or a waiting younger transaction judges it stale and rolls it back. Dropped without [`ReadLock::release`],
+/// the locks stay until the sweeper or a waiting transaction rolls the transaction back.
+#[derive(Debug, Clone)]
+pub struct ReadLock {
+    pub transaction_id: String,
+    /// Each requested key's item as committed when every lock was held (none when it does not exist), in request
+    /// order.
+    pub items: Vec<Option<Item>>,
+    coordinator: Coordinator,
+}
+
+/// Takes a read lock on `keys` (table, key) and reads them. `options` are the request's `Options`
+/// (`LockWaitSeconds`, `DeadlineSeconds`). Errors with `TransactionCanceled` when the lock could not be taken (the
+/// wait ran out, or an older transaction took an item first), having released whatever it held.
+pub async fn lock_for_read(coordinator: &Coordinator, keys: Vec<(String, Item)>, options: Option<serde_json::Value>) -> Result<ReadLock, TxError> {
+    let store = coordinator.store();
+    let checks: Vec<serde_json::Value> = keys
+        .iter()
+        .map(|(table, key)| {
+            let name = key.keys().min().cloned().unwrap_or_default();
+            serde_json::json!({"ConditionCheck": {"TableName": table, "Key": item_to_json(key),
+                "ConditionExpression": "attribute_exists(#k) OR attribute_not_exists(#k)", "ExpressionAttributeNames": {"#k": name}}})
+        })
+        .collect();
+    let mut body = serde_json::json!({ "TransactItems": checks });
+    if let Some(o) = options {
+        body["Options"] = o;
+    }
+    let id = begin::begin(store, &body).await?.transaction_id;
+    coordinator.drive_locks(&id).await?;
+    let m = Meter::default();
+    let reads = keys.into_iter().map(|(table, key)| {
+        let m = &m;
+        async move {
+            let item = store.get(m, &table, key.clone()).await?;
+            resolve(store, m, &table, key, item, Isolation::Uncommitted).await
+        }
+    });
+    let items = futures::future::try_join_all(reads).await;
+    let lock = ReadLock { transaction_id: id, items: Vec::new(), coordinator: coordinator.clone() };
+    match items {
+        Ok(items) => Ok(ReadLock { items, ..lock }),
+        Err(e) => {
+            lock.release().await?;
+            Err(e)
+        }
+    }
+}
+
+impl ReadLock {
+    /// Whether this read lock still holds every item (no older transaction has rolled it back).
+    pub async fn held(&self) -> Result<bool, TxError> {
+        let h = records::read_header(self.coordinator.store(), &Meter::default(), &self.transaction_id).await?;
+        Ok(h.state == TxState::Pending && !h.finished())
+    }
+
+    /// Tells waiting transactions this read lock is alive (a new header version), so they do not judge it stale.
+    /// False when it no longer holds its items.
+    pub async fn refresh(&self) -> Result<bool, TxError> {
+        let m = Meter::default();
+        records::update_header(self.coordinator.store(), &m, &self.transaction_id, TxState::Pending, &[], None, &m.usage()).await
+    }
+
+    /// Lets every item go by rolling the transaction back (nothing was changed, so nothing is restored). Safe to
+    /// call after an older transaction has rolled it back, and twice.
+    pub async fn release(self) -> Result<(), TxError> {
+        let m = Meter::default();
+        records::decide_rollback(self.coordinator.store(), &m, &self.transaction_id, &Decision::because("a read lock ends by rolling back")).await?;
+        match self.coordinator.drive(&self.transaction_id).await {
+            Ok(_) | Err(TxError::Canceled(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Locks `keys`, reads them, and lets them go.
+async fn read_locked(store: &Store, keys: Vec<(String, Item)>) -> Result<Vec<Option<Item>>, TxError> {
+    let lock = lock_for_read(&Coordinator::new(store.clone()), keys, None).await?;
+    let items = lock.items.clone();
+    lock.release().await?;
+    Ok(items)
 }
 
 /// A condition expression for writers outside the protocol, so they never write an item a transaction holds:
