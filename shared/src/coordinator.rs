@@ -98,7 +98,7 @@ impl Coordinator {
     /// Runs a whole transaction: begin, then drive it to its end. Errors with `TransactionCanceled` (and the reasons)
     /// when it rolled back.
     pub async fn run(&self, body: &Value) -> Result<Committed, TxError> {
-        let begun = phase::begin::begin(&self.store, body).await?;
+        let begun = Box::pin(phase::begin::begin(&self.store, body)).await?;
         self.drive(&begun.transaction_id).await
     }
 
@@ -118,7 +118,7 @@ impl Coordinator {
         let mut deadline = None;
         loop {
             let id = ulid::Ulid::from_parts(first.timestamp_ms(), rand_bits()).to_string();
-            let begun = phase::begin::begin_as(&self.store, body, None, Some(&id)).await?;
+            let begun = Box::pin(phase::begin::begin_as(&self.store, body, None, Some(&id))).await?;
             let result = self.drive(&begun.transaction_id).await;
             let Err(TxError::Canceled(c)) = &result else { return result };
             if body.get("ClientRequestToken").is_some() || c.failed().any(|(_, r)| r.code == CancellationReason::CONDITIONAL_CHECK_FAILED) {

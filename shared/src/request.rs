@@ -252,6 +252,32 @@ fn table_name(obj: &Map<String, Value>, cfg: &Config) -> Result<String, String> 
     Ok(t.clone())
 }
 
+/// The placeholders a `Ratchet` adds to a `Put`'s condition (callers cannot use names starting with `#_saga`).
+const RATCHET_NAME: &str = "#_sagaRatchet";
+const RATCHET_VALUE: &str = ":_sagaRatchet";
+
+/// A `Put`'s `Ratchet` (`{"AttributeName": "ts"}`): the attribute, which the item must carry as a number or a
+/// string. The put then takes effect only if the stored item has no such attribute or one not greater.
+fn ratchet_attribute(r: &Value, item: &Item) -> Result<String, String> {
+    let obj = r.as_object().ok_or("must be an object with AttributeName")?;
+    if let Some(k) = obj.keys().find(|k| *k != "AttributeName") {
+        return Err(format!("unknown field {k:?} (expected AttributeName)"));
+    }
+    let name = match obj.get("AttributeName") {
+        Some(Value::String(n)) if !n.is_empty() => n.clone(),
+        Some(_) => return Err("AttributeName must be a non-empty string".into()),
+        None => return Err("AttributeName is required".into()),
+    };
+    if name.starts_with(RESERVED_PREFIX) {
+        return Err(format!("attribute {name:?} is reserved for dynamo-saga (names starting with {RESERVED_PREFIX:?})"));
+    }
+    match item.get(&name) {
+        Some(aws_sdk_dynamodb::types::AttributeValue::N(_) | aws_sdk_dynamodb::types::AttributeValue::S(_)) => Ok(name),
+        Some(_) => Err(format!("the item's {name:?} must be a number or a string to order writes by")),
+        None => Err(format!("the item has no {name:?} attribute to order writes by")),
+    }
+}
+
 fn parse_action(i: usize, a: &Value, cfg: &Config) -> Result<RawAction, TxError> {
     let e = |m: String| bad(Some(i), m);
     let obj = a.as_object().ok_or_else(|| e("an action must be an object with one of Put, Update, Delete, ConditionCheck".into()))?;
@@ -267,7 +293,7 @@ fn parse_action(i: usize, a: &Value, cfg: &Config) -> Result<RawAction, TxError>
     let op = Op::from_key(opname).ok_or_else(|| e(format!("unknown action {opname:?} (expected Put, Update, Delete or ConditionCheck)")))?;
     let body = body.as_object().ok_or_else(|| e(format!("{opname} must be an object")))?;
     let allowed: &[&str] = match op {
-        Op::Put => &["TableName", "Item", "ConditionExpression", "ExpressionAttributeNames", "ExpressionAttributeValues", "ReturnValuesOnConditionCheckFailure"],
+        Op::Put => &["TableName", "Item", "ConditionExpression", "ExpressionAttributeNames", "ExpressionAttributeValues", "ReturnValuesOnConditionCheckFailure", "Ratchet"],
         Op::Update => &["TableName", "Key", "UpdateExpression", "ConditionExpression", "ExpressionAttributeNames", "ExpressionAttributeValues", "ReturnValuesOnConditionCheckFailure"],
         Op::Delete | Op::ConditionCheck => &["TableName", "Key", "ConditionExpression", "ExpressionAttributeNames", "ExpressionAttributeValues", "ReturnValuesOnConditionCheckFailure"],
     };
@@ -290,14 +316,14 @@ fn parse_action(i: usize, a: &Value, cfg: &Config) -> Result<RawAction, TxError>
         }
     };
     let update = string("UpdateExpression")?;
-    let condition = string("ConditionExpression")?;
+    let mut condition = string("ConditionExpression")?;
     if op == Op::Update && update.as_deref().is_none_or(|u| u.trim().is_empty()) {
         return Err(e("Update: UpdateExpression is required".into()));
     }
     if op == Op::ConditionCheck && condition.as_deref().is_none_or(|c| c.trim().is_empty()) {
         return Err(e("ConditionCheck: ConditionExpression is required".into()));
     }
-    let names: HashMap<String, String> = match body.get("ExpressionAttributeNames") {
+    let mut names: HashMap<String, String> = match body.get("ExpressionAttributeNames") {
         None | Some(Value::Null) => HashMap::new(),
         Some(Value::Object(m)) => m
             .iter()
@@ -308,7 +334,7 @@ fn parse_action(i: usize, a: &Value, cfg: &Config) -> Result<RawAction, TxError>
             .collect::<Result<_, _>>()?,
         Some(_) => return Err(e(format!("{opname}: ExpressionAttributeNames must be an object"))),
     };
-    let values = match body.get("ExpressionAttributeValues") {
+    let mut values = match body.get("ExpressionAttributeValues") {
         None | Some(Value::Null) => Item::new(),
         Some(v) => value::item_from_json(v).map_err(|m| e(format!("{opname}: ExpressionAttributeValues: {m}")))?,
     };
@@ -368,6 +394,18 @@ fn parse_action(i: usize, a: &Value, cfg: &Config) -> Result<RawAction, TxError>
     }
     if let Some(n) = named.into_iter().find(|n| reserved(n)) {
         return Err(e(format!("{opname}: attribute {n:?} is reserved for dynamo-saga (names starting with {RESERVED_PREFIX:?})")));
+    }
+    if let Some(r) = body.get("Ratchet") {
+        let attr = ratchet_attribute(r, &key_or_item).map_err(|m| e(format!("Put: Ratchet: {m}")))?;
+        // Seed 002's timestamp ratchet, as part of the condition: the lock evaluates it on the stored item, and the
+        // item stays locked until the transaction ends, so nothing newer can be written between check and apply.
+        let ratchet = format!("attribute_not_exists({RATCHET_NAME}) OR {RATCHET_NAME} <= {RATCHET_VALUE}");
+        condition = Some(match condition {
+            Some(c) => format!("({c}) AND ({ratchet})"),
+            None => ratchet,
+        });
+        values.insert(RATCHET_VALUE.to_owned(), key_or_item[&attr].clone());
+        names.insert(RATCHET_NAME.to_owned(), attr);
     }
     if op == Op::Put {
         let size = value::item_size(&key_or_item) + RESERVED_OVERHEAD;

@@ -54,6 +54,10 @@ pub fn catalogue(a: &str, b: &str, tx_table: &str, max_actions: usize) -> Vec<(V
         (json!({"TransactItems": [ok.clone()], "Options": {"DeadlineSeconds": 0}}), None, "DeadlineSeconds"),
         (json!({"TransactItems": [ok.clone()], "Parent": {"TableName": a}}), None, "Parent: Key is required"),
         (json!({"TransactItems": "all of them"}), None, "must be an array"),
+        (json!({"TransactItems": [{"Put": {"TableName": a, "Item": {"pk": sv("p"), "v": nv(1)}, "Ratchet": {"AttributeName": "ts"}}}]}), Some(0), "no \"ts\" attribute"),
+        (json!({"TransactItems": [{"Put": {"TableName": a, "Item": {"pk": sv("p"), "ts": {"BOOL": true}}, "Ratchet": {"AttributeName": "ts"}}}]}), Some(0), "number or a string"),
+        (json!({"TransactItems": [{"Put": {"TableName": a, "Item": {"pk": sv("p"), "ts": nv(1)}, "Ratchet": "ts"}}]}), Some(0), "Ratchet: must be an object"),
+        (json!({"TransactItems": [{"Update": {"TableName": a, "Key": {"pk": sv("p")}, "UpdateExpression": "SET ts = :t", "ExpressionAttributeValues": {":t": nv(1)}, "Ratchet": {"AttributeName": "ts"}}}]}), Some(0), "unknown field \"Ratchet\""),
     ];
     let mut out: Vec<(Value, Option<usize>, String)> = cases.into_iter().map(|(v, i, n)| (v, i, n.to_string())).collect();
     out.push((
