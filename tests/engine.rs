@@ -158,3 +158,19 @@ async fn parent_lock_is_held_and_released() {
     assert_eq!(sold, 150);
     env.assert_clean().await;
 }
+
+/// A condition written in parentheses is accepted as native `TransactWriteItems` accepts it, though the lock adds
+/// its own conditions around it.
+#[tokio::test]
+async fn a_parenthesised_condition_works_as_natively() {
+    let env = Env::new("parens").await;
+    env.put(&env.a, json!({"pk": sv("q"), "v": nv(1)})).await;
+    let action = json!({"Update": {"TableName": env.a, "Key": {"pk": sv("q")}, "UpdateExpression": "SET v = :two",
+        "ConditionExpression": "(v = :one)", "ExpressionAttributeValues": {":one": nv(1), ":two": nv(2)}}});
+    let native = env.client.transact_write_items().transact_items(harness::native_item(&action)).send().await;
+    assert!(native.is_ok(), "DynamoDB accepts it: {native:?}");
+    env.put(&env.a, json!({"pk": sv("q"), "v": nv(1)})).await;
+    Coordinator::new(env.store.clone()).run(&json!({"TransactItems": [action]})).await.expect("dynamo-saga accepts it");
+    assert_eq!(env.get(&env.a, json!({"pk": sv("q")})).await.unwrap()["v"], nv(2));
+    env.assert_clean().await;
+}

@@ -180,6 +180,41 @@ pub fn add_actions(expr: &str, kind: ClauseKind, extra: &str) -> Result<String, 
     Ok(out)
 }
 
+/// `a AND b` for two condition expressions, each in one pair of parentheses: DynamoDB rejects a condition in two
+/// ("redundant parentheses"), so a side the caller already wrote in parentheses is not wrapped again.
+pub fn and(a: &str, b: &str) -> String {
+    format!("{} AND {}", enclosed(a), enclosed(b))
+}
+
+fn enclosed(c: &str) -> String {
+    let mut c = c.trim();
+    while wrapped_whole(c) {
+        c = c[1..c.len() - 1].trim();
+    }
+    format!("({c})")
+}
+
+/// Whether `c` is `( ... )` with the first parenthesis closed by the last.
+fn wrapped_whole(c: &str) -> bool {
+    if !c.starts_with('(') || !c.ends_with(')') {
+        return false;
+    }
+    let mut depth = 0;
+    for (i, ch) in c.char_indices() {
+        match ch {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return i == c.len() - 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
 /// Whether `word` is one of DynamoDB's reserved words (case-insensitive), which cannot be written as a bare name.
 pub fn is_reserved_word(word: &str) -> bool {
     RESERVED_WORDS.binary_search_by(|w| w.bytes().cmp(word.bytes().map(|b| b.to_ascii_uppercase()))).is_ok()
@@ -698,6 +733,14 @@ const RESERVED_WORDS: &[&str] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn and_puts_each_side_in_one_pair_of_parentheses() {
+        assert_eq!(and("a = :a", "b = :b"), "(a = :a) AND (b = :b)");
+        assert_eq!(and("(a = :a)", " ((b = :b)) "), "(a = :a) AND (b = :b)");
+        assert_eq!(and("(a = :a) OR (b = :b)", "attribute_exists(c)"), "((a = :a) OR (b = :b)) AND (attribute_exists(c))");
+        assert_eq!(and("(a = :a OR b = :b) AND (c = :c)", "d = :d"), "((a = :a OR b = :b) AND (c = :c)) AND (d = :d)");
+    }
 
     fn set(items: &[&str]) -> BTreeSet<String> {
         items.iter().map(|s| s.to_string()).collect()

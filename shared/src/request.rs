@@ -252,9 +252,11 @@ fn table_name(obj: &Map<String, Value>, cfg: &Config) -> Result<String, String> 
     Ok(t.clone())
 }
 
-/// The placeholders a `Ratchet` adds to a `Put`'s condition (callers cannot use names starting with `#_saga`).
+/// The placeholders a `Ratchet` adds to a `Put`'s condition (callers cannot use names starting with `#_saga`), and
+/// the condition.
 const RATCHET_NAME: &str = "#_sagaRatchet";
 const RATCHET_VALUE: &str = ":_sagaRatchet";
+pub const RATCHET_CONDITION: &str = "attribute_not_exists(#_sagaRatchet) OR #_sagaRatchet <= :_sagaRatchet";
 
 /// A `Put`'s `Ratchet` (`{"AttributeName": "ts"}`): the attribute, which the item must carry as a number or a
 /// string. The put then takes effect only if the stored item has no such attribute or one not greater.
@@ -399,10 +401,9 @@ fn parse_action(i: usize, a: &Value, cfg: &Config) -> Result<RawAction, TxError>
         let attr = ratchet_attribute(r, &key_or_item).map_err(|m| e(format!("Put: Ratchet: {m}")))?;
         // Seed 002's timestamp ratchet, as part of the condition: the lock evaluates it on the stored item, and the
         // item stays locked until the transaction ends, so nothing newer can be written between check and apply.
-        let ratchet = format!("attribute_not_exists({RATCHET_NAME}) OR {RATCHET_NAME} <= {RATCHET_VALUE}");
         condition = Some(match condition {
-            Some(c) => format!("({c}) AND ({ratchet})"),
-            None => ratchet,
+            Some(c) => expr::and(&c, RATCHET_CONDITION),
+            None => RATCHET_CONDITION.to_owned(),
         });
         values.insert(RATCHET_VALUE.to_owned(), key_or_item[&attr].clone());
         names.insert(RATCHET_NAME.to_owned(), attr);

@@ -129,7 +129,8 @@ async fn lock_item(store: &Store, m: &Meter, tx_id: &str, a: &Action) -> Result<
         None => Default::default(),
     };
     let (names, values) = used(a, &refs);
-    let mut absent = a.op == Op::Put && a.condition.as_deref().is_some_and(|c| c.contains("attribute_not_exists"));
+    let mut absent = a.op == Op::Put
+        && a.condition.as_deref().is_some_and(|c| c.replace(crate::request::RATCHET_CONDITION, "").contains("attribute_not_exists"));
     for _ in 0..4 {
         let (mut cond, set) = if absent {
             (
@@ -143,7 +144,7 @@ async fn lock_item(store: &Store, m: &Meter, tx_id: &str, a: &Action) -> Result<
             )
         };
         if let Some(c) = &a.condition {
-            cond = format!("{cond} AND ({c})");
+            cond = expr::and(&cond, c);
         }
         let mut req = store
             .client
