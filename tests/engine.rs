@@ -174,3 +174,41 @@ async fn a_parenthesised_condition_works_as_natively() {
     assert_eq!(env.get(&env.a, json!({"pk": sv("q")})).await.unwrap()["v"], nv(2));
     env.assert_clean().await;
 }
+
+/// The parent lock can be looked at without taking it: who holds it, since when, and the holder's header (state and
+/// the version waiters watch); nobody once the transaction has ended.
+#[tokio::test]
+async fn the_parent_lock_can_be_read_without_taking_it() {
+    use dynamo_saga::phase::resume::{resume, Step};
+    use dynamo_saga::read;
+    use dynamo_saga::value::item_from_json;
+    let env = Env::new("getlock").await;
+    env.put(&env.a, json!({"pk": sv("P"), "stock": nv(3)})).await;
+    env.put(&env.a, json!({"pk": sv("i1"), "v": nv(0)})).await;
+    let parent = item_from_json(&json!({"pk": sv("P")})).unwrap();
+    assert_eq!(read::parent_lock(&env.store, &env.a, parent.clone()).await.unwrap(), None);
+    let missing = read::parent_lock(&env.store, &env.a, item_from_json(&json!({"pk": sv("nope")})).unwrap()).await;
+    assert!(matches!(missing, Err(TxError::NotFound(_))), "{missing:?}");
+
+    let body = json!({"TransactItems": [{"Update": {"TableName": env.a, "Key": {"pk": sv("i1")}, "UpdateExpression": "SET v = :one",
+        "ExpressionAttributeValues": {":one": nv(1)}}}], "Parent": {"TableName": env.a, "Key": {"pk": sv("P")}}});
+    let id = begin::begin(&env.store, &body).await.unwrap().transaction_id;
+    let mut versions = vec![];
+    loop {
+        let (_, step) = resume(&env.store, &id).await.unwrap();
+        if step == Step::Commit {
+            break;
+        }
+        dynamo_saga::coordinator::run_step(&env.store, &id, step).await.unwrap();
+        let lock = read::parent_lock(&env.store, &env.a, parent.clone()).await.unwrap().expect("held from the first lock on");
+        assert_eq!(lock.holder, id);
+        assert!(lock.locked_at > 0);
+        let h = lock.holder_header.expect("the holder's header");
+        assert_eq!(h.state, dynamo_saga::TxState::Pending);
+        versions.push(h.version);
+    }
+    assert!(versions.windows(2).all(|w| w[0] < w[1]), "every phase moves the version waiters watch: {versions:?}");
+    Coordinator::new(env.store.clone()).drive(&id).await.unwrap();
+    assert_eq!(read::parent_lock(&env.store, &env.a, parent).await.unwrap(), None);
+    env.assert_clean().await;
+}

@@ -184,6 +184,38 @@ async fn read_locked(store: &Store, keys: Vec<(String, Item)>) -> Result<Vec<Opt
     Ok(items)
 }
 
+/// Who holds a parent lock (the lock client's `getLock`, seed 001), read without taking it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ParentLock {
+    /// The holder's transaction id (the parent item's `lockToken`).
+    pub holder: String,
+    /// When the holder took the lock, ms since the epoch on its clock (`lockTokenAt`).
+    pub locked_at: u64,
+    /// The holder's header, when its records still exist: its state, and the version a waiter watches. A waiter
+    /// judges the lock stale only after seeing the same version for a whole lease (`lease_seconds`), measured on its
+    /// own clock.
+    pub holder_header: Option<records::Header>,
+    pub lease_seconds: u64,
+}
+
+/// The parent lock on `table`/`key`, if anyone holds it. Errors with `NotFound` when the item does not exist.
+pub async fn parent_lock(store: &Store, table: &str, key: Item) -> Result<Option<ParentLock>, TxError> {
+    let m = Meter::default();
+    let item = store.get(&m, table, key.clone()).await?.ok_or_else(|| TxError::NotFound(crate::value::key_display(table, &key)))?;
+    let Some(aws_sdk_dynamodb::types::AttributeValue::S(holder)) = item.get(PARENT_LOCK_TOKEN) else { return Ok(None) };
+    let locked_at = match item.get(PARENT_LOCKED_AT) {
+        Some(aws_sdk_dynamodb::types::AttributeValue::N(n)) => n.parse().unwrap_or(0),
+        _ => 0,
+    };
+    let holder_header = match records::read_header(store, &m, holder).await {
+        Ok(h) => Some(h),
+        Err(TxError::NotFound(_)) => None,
+        Err(e) => return Err(e),
+    };
+    Ok(Some(ParentLock { holder: holder.clone(), locked_at, holder_header, lease_seconds: store.cfg.lease.as_secs() }))
+}
+
 /// A condition expression for writers outside the protocol, so they never write an item a transaction holds:
 /// `attribute_not_exists(#sagaLock)`, with the name to add to `ExpressionAttributeNames`. Combine it with the
 /// writer's own condition using `AND`. A write it stops fails with `ConditionalCheckFailedException`; retry it later.
