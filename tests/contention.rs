@@ -292,3 +292,58 @@ async fn two_transactions_naming_each_others_items_in_opposite_order_both_end() 
     assert_eq!([n_of(&env, "p000").await, n_of(&env, "p001").await], [want, want]);
     env.assert_clean().await;
 }
+
+/// Seed 001's rule on a parent lock (seed 003): a holder that stopped after locking keeps the parent while its header
+/// version moves (a heartbeat), and a waiter takes over only after seeing one version for a whole lease. The
+/// holder's late coordinator then writes nothing, and its transaction ends rolled back with every lock released.
+#[tokio::test]
+async fn a_parent_lock_is_taken_over_only_after_a_lease_without_a_heartbeat() {
+    let lease = Duration::from_secs(2);
+    let env = Env::with("takeover", |c| Config { lease, ..c }).await;
+    let pks = keys("t", 3);
+    seed(&env, &pks).await;
+    env.put(&env.a, json!({"pk": sv("PARENT"), "n": nv(0)})).await;
+    let with_parent = |delta| {
+        let mut b = adds(&env, &pks, delta, None);
+        b["Parent"] = json!({"TableName": env.a, "Key": {"pk": sv("PARENT")}});
+        b
+    };
+    let ids = begin_in_order(&env, &[with_parent(1), with_parent(10)]).await;
+    let (holder, waiter) = (&ids[0], &ids[1]);
+    // The holder takes the parent and every item, then its coordinator stops.
+    assert_eq!(lock::lock(&env.store, holder, 0).await.unwrap().outcome, Outcome::Done);
+    let parent_token = || async { env.get(&env.a, json!({"pk": sv("PARENT")})).await.unwrap()["lockToken"]["S"].as_str().map(str::to_owned) };
+    assert_eq!(parent_token().await.as_deref(), Some(holder.as_str()));
+
+    // For two leases the holder's header keeps moving: the waiter waits and takes nothing over.
+    let coord = Coordinator::new(env.store.clone());
+    let beats = async {
+        let t = Instant::now();
+        while t.elapsed() < lease * 2 {
+            let m = Meter::default();
+            assert!(records::update_header(&env.store, &m, holder, TxState::Pending, &[], None, &m.usage()).await.unwrap());
+            tokio::time::sleep(lease / 4).await;
+        }
+    };
+    let (waited, ()) = tokio::join!(tokio::time::timeout(lease * 2, coord.drive(waiter)), beats);
+    assert!(waited.is_err(), "the waiter did not finish while the holder's heart beat: {waited:?}");
+    assert_eq!(state_of(&env, holder).await, TxState::Pending);
+    assert_eq!(parent_token().await.as_deref(), Some(holder.as_str()));
+
+    // Without a heartbeat, the waiter takes over after a whole lease, no sooner.
+    let t = Instant::now();
+    coord.drive(waiter).await.expect("the waiter commits");
+    assert!(t.elapsed() >= lease, "taken over after {:?}, before a whole lease", t.elapsed());
+    assert_eq!(state_of(&env, holder).await, TxState::RolledBack);
+
+    // The holder's coordinator wakes up: it writes nothing, and its transaction has ended rolled back.
+    let after = env.snapshot().await;
+    let late = Coordinator::new(env.store.clone()).drive(holder).await;
+    assert!(matches!(late, Err(TxError::Canceled(_))), "{late:?}");
+    assert_eq!(env.snapshot().await, after);
+    for pk in &pks {
+        assert_eq!(n_of(&env, pk).await, 10, "{pk}: only the waiter's writes");
+    }
+    assert_eq!(parent_token().await, None, "the parent is released");
+    env.assert_clean().await;
+}
