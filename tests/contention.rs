@@ -347,3 +347,78 @@ async fn a_parent_lock_is_taken_over_only_after_a_lease_without_a_heartbeat() {
     assert_eq!(parent_token().await, None, "the parent is released");
     env.assert_clean().await;
 }
+
+/// A request that appends `me` to the parent item's `order` list, under that parent's lock.
+fn append_to_parent(env: &Env, me: &str) -> Value {
+    json!({"TransactItems": [{"Update": {"TableName": env.a, "Key": {"pk": sv("QUEUED")},
+        "UpdateExpression": "SET #o = list_append(#o, :me)", "ExpressionAttributeNames": {"#o": "order"},
+        "ExpressionAttributeValues": {":me": {"L": [sv(me)]}}}}],
+        "Parent": {"TableName": env.a, "Key": {"pk": sv("QUEUED")}}})
+}
+
+async fn parent_order(env: &Env) -> Vec<String> {
+    let p = env.get(&env.a, json!({"pk": sv("QUEUED")})).await.unwrap();
+    p["order"]["L"].as_array().unwrap().iter().map(|v| v["S"].as_str().unwrap().to_owned()).collect()
+}
+
+/// Seed 004: 20 transactions waiting for one parent are served in the order they took their tickets, which here is
+/// the reverse of their age; a waiter that died in the queue is rolled back after a lease and the queue moves on.
+#[tokio::test]
+async fn twenty_transactions_queued_on_one_parent_are_served_in_ticket_order() {
+    let env = Env::with("fifo", |c| Config { lease: Duration::from_secs(2), ..c }).await;
+    env.put(&env.a, json!({"pk": sv("QUEUED"), "order": {"L": []}})).await;
+    let names: Vec<String> = (0..=21).map(|i| format!("w{i:02}")).collect();
+    let bodies: Vec<Value> = names.iter().map(|n| append_to_parent(&env, n)).collect();
+    let ids = begin_in_order(&env, &bodies).await;
+    // w00 holds the parent.
+    assert_eq!(lock::lock(&env.store, &ids[0], 0).await.unwrap().outcome, Outcome::Done);
+    // The rest take tickets youngest first; w21, queued second, dies there (its coordinator never comes back).
+    let mut ticket_order = vec![];
+    for i in (1..=21).rev() {
+        let r = lock::lock(&env.store, &ids[i], 0).await.unwrap();
+        assert!(matches!(r.outcome, Outcome::Contended(ref c) if c.action.is_none()), "{i}: {r:?}");
+        ticket_order.push(i);
+    }
+    let dead = ticket_order.remove(0);
+    assert_eq!(dead, 21);
+    let coord = Coordinator::new(env.store.clone());
+    let waiters = ticket_order.iter().map(|&i| {
+        let (coord, id) = (coord.clone(), ids[i].clone());
+        async move { tokio::time::timeout(Duration::from_secs(120), coord.drive(&id)).await.expect("no livelock") }
+    });
+    let holder = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        coord.drive(&ids[0]).await
+    };
+    let (results, first) = tokio::join!(futures::future::join_all(waiters), holder);
+    first.expect("the holder commits");
+    for r in &results {
+        r.as_ref().expect("every live waiter commits");
+    }
+    let mut want = vec![names[0].clone()];
+    want.extend(ticket_order.iter().map(|&i| names[i].clone()));
+    assert_eq!(parent_order(&env).await, want, "served in ticket order");
+    assert_eq!(state_of(&env, &ids[dead]).await, TxState::RolledBack, "the dead waiter was rolled back");
+    let queue: Vec<_> = env.tx_records().await.into_iter().filter(|r| r.get("sk").and_then(|v| v.as_s().ok()).is_some_and(|s| s.starts_with('t') && s != "tx")).collect();
+    assert!(queue.is_empty(), "no queue row left: {queue:?}");
+    env.assert_clean().await;
+}
+
+/// `LockWaitSeconds: 0` with the parent held: cancelled at once, naming the holder, and out of the queue.
+#[tokio::test]
+async fn lock_wait_zero_on_a_held_parent_fails_at_once() {
+    let env = Env::new("fifozero").await;
+    env.put(&env.a, json!({"pk": sv("QUEUED"), "order": {"L": []}})).await;
+    let mut impatient = append_to_parent(&env, "b");
+    impatient["Options"] = json!({"LockWaitSeconds": 0});
+    let ids = begin_in_order(&env, &[append_to_parent(&env, "a"), impatient]).await;
+    assert_eq!(lock::lock(&env.store, &ids[0], 0).await.unwrap().outcome, Outcome::Done);
+    let t = Instant::now();
+    let out = Coordinator::new(env.store.clone()).drive(&ids[1]).await;
+    let Err(TxError::Canceled(c)) = out else { panic!("cancelled at once: {out:?}") };
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(c.message.contains("Parent") && c.message.contains(ids[0].as_str()), "{}", c.message);
+    Coordinator::new(env.store.clone()).drive(&ids[0]).await.expect("the holder commits");
+    assert_eq!(parent_order(&env).await, vec!["a".to_owned()]);
+    env.assert_clean().await;
+}

@@ -77,6 +77,12 @@ pub const H_READ_UNITS: &str = "readUnits";
 pub const H_WRITE_UNITS: &str = "writeUnits";
 /// Header: a short hash of the request body, to tell a retried ClientRequestToken from a reused one.
 pub const H_BODY_HASH: &str = "bodyHash";
+/// Header: the transaction's ticket in its parent's FIFO queue.
+pub const H_PARENT_TICKET: &str = "parentTicket";
+/// Partition key prefix of a parent's queue (its ticket counter and one row per queued transaction).
+pub const QUEUE_PREFIX: &str = "queue#";
+/// Queue counter record: the last ticket handed out.
+pub const Q_NEXT: &str = "lastTicket";
 /// Every record: the DynamoDB TTL attribute (epoch seconds).
 pub const ATTR_EXPIRES_AT: &str = "expiresAt";
 /// Header: partition key of the sparse index of open transactions; removed when the transaction finishes.

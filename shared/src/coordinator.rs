@@ -275,7 +275,8 @@ impl Coordinator {
                 self.help(&h.id, help_budget).await?;
                 return Ok(Resolution::Retry);
             }
-            Some(ref h) if h.id > me.id => {
+            // Item locks go by age (wound-wait); the parent goes by ticket (FIFO), so its holder is never wounded.
+            Some(ref h) if h.id > me.id && c.action.is_some() => {
                 info!(tx_id = %me.id, holder = %h.id, "rolling back a younger transaction that holds our lock");
                 let d = Decision {
                     wounded_by: Some(me.id.clone()),

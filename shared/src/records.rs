@@ -100,6 +100,9 @@ pub struct Header {
     pub parent: Option<Parent>,
     pub client_request_token: Option<String>,
     pub lock_wait_seconds: Option<u64>,
+    /// Its ticket in the parent's FIFO queue, once taken.
+    #[serde(default)]
+    pub parent_ticket: Option<u64>,
     pub lock_started: usize,
     pub locked: usize,
     pub saved: usize,
@@ -146,6 +149,7 @@ impl Header {
             parent: s(H_PARENT).map(|p| serde_json::from_str(&p)).transpose().map_err(|_| bad(H_PARENT))?,
             client_request_token: s(H_TOKEN),
             lock_wait_seconds: u(H_LOCK_WAIT),
+            parent_ticket: u(H_PARENT_TICKET),
             lock_started: u(H_LOCK_STARTED).unwrap_or(0) as usize,
             locked: u(H_LOCKED).unwrap_or(0) as usize,
             saved: u(H_SAVED).unwrap_or(0) as usize,

@@ -38,8 +38,14 @@ pub async fn lock(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
     }
     if batch == 0 {
         if let Some(p) = &h.parent {
+            // FIFO: take a ticket, and try for the parent only when nobody is queued ahead.
+            let ticket = queue::enqueue(store, &m, &h, p).await?;
+            if let Some(holder) = queue::ahead(store, &m, tx_id, p, ticket).await? {
+                let c = Contention { holder, action: None, item: value::key_display(&p.table_name, &p.key) };
+                return Ok(Report::new(Outcome::Contended(c), &m));
+            }
             match lock_parent(store, &m, tx_id, p).await? {
-                ItemLock::Locked => {}
+                ItemLock::Locked => queue::leave(store, &m, &records::Header { parent_ticket: Some(ticket), ..h.clone() }).await?,
                 ItemLock::Contended(c) => return Ok(Report::new(Outcome::Contended(c), &m)),
                 ItemLock::Failed(r) => {
                     let d = Decision::because(r.message.unwrap_or_default());

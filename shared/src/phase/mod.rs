@@ -10,6 +10,7 @@ pub mod begin;
 pub mod commit;
 pub mod complete;
 pub mod lock;
+pub mod queue;
 pub mod release;
 pub mod resume;
 pub mod rollback;

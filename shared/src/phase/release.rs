@@ -18,6 +18,7 @@ pub async fn release(store: &Store, tx_id: &str) -> Result<Report, TxError> {
         return Err(TxError::Internal(format!("release of transaction {tx_id} before its items were released")));
     }
     if let Some(p) = &h.parent {
+        queue::leave(store, &m, &h).await?;
         let req = store
             .client
             .update_item()
