@@ -8,6 +8,7 @@
 //!   transactions can never keep rolling each other back;
 //! - a pending holder older than us is waited for, and rolled back only if its header version stays unchanged for
 //!   a whole lease (measured on our own clock, so no trust in other machines' clocks);
+//! - a `Parent` goes by ticket instead (see [`crate::phase::queue`]): its holder is waited for whatever its age;
 //! - a wait longer than `LockWaitSeconds`, or past the deadline, cancels our own transaction with
 //!   `TransactionConflict` on the contended action, as DynamoDB reports a conflict.
 
