@@ -380,3 +380,52 @@ async fn the_status_api_reports_progress_and_the_reason_of_a_rollback() {
     let (code, s) = get("01JDQ5A7K2M9P4R6T8V1W3X5Z7".into()).await;
     assert_eq!((code, s["__type"].as_str()), (404, Some("TransactionNotFound")), "{s}");
 }
+
+/// Seed 004 through the state machine: executions waiting for one parent are served in the order they first asked
+/// for it, each waiting in the state machine's Wait state meanwhile.
+#[tokio::test]
+async fn executions_waiting_for_one_parent_are_served_in_ticket_order() {
+    use dynamo_saga::phase::{lock, Outcome};
+    let env = Env::on_stack("smfifo").await;
+    env.put(&env.a, json!({"pk": sv("QUEUED"), "order": {"L": []}})).await;
+    let body = |me: &str| {
+        json!({"TransactItems": [{"Update": {"TableName": env.a, "Key": {"pk": sv("QUEUED")},
+            "UpdateExpression": "SET #o = list_append(#o, :me)", "ExpressionAttributeNames": {"#o": "order"},
+            "ExpressionAttributeValues": {":me": {"L": [sv(me)]}}}}],
+            "Parent": {"TableName": env.a, "Key": {"pk": sv("QUEUED")}}})
+    };
+    // The library holds the parent while the executions queue up.
+    let holder = begin::begin(&env.store, &body("holder")).await.unwrap().transaction_id;
+    assert_eq!(lock::lock(&env.store, &holder, 0).await.unwrap().outcome, Outcome::Done);
+    let queued = || async {
+        let prefix = format!("queue#{}", env.a);
+        env.tx_records().await.iter().filter(|r| {
+            r.get("id").and_then(|v| v.as_s().ok()).is_some_and(|id| id.starts_with(&prefix))
+                && r.get("sk").and_then(|v| v.as_s().ok()).is_some_and(|sk| sk.starts_with('t'))
+        }).count()
+    };
+    let names: Vec<String> = (0..5).map(|i| format!("e{i}")).collect();
+    let mut runs = Vec::new();
+    for (i, n) in names.iter().enumerate() {
+        let input = body(n);
+        runs.push(tokio::spawn(async move { stack().await.execute(&input).await }));
+        // Start the next one only once this one has its ticket.
+        let t = std::time::Instant::now();
+        while queued().await < i + 1 {
+            assert!(t.elapsed() < std::time::Duration::from_secs(60), "execution {i} never queued");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+    dynamo_saga::Coordinator::new(env.store.clone()).drive(&holder).await.expect("the holder commits");
+    for r in runs {
+        let ex = r.await.unwrap();
+        assert_eq!(ex.status, "SUCCEEDED", "{ex:?}");
+    }
+    let p = env.get(&env.a, json!({"pk": sv("QUEUED")})).await.unwrap();
+    let order: Vec<&str> = p["order"]["L"].as_array().unwrap().iter().map(|v| v["S"].as_str().unwrap()).collect();
+    let mut want = vec!["holder"];
+    want.extend(names.iter().map(String::as_str));
+    assert_eq!(order, want, "served in ticket order");
+    assert_eq!(queued().await, 0, "no queue row left");
+    env.assert_clean().await;
+}
