@@ -293,8 +293,9 @@ async fn two_transactions_naming_each_others_items_in_opposite_order_both_end() 
     env.assert_clean().await;
 }
 
-/// Seed 001's rule on a parent lock (seed 003): a holder that stopped after locking keeps the parent while its header
-/// version moves (a heartbeat), and a waiter takes over only after seeing one version for a whole lease. The
+/// Seed 001's rule on a parent lock (seed 003): a holder that stopped after locking keeps the parent while the record
+/// version number on the parent item moves (a heartbeat), and a waiter takes over only after seeing one number for
+/// the whole lease written on the item. The
 /// holder's late coordinator then writes nothing, and its transaction ends rolled back with every lock released.
 #[tokio::test]
 async fn a_parent_lock_is_taken_over_only_after_a_lease_without_a_heartbeat() {
@@ -315,13 +316,20 @@ async fn a_parent_lock_is_taken_over_only_after_a_lease_without_a_heartbeat() {
     let parent_token = || async { env.get(&env.a, json!({"pk": sv("PARENT")})).await.unwrap()["lockToken"]["S"].as_str().map(str::to_owned) };
     assert_eq!(parent_token().await.as_deref(), Some(holder.as_str()));
 
-    // For two leases the holder's header keeps moving: the waiter waits and takes nothing over.
+    let parent = env.get(&env.a, json!({"pk": sv("PARENT")})).await.unwrap();
+    assert_eq!(parent["leaseDuration"], nv(2), "the lease is on the parent item: {parent}");
+    let rvn = || async { env.get(&env.a, json!({"pk": sv("PARENT")})).await.unwrap()["recordVersionNumber"].clone() };
+
+    // For two leases the holder's heart beats (a new record version number on the parent): the waiter waits and
+    // takes nothing over.
     let coord = Coordinator::new(env.store.clone());
+    let holder_header = records::read_header(&env.store, &Meter::default(), holder).await.unwrap();
     let beats = async {
         let t = Instant::now();
         while t.elapsed() < lease * 2 {
-            let m = Meter::default();
-            assert!(records::update_header(&env.store, &m, holder, TxState::Pending, &[], None, &m.usage()).await.unwrap());
+            let before = rvn().await;
+            assert!(dynamo_saga::phase::heartbeat(&env.store, &Meter::default(), &holder_header).await.unwrap());
+            assert_ne!(rvn().await, before);
             tokio::time::sleep(lease / 4).await;
         }
     };

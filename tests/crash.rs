@@ -7,16 +7,33 @@ use dynamo_saga::records::read_header;
 use dynamo_saga::store::Meter;
 use dynamo_saga::sweeper::Sweeper;
 use dynamo_saga::{Coordinator, TxError, TxState};
-use harness::workload::{assert_mixed_committed, mixed, seed_mixed};
+use harness::workload::{assert_mixed_committed, assert_tombstones_committed, mixed, seed_mixed, seed_tombstones, tombstones};
 use harness::{nv, sv, Env};
 use serde_json::{json, Value};
 
-/// The transaction of a scenario: `n` mixed actions; on the rollback path the last one is an `ADD` to a string,
+/// What a scenario's transaction does.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Work {
+    /// Every kind of action ([`mixed`]).
+    Mixed,
+    /// Every kind of action over tombstones, and a tombstone delete ([`tombstones`]).
+    Tombstones,
+}
+
+/// The transaction of a scenario: `n` actions; on the rollback path the last one is an `ADD` to a string,
 /// which only DynamoDB can reject, at apply time, after earlier batches were applied.
-async fn scenario(env: &Env, tag: &str, n: usize, commit_path: bool) -> Value {
+async fn scenario(env: &Env, tag: &str, n: usize, commit_path: bool, work: Work) -> Value {
     let good = if commit_path { n } else { n - 1 };
-    seed_mixed(env, tag, good).await;
-    let mut body = mixed(env, tag, good);
+    let mut body = match work {
+        Work::Mixed => {
+            seed_mixed(env, tag, good).await;
+            mixed(env, tag, good)
+        }
+        Work::Tombstones => {
+            seed_tombstones(env, tag, good).await;
+            tombstones(env, tag, good)
+        }
+    };
     if !commit_path {
         env.put(&env.b, json!({"pk": sv(&format!("{tag}-zz")), "sk": nv(0), "s": sv("text")})).await;
         body["TransactItems"].as_array_mut().unwrap().push(json!({"Update": {"TableName": env.b,
@@ -57,14 +74,14 @@ enum Recovery {
 }
 
 async fn crash_matrix(name: &str, n: usize, commit_path: bool) {
-    crash_matrix_by(name, n, commit_path, Recovery::Coordinator, 1).await;
+    crash_matrix_by(name, n, commit_path, Recovery::Coordinator, 1, Work::Mixed).await;
 }
 
 /// Every crash point (or every `stride`-th, plus the first 24 and the last 6, unless `SAGA_CRASH_FULL=1`).
-async fn crash_matrix_by(name: &str, n: usize, commit_path: bool, recovery: Recovery, stride: u64) {
+async fn crash_matrix_by(name: &str, n: usize, commit_path: bool, recovery: Recovery, stride: u64, work: Work) {
     let env = Env::new(name).await;
     // A clean run counts the writes a whole transaction makes.
-    let body = scenario(&env, "count", n, commit_path).await;
+    let body = scenario(&env, "count", n, commit_path, work).await;
     let counter = env.store.crash_after(u64::MAX);
     let clean = Coordinator::new(counter.clone()).run(&body).await;
     assert_eq!(clean.is_ok(), commit_path);
@@ -74,7 +91,7 @@ async fn crash_matrix_by(name: &str, n: usize, commit_path: bool, recovery: Reco
     let mut violations = Vec::new();
     for &k in &points {
         let tag = format!("k{k}");
-        let body = scenario(&env, &tag, n, commit_path).await;
+        let body = scenario(&env, &tag, n, commit_path, work).await;
         let before = env.snapshot().await;
         let first = Coordinator::new(env.store.crash_after(k)).run(&body).await;
         assert!(matches!(first, Err(TxError::InjectedFault(_))), "crash point {k} of {total}: the first coordinator should have died, got {first:?}");
@@ -111,7 +128,8 @@ async fn crash_matrix_by(name: &str, n: usize, commit_path: bool, recovery: Reco
         };
         let state = read_header(&env.store, &Meter::default(), &tx).await.unwrap().state;
         match state {
-            TxState::Committed => assert_mixed_committed(&env, &tag, n).await,
+            TxState::Committed if work == Work::Mixed => assert_mixed_committed(&env, &tag, n).await,
+            TxState::Committed => assert_tombstones_committed(&env, &tag, n, &tx).await,
             TxState::RolledBack => assert_eq!(env.snapshot().await, before, "crash point {k}: rollback left changes"),
             TxState::Pending => violations.push(format!("crash point {k}: still pending after recovery")),
         }
@@ -164,50 +182,70 @@ async fn crash_anywhere_rollback_250() {
 
 #[tokio::test]
 async fn crash_anywhere_commit_101() {
-    crash_matrix_by("crash-c101", 101, true, Recovery::Coordinator, 3).await;
+    crash_matrix_by("crash-c101", 101, true, Recovery::Coordinator, 3, Work::Mixed).await;
 }
 
 #[tokio::test]
 async fn crash_anywhere_rollback_101() {
-    crash_matrix_by("crash-r101", 101, false, Recovery::Coordinator, 3).await;
+    crash_matrix_by("crash-r101", 101, false, Recovery::Coordinator, 3, Work::Mixed).await;
 }
 
 #[tokio::test]
 async fn crash_anywhere_commit_1_recovered_by_the_sweeper() {
-    crash_matrix_by("crash-sc1", 1, true, Recovery::Sweeper, 1).await;
+    crash_matrix_by("crash-sc1", 1, true, Recovery::Sweeper, 1, Work::Mixed).await;
 }
 
 #[tokio::test]
 async fn crash_anywhere_rollback_1_recovered_by_the_sweeper() {
-    crash_matrix_by("crash-sr1", 1, false, Recovery::Sweeper, 1).await;
+    crash_matrix_by("crash-sr1", 1, false, Recovery::Sweeper, 1, Work::Mixed).await;
 }
 
 #[tokio::test]
 async fn crash_anywhere_commit_2_recovered_by_the_sweeper() {
-    crash_matrix_by("crash-sc2", 2, true, Recovery::Sweeper, 1).await;
+    crash_matrix_by("crash-sc2", 2, true, Recovery::Sweeper, 1, Work::Mixed).await;
 }
 
 #[tokio::test]
 async fn crash_anywhere_rollback_2_recovered_by_the_sweeper() {
-    crash_matrix_by("crash-sr2", 2, false, Recovery::Sweeper, 1).await;
+    crash_matrix_by("crash-sr2", 2, false, Recovery::Sweeper, 1, Work::Mixed).await;
 }
 
 #[tokio::test]
 async fn crash_anywhere_commit_101_recovered_by_the_sweeper() {
-    crash_matrix_by("crash-sc101", 101, true, Recovery::Sweeper, 3).await;
+    crash_matrix_by("crash-sc101", 101, true, Recovery::Sweeper, 3, Work::Mixed).await;
 }
 
 #[tokio::test]
 async fn crash_anywhere_rollback_101_recovered_by_the_sweeper() {
-    crash_matrix_by("crash-sr101", 101, false, Recovery::Sweeper, 3).await;
+    crash_matrix_by("crash-sr101", 101, false, Recovery::Sweeper, 3, Work::Mixed).await;
 }
 
 #[tokio::test]
 async fn crash_anywhere_commit_250_recovered_by_the_sweeper() {
-    crash_matrix_by("crash-sc250", 250, true, Recovery::Sweeper, 4).await;
+    crash_matrix_by("crash-sc250", 250, true, Recovery::Sweeper, 4, Work::Mixed).await;
 }
 
 #[tokio::test]
 async fn crash_anywhere_rollback_250_recovered_by_the_sweeper() {
-    crash_matrix_by("crash-sr250", 250, false, Recovery::Sweeper, 4).await;
+    crash_matrix_by("crash-sr250", 250, false, Recovery::Sweeper, 4, Work::Mixed).await;
+}
+
+#[tokio::test]
+async fn crash_anywhere_over_tombstones_commit_5() {
+    crash_matrix_by("crash-tc5", 5, true, Recovery::Coordinator, 1, Work::Tombstones).await;
+}
+
+#[tokio::test]
+async fn crash_anywhere_over_tombstones_rollback_6() {
+    crash_matrix_by("crash-tr6", 6, false, Recovery::Coordinator, 1, Work::Tombstones).await;
+}
+
+#[tokio::test]
+async fn crash_anywhere_over_tombstones_commit_5_recovered_by_the_sweeper() {
+    crash_matrix_by("crash-stc5", 5, true, Recovery::Sweeper, 1, Work::Tombstones).await;
+}
+
+#[tokio::test]
+async fn crash_anywhere_over_tombstones_rollback_6_recovered_by_the_sweeper() {
+    crash_matrix_by("crash-str6", 6, false, Recovery::Sweeper, 1, Work::Tombstones).await;
 }

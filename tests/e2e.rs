@@ -429,3 +429,63 @@ async fn executions_waiting_for_one_parent_are_served_in_ticket_order() {
     assert_eq!(queued().await, 0, "no queue row left");
     env.assert_clean().await;
 }
+
+/// Seeds 001 and 003 through the state machine: a parent holder whose coordinator stopped keeps the parent while its
+/// heart beats (a new record version number on the parent item), and an execution waiting for it takes over only
+/// after the lease written on the parent item has passed without a beat. The old holder then writes nothing.
+#[tokio::test]
+async fn an_execution_takes_a_parent_over_only_after_a_lease_without_a_heartbeat() {
+    use dynamo_saga::phase::{heartbeat, lock, Outcome};
+    use dynamo_saga::records::read_header;
+    use dynamo_saga::{Config, Coordinator, Store, TxError, TxState};
+    use std::time::{Duration, Instant};
+    let env = Env::on_stack("smtakeover").await;
+    env.put(&env.a, json!({"pk": sv("P"), "n": nv(0)})).await;
+    for k in ["i0", "i1", "i2"] {
+        env.put(&env.a, json!({"pk": sv(k), "n": nv(0)})).await;
+    }
+    let body = |delta: i64| {
+        let items: Vec<Value> = ["i0", "i1", "i2"].iter().map(|k| json!({"Update": {"TableName": env.a, "Key": {"pk": sv(k)},
+            "UpdateExpression": "ADD n :d", "ExpressionAttributeValues": {":d": nv(delta)}}})).collect();
+        json!({"TransactItems": items, "Parent": {"TableName": env.a, "Key": {"pk": sv("P")}}, "Options": {"LockWaitSeconds": null}})
+    };
+    // The holder runs in this process with a 4-second lease, takes the parent and its items, and its coordinator stops.
+    let lease = Duration::from_secs(4);
+    let holder_store = Store::new(env.client.clone(), Config { lease, ..(*env.store.cfg).clone() });
+    let holder = begin::begin(&holder_store, &body(1)).await.unwrap().transaction_id;
+    assert_eq!(lock::lock(&holder_store, &holder, 0).await.unwrap().outcome, Outcome::Done);
+    let parent = env.get(&env.a, json!({"pk": sv("P")})).await.unwrap();
+    assert_eq!((&parent["lockToken"], &parent["leaseDuration"]), (&sv(&holder), &nv(4)), "{parent}");
+
+    let input = body(10);
+    let waiter = tokio::spawn(async move { stack().await.execute(&input).await });
+    // Three leases of heartbeats: the execution waits.
+    let h = read_header(&holder_store, &Meter::default(), &holder).await.unwrap();
+    let t = Instant::now();
+    let mut last_beat = t;
+    while t.elapsed() < lease * 3 {
+        assert!(heartbeat(&holder_store, &Meter::default(), &h).await.unwrap(), "the holder is still pending");
+        last_beat = Instant::now();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert!(!waiter.is_finished(), "the execution did not take over while the holder's heart beat");
+    assert_eq!(env.get(&env.a, json!({"pk": sv("P")})).await.unwrap()["lockToken"], sv(&holder));
+    // No more beats: the execution takes over after a whole lease, no sooner, and commits.
+    let ex = waiter.await.unwrap();
+    assert_eq!(ex.status, "SUCCEEDED", "{ex:?}");
+    assert!(last_beat.elapsed() >= lease, "taken over {:?} after the last beat", last_beat.elapsed());
+    // The stack's own lease is 30 s: taking over well before that shows the waiter went by the parent item's lease.
+    assert!(last_beat.elapsed() < Duration::from_secs(25), "taken over {:?} after the last beat", last_beat.elapsed());
+    assert_eq!(read_header(&env.store, &Meter::default(), &holder).await.unwrap().state, TxState::RolledBack);
+
+    // The old holder's coordinator wakes up: it writes nothing.
+    let after = env.snapshot().await;
+    let late = Coordinator::new(holder_store.clone()).drive(&holder).await;
+    assert!(matches!(late, Err(TxError::Canceled(_))), "{late:?}");
+    assert_eq!(env.snapshot().await, after);
+    for k in ["i0", "i1", "i2"] {
+        assert_eq!(env.get(&env.a, json!({"pk": sv(k)})).await.unwrap()["n"], nv(10), "{k}: only the execution's write");
+    }
+    assert!(env.get(&env.a, json!({"pk": sv("P")})).await.unwrap().get("lockToken").is_none());
+    env.assert_clean().await;
+}

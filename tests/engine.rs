@@ -153,7 +153,7 @@ async fn parent_lock_is_held_and_released() {
     Coordinator::new(env.store.clone()).run(&body).await.unwrap();
     let parent = env.get(&env.a, json!({"pk": sv("PRODUCT_1")})).await.unwrap();
     assert_eq!(parent["stock"], nv(150));
-    assert!(parent.get("lockToken").is_none(), "parent released: {parent}");
+    assert!(["lockToken", "lockTokenAt", "leaseDuration", "recordVersionNumber"].iter().all(|k| parent.get(k).is_none()), "parent released: {parent}");
     let sold = env.scan(&env.b).await.values().filter(|v| v["status"] == sv("SOLD")).count();
     assert_eq!(sold, 150);
     env.assert_clean().await;
@@ -175,8 +175,8 @@ async fn a_parenthesised_condition_works_as_natively() {
     env.assert_clean().await;
 }
 
-/// The parent lock can be looked at without taking it: who holds it, since when, and the holder's header (state and
-/// the version waiters watch); nobody once the transaction has ended.
+/// The parent lock can be looked at without taking it: who holds it, since when, its lease and the record version
+/// number waiters watch, which every phase moves, and the holder's header; nobody once the transaction has ended.
 #[tokio::test]
 async fn the_parent_lock_can_be_read_without_taking_it() {
     use dynamo_saga::phase::resume::{resume, Step};
@@ -205,9 +205,10 @@ async fn the_parent_lock_can_be_read_without_taking_it() {
         assert!(lock.locked_at > 0);
         let h = lock.holder_header.expect("the holder's header");
         assert_eq!(h.state, dynamo_saga::TxState::Pending);
-        versions.push(h.version);
+        assert_eq!(lock.lease_seconds, env.store.cfg.lease.as_secs());
+        versions.push(lock.record_version_number);
     }
-    assert!(versions.windows(2).all(|w| w[0] < w[1]), "every phase moves the version waiters watch: {versions:?}");
+    assert!(versions.len() >= 3 && versions.windows(2).all(|w| w[0] != w[1]), "every phase moves the version waiters watch: {versions:?}");
     Coordinator::new(env.store.clone()).drive(&id).await.unwrap();
     assert_eq!(read::parent_lock(&env.store, &env.a, parent).await.unwrap(), None);
     env.assert_clean().await;

@@ -90,3 +90,107 @@ async fn a_late_copy_of_an_old_write_through_the_state_machine_is_refused() {
     assert_eq!(state(&env, "m", n).await, vec![(200, "new".to_owned()); n]);
     env.assert_clean().await;
 }
+
+/// Tombstone deletes of `n` items `{tag}{i}` at timestamp `ts`, with a ratchet.
+fn tombstone_deletes(env: &Env, tag: &str, n: usize, ts: i64) -> Value {
+    let items: Vec<Value> = (0..n)
+        .map(|i| json!({"Delete": {"TableName": env.a, "Key": {"pk": sv(&format!("{tag}{i:03}"))}, "Ratchet": {"AttributeName": "ts"},
+            "Tombstone": {"Attributes": {"ts": nv(ts)}, "TimeToLiveAttribute": "expiresAt", "TimeToLiveSeconds": 86400}}}))
+        .collect();
+    json!({ "TransactItems": items })
+}
+
+fn key(tag: &str, i: usize) -> dynamo_saga::value::Item {
+    dynamo_saga::value::item_from_json(&json!({"pk": sv(&format!("{tag}{i:03}"))})).unwrap()
+}
+
+/// Every isolation level reads items `0..n` of `tag` as absent, one by one, in a batch and as a query's results.
+async fn hidden(env: &Env, tag: &str, n: usize) {
+    use dynamo_saga::read::{self, Isolation};
+    let keys: Vec<_> = (0..n).map(|i| key(tag, i)).collect();
+    for iso in [Isolation::Uncommitted, Isolation::Committed, Isolation::ReadLock] {
+        for k in keys.iter().step_by(37) {
+            assert_eq!(read::get_item(&env.store, &env.a, k.clone(), iso).await.unwrap(), None, "{iso:?}");
+        }
+        assert_eq!(read::batch_get_item(&env.store, &env.a, keys.clone(), iso).await.unwrap(), vec![], "{iso:?}");
+    }
+    let raw = keys.iter().map(|k| async { env.store.get(&dynamo_saga::store::Meter::default(), &env.a, k.clone()).await.unwrap().unwrap() });
+    let raw = futures::future::join_all(raw).await;
+    assert_eq!(read::resolve_all(&env.store, &env.a, raw, Isolation::Committed).await.unwrap(), vec![]);
+}
+
+#[tokio::test]
+async fn tombstones_hide_deleted_items_stop_stale_writes_and_carry_a_ttl() {
+    let env = Env::new("tombstone").await;
+    let n = 120;
+    let coord = Coordinator::new(env.store.clone());
+    coord.run(&puts(&env, "t", n, 100, "first")).await.unwrap();
+
+    // The delete leaves a tombstone: the key, the timestamp, when it expires, and who wrote it.
+    let before = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let del = coord.run(&tombstone_deletes(&env, "t", n, 200)).await.unwrap();
+    let after = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    for i in 0..n {
+        let it = env.get(&env.a, json!({"pk": sv(&format!("t{i:03}"))})).await.expect("a tombstone stays");
+        let expires: u64 = it["expiresAt"]["N"].as_str().unwrap().parse().unwrap();
+        assert!((before + 86400..=after + 86400).contains(&expires), "expiresAt {expires} is a day after the delete");
+        assert_eq!(it, json!({"pk": sv(&format!("t{i:03}")), "ts": nv(200), "expiresAt": {"N": expires.to_string()},
+            "_sagaTombstone": sv(&del.transaction_id)}));
+    }
+    hidden(&env, "t", n).await;
+    env.put(&env.a, json!({"pk": sv("text"), "s": sv("not a number")})).await;
+    let stones = env.scan(&env.a).await;
+
+    // A hedged copy of the first put arrives after the delete: the tombstone keeps it out.
+    assert!(refused(&coord.run(&puts(&env, "t", n, 150, "stale")).await));
+    // So does a stale tombstone, and a condition that the item exists (a tombstone is absent).
+    assert!(refused(&coord.run(&tombstone_deletes(&env, "t", n, 150)).await));
+    let exists = json!({"TransactItems": [{"ConditionCheck": {"TableName": env.a, "Key": {"pk": sv("t000")}, "ConditionExpression": "attribute_exists(pk)"}}]});
+    assert!(refused(&coord.run(&exists).await));
+    // A transaction that updates the tombstones and then fails at apply puts them back exactly.
+    let mut failing: Vec<Value> = (0..n)
+        .map(|i| json!({"Update": {"TableName": env.a, "Key": {"pk": sv(&format!("t{i:03}"))}, "UpdateExpression": "SET v = :v",
+            "ConditionExpression": "attribute_not_exists(pk)", "ExpressionAttributeValues": {":v": sv("rolled back")}}}))
+        .collect();
+    failing.push(json!({"Update": {"TableName": env.a, "Key": {"pk": sv("text")}, "UpdateExpression": "ADD s :one", "ExpressionAttributeValues": {":one": nv(1)}}}));
+    assert!(matches!(coord.run(&json!({"TransactItems": failing})).await, Err(TxError::Canceled(_))));
+    assert_eq!(env.scan(&env.a).await, stones, "the rollback restored every tombstone");
+
+    // While a transaction holds a tombstone, the tombstone (and its time to live) is kept aside, so it cannot
+    // expire under the lock; it comes back when the lock is let go.
+    let keys = (0..n).map(|i| (env.a.clone(), key("t", i))).collect();
+    let lock = dynamo_saga::read::lock_for_read(&coord, keys, None).await.unwrap();
+    assert_eq!(lock.items, vec![None; n]);
+    let locked = env.get(&env.a, json!({"pk": sv("t007")})).await.unwrap();
+    assert!(locked.get("expiresAt").is_none() && locked.get("_sagaStone").is_some(), "{locked}");
+    for iso in [dynamo_saga::read::Isolation::Uncommitted, dynamo_saga::read::Isolation::Committed] {
+        assert_eq!(dynamo_saga::read::get_item(&env.store, &env.a, key("t", 7), iso).await.unwrap(), None);
+    }
+    lock.release().await.unwrap();
+    assert_eq!(env.scan(&env.a).await, stones);
+
+    // A newer put replaces the tombstone with a live item that has no time to live.
+    coord.run(&puts(&env, "t", n, 300, "back")).await.unwrap();
+    assert_eq!(state(&env, "t", n).await, vec![(300, "back".to_owned()); n]);
+    assert!(env.get(&env.a, json!({"pk": sv("t000")})).await.unwrap().get("expiresAt").is_none());
+    env.assert_clean().await;
+}
+
+#[tokio::test]
+async fn a_tombstone_through_the_state_machine_keeps_a_late_put_out() {
+    let env = Env::on_stack("smtomb").await;
+    let n = 120;
+    let sm = stack().await;
+    let ex = sm.execute(&puts(&env, "d", n, 100, "first")).await;
+    assert_eq!(ex.status, "SUCCEEDED", "{ex:?}");
+    let ex = sm.execute(&tombstone_deletes(&env, "d", n, 200)).await;
+    assert_eq!(ex.status, "SUCCEEDED", "{ex:?}");
+    let ex = sm.execute(&puts(&env, "d", n, 150, "stale")).await;
+    assert_eq!((ex.status.as_str(), ex.error.as_deref()), ("FAILED", Some("TransactionCanceled")), "{ex:?}");
+    for i in 0..n {
+        let it = env.get(&env.a, json!({"pk": sv(&format!("d{i:03}"))})).await.expect("a tombstone stays");
+        assert_eq!((&it["ts"], it.get("v"), it.get("_sagaTombstone").is_some()), (&nv(200), None, true), "{it}");
+    }
+    hidden(&env, "d", n).await;
+    env.assert_clean().await;
+}

@@ -16,13 +16,24 @@ pub const ATTR_TRANSIENT: &str = "_sagaTransient";
 /// On a locked item: present (true) once the transaction's write has been applied to it.
 pub const ATTR_APPLIED: &str = "_sagaApplied";
 
-/// Every reserved attribute an item can carry, for stripping them from images and reads.
-pub const ITEM_ATTRS: [&str; 4] = [ATTR_LOCK, ATTR_LOCKED_AT, ATTR_TRANSIENT, ATTR_APPLIED];
+/// On a tombstone (a `Delete` with `Tombstone`, seed 002): the id of the transaction that wrote it. Reads through
+/// the library hide items that carry it, and conditions see them as absent.
+pub const ATTR_TOMBSTONE: &str = "_sagaTombstone";
+/// On a locked, transient item that replaced a tombstone: the tombstone, put back if the transaction does not write
+/// the item. Kept out of the top level so that the tombstone's time to live cannot delete a locked item.
+pub const ATTR_STONE: &str = "_sagaStone";
+/// An attribute name dynamo-saga never writes, so that a condition reading it sees an absent attribute.
+pub const ATTR_GONE: &str = "_sagaGone";
 
 /// The attribute on the `Parent` item that holds the transaction id while the parent is locked (seed 003's lockToken).
 pub const PARENT_LOCK_TOKEN: &str = "lockToken";
 /// On the parent item: when the parent lock was taken (epoch milliseconds).
 pub const PARENT_LOCKED_AT: &str = "lockTokenAt";
+/// On the parent item: the holder's lease in seconds (seed 001's leaseDuration): a waiter that sees the same
+/// [`PARENT_RVN`] for this long, on its own clock, judges the holder dead.
+pub const PARENT_LEASE: &str = "leaseDuration";
+/// On the parent item: the record version number (seed 001), a new random number at every heartbeat of the holder.
+pub const PARENT_RVN: &str = "recordVersionNumber";
 
 // ---- The transactions table ----
 

@@ -31,7 +31,8 @@ use crate::store::{Meter, Store, Usage};
 pub struct Waiting {
     /// The holder's transaction id.
     pub holder: String,
-    /// The holder's header version, and when (ms since the epoch, on the waiter's clock) it was first seen.
+    /// The holder's header version (for the parent, the parent item's record version number), and when (ms since the
+    /// epoch, on the waiter's clock) it was first seen.
     pub version: u64,
     pub since_ms: u64,
     /// When this transaction started waiting.
@@ -52,16 +53,17 @@ pub enum Resolution {
     Wait(Waiting),
 }
 
-/// Runs one step of a transaction (anything but `Finished`).
+/// Runs one step of a transaction (anything but `Finished`). Each phase's future is boxed: they are large, and a
+/// coordinator that helps another transaction nests them.
 pub async fn run_step(s: &Store, tx_id: &str, step: Step) -> Result<crate::phase::Report, TxError> {
     match step {
-        Step::Lock(b) => phase::lock::lock(s, tx_id, b).await,
-        Step::Save(b) => phase::save::save(s, tx_id, b).await,
-        Step::Apply(b) => phase::apply::apply(s, tx_id, b).await,
-        Step::Commit => phase::commit::commit(s, tx_id).await,
-        Step::Complete(b) => phase::complete::complete(s, tx_id, b).await,
-        Step::Rollback(b) => phase::rollback::rollback(s, tx_id, b, None).await,
-        Step::Release => phase::release::release(s, tx_id).await,
+        Step::Lock(b) => Box::pin(phase::lock::lock(s, tx_id, b)).await,
+        Step::Save(b) => Box::pin(phase::save::save(s, tx_id, b)).await,
+        Step::Apply(b) => Box::pin(phase::apply::apply(s, tx_id, b)).await,
+        Step::Commit => Box::pin(phase::commit::commit(s, tx_id)).await,
+        Step::Complete(b) => Box::pin(phase::complete::complete(s, tx_id, b)).await,
+        Step::Rollback(b) => Box::pin(phase::rollback::rollback(s, tx_id, b, None)).await,
+        Step::Release => Box::pin(phase::release::release(s, tx_id)).await,
         Step::Finished => Err(TxError::Internal(format!("transaction {tx_id} has finished: no step to run"))),
     }
 }
@@ -267,6 +269,10 @@ impl Coordinator {
             Err(TxError::NotFound(_)) => None,
             Err(e) => return Err(e),
         };
+        let watched = match &holder {
+            Some(h) if h.state == TxState::Pending && !h.finished() => Some(Box::pin(self.liveness(&m, me, h, c)).await?),
+            _ => None,
+        };
         match holder {
             // A lock left by a transaction that has ended (or whose records have expired): nobody will release it.
             Some(ref h) if h.finished() => return self.break_lock(me, c).await.map(|_| Resolution::Retry),
@@ -288,10 +294,11 @@ impl Coordinator {
                 return Ok(Resolution::Retry);
             }
             Some(ref h) => {
-                let same = prev.is_some_and(|p| p.holder == h.id && p.version == h.version);
-                if same && now.saturating_sub(prev.map_or(now, |p| p.since_ms)) >= s.cfg.lease.as_millis() as u64 {
+                let (version, lease_ms) = watched.unwrap_or_default();
+                let same = prev.is_some_and(|p| p.holder == h.id && p.version == version);
+                if same && now.saturating_sub(prev.map_or(now, |p| p.since_ms)) >= lease_ms {
                     warn!(tx_id = %me.id, holder = %h.id, "holder made no progress for a whole lease: rolling it back");
-                    let d = Decision::because(format!("no progress for {} s while {} waited", s.cfg.lease.as_secs(), me.id));
+                    let d = Decision::because(format!("no progress for {} s while {} waited", lease_ms / 1000, me.id));
                     records::decide_rollback(s, &m, &h.id, &d).await?;
                     self.help(&h.id, help_budget).await?;
                     return Ok(Resolution::Retry);
@@ -318,9 +325,9 @@ impl Coordinator {
         // A waiting transaction makes no progress of its own, so it beats its heart: younger waiters judge an older
         // holder stale only when its version stays the same for a whole lease.
         if now.saturating_sub(me.updated_at) >= s.cfg.lease.as_millis() as u64 / 3 {
-            records::update_header(s, &m, &me.id, TxState::Pending, &[], None, &m.usage()).await?;
+            Box::pin(phase::heartbeat(s, &m, me)).await?;
         }
-        let version = holder.as_ref().map_or(0, |h| h.version);
+        let version = watched.map_or(0, |w| w.0);
         let (since_ms, version) = match prev {
             Some(p) if p.holder == c.holder && p.version == version => (p.since_ms, version),
             _ => (now, version),
@@ -333,6 +340,23 @@ impl Coordinator {
             action: c.action,
             item: c.item.clone(),
         }))
+    }
+
+    /// What a waiter watches of a pending holder, and for how long: for an item, the holder's header version and
+    /// our lease; for the parent, the record version number and the lease on the parent item itself (seed 001).
+    async fn liveness(&self, m: &Meter, me: &Header, h: &Header, c: &Contention) -> Result<(u64, u64), TxError> {
+        let s = &self.store;
+        let ours = (h.version, s.cfg.lease.as_millis() as u64);
+        let (Some(p), None) = (&me.parent, c.action) else { return Ok(ours) };
+        let Some(item) = s.get(m, &p.table_name, p.key.clone()).await? else { return Ok(ours) };
+        let num = |k: &str| match item.get(k) {
+            Some(aws_sdk_dynamodb::types::AttributeValue::N(v)) => v.parse::<u64>().ok(),
+            _ => None,
+        };
+        match (records::lock_token(&item), num(PARENT_RVN), num(PARENT_LEASE)) {
+            (Some(t), Some(rvn), Some(lease)) if t == h.id => Ok((rvn, lease * 1000)),
+            _ => Ok(ours),
+        }
     }
 
     async fn help(&self, tx_id: &str, budget: Option<Duration>) -> Result<(), TxError> {
@@ -378,10 +402,12 @@ impl Coordinator {
                     .update_item()
                     .table_name(&p.table_name)
                     .set_key(Some(p.key.clone()))
-                    .update_expression("REMOVE #t, #a")
+                    .update_expression("REMOVE #t, #a, #l, #v")
                     .condition_expression("#t = :h")
                     .expression_attribute_names("#t", PARENT_LOCK_TOKEN)
                     .expression_attribute_names("#a", PARENT_LOCKED_AT)
+                    .expression_attribute_names("#l", PARENT_LEASE)
+                    .expression_attribute_names("#v", PARENT_RVN)
                     .expression_attribute_values(":h", records::s(&c.holder));
                 s.update(&m, req).await.map(|_| ())
             }

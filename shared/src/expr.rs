@@ -215,6 +215,34 @@ fn wrapped_whole(c: &str) -> bool {
     false
 }
 
+/// The condition `expr` with every attribute it reads, except the names in `keep`, replaced by the name placeholder
+/// `to`: evaluated on a stored item whose attributes `to` never names, it gives what it would give on an absent
+/// item. `keep` and `to` are placeholders (`#x`); nested elements (`a.b`, `a[0]`) follow their top-level name.
+pub fn redirect_paths(expr: &str, keep: &[&str], to: &str) -> Result<String, ExprError> {
+    parse_condition(expr)?;
+    let toks = lex(expr)?;
+    let mut out = String::with_capacity(expr.len());
+    let mut copied = 0;
+    for (i, t) in toks.iter().enumerate() {
+        let nested = i > 0 && matches!(toks[i - 1].tok, Tok::Sym("."));
+        let head = match &t.tok {
+            Tok::NamePh(p) => !nested && !keep.contains(&p.as_str()),
+            Tok::Word(w) => {
+                let call = matches!(toks.get(i + 1).map(|n| &n.tok), Some(Tok::Sym("(")));
+                !nested && !call && !KEYWORDS.iter().any(|k| k.eq_ignore_ascii_case(w))
+            }
+            _ => false,
+        };
+        if head {
+            out.push_str(&expr[copied..t.start]);
+            out.push_str(to);
+            copied = t.end;
+        }
+    }
+    out.push_str(&expr[copied..]);
+    Ok(out)
+}
+
 /// Whether `word` is one of DynamoDB's reserved words (case-insensitive), which cannot be written as a bare name.
 pub fn is_reserved_word(word: &str) -> bool {
     RESERVED_WORDS.binary_search_by(|w| w.bytes().cmp(word.bytes().map(|b| b.to_ascii_uppercase()))).is_ok()
@@ -732,6 +760,22 @@ const RESERVED_WORDS: &[&str] = &[
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn redirect_paths_replaces_every_read_attribute_but_the_kept_ones() {
+        let r = |e: &str| redirect_paths(e, &["#_sagaRatchet"], "#_g").unwrap();
+        assert_eq!(r("attribute_not_exists(pk)"), "attribute_not_exists(#_g)");
+        assert_eq!(r("attribute_exists(#k) AND size(a.b[2]) > :n"), "attribute_exists(#_g) AND size(#_g.b[2]) > :n");
+        assert_eq!(r("NOT (x BETWEEN :a AND :b) or y IN (:c, :d)"), "NOT (#_g BETWEEN :a AND :b) or #_g IN (:c, :d)");
+        assert_eq!(r("#a.#b = :v AND begins_with(s, :p)"), "#_g.#b = :v AND begins_with(#_g, :p)");
+        assert_eq!(
+            r("(v = :one) AND (attribute_not_exists(#_sagaRatchet) OR #_sagaRatchet <= :_sagaRatchet)"),
+            "(#_g = :one) AND (attribute_not_exists(#_sagaRatchet) OR #_sagaRatchet <= :_sagaRatchet)"
+        );
+        assert!(redirect_paths("a = ", &[], "#_g").is_err());
+        assert!(parse_condition(&r("contains(tags, :t) AND attribute_type(m, :ty)")).is_ok());
+    }
+
     use super::*;
 
     #[test]

@@ -15,15 +15,16 @@
 //!    and cuts them into batches ([`plan`]), and writes the records. Nothing else is written for a bad request.
 //! 2. **lock** ([`phase::lock`]) takes the parent lock (when a `Parent` is given) and then each item's lock, batch by
 //!    batch, in the same conditional write that evaluates the caller's condition on the item as it was. A missing
-//!    item is created to hold its lock and marked transient.
+//!    item is created to hold its lock and marked transient; so is a tombstone, which the lock item keeps and a
+//!    condition sees as absent.
 //! 3. **save** ([`phase::save`]) copies each item about to change into the transactions table.
 //! 4. **apply** ([`phase::apply`]) writes each batch in one `TransactWriteItems` call fenced on the parent's
 //!    `lockToken` (or on the header still being `PENDING`); each write sets an applied flag, so none happens twice.
 //!    Deletes wait for complete.
 //! 5. **commit** ([`phase::commit`]) is one conditional header write, `PENDING` -> `COMMITTED`: the commit point.
-//! 6. **complete** ([`phase::complete`]) unlocks every item and carries out the deletes.
+//! 6. **complete** ([`phase::complete`]) unlocks every item and carries out the deletes (as tombstones when asked).
 //! 7. **rollback** ([`phase::rollback`]) decides `ROLLED_BACK` if still pending, restores every saved image, deletes
-//!    every transient item and unlocks the rest.
+//!    every transient item (putting back a tombstone it kept) and unlocks the rest.
 //! 8. **release** ([`phase::release`]) lets go of the parent and marks the header finished (TTL then removes it).
 //!
 //! [`phase::resume`] reads a header and names the next step, which is how any coordinator picks a transaction up.

@@ -142,6 +142,7 @@ mod tests {
             names: Default::default(),
             values: Default::default(),
             return_old: false,
+            tombstone: None,
         }
     }
 

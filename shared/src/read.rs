@@ -14,6 +14,8 @@
 //!   except that at the conclusion of the transaction you always roll back"). It waits for transactions that hold
 //!   the items, and it writes: a lock and an unlock per item, as a transaction's condition check costs.
 //!
+//! At every level, a tombstone left by a `Delete` with `Tombstone` reads as absent.
+//!
 //! The other two levels never write and never wait. To keep items locked while deciding what to write, hold a
 //! [`ReadLock`]; to make a read part of a writing transaction, put a `ConditionCheck` on the item in its request.
 
@@ -24,7 +26,7 @@ use crate::coordinator::Coordinator;
 use crate::error::TxError;
 use crate::phase::begin;
 use crate::records::{self, flag, lock_holder, strip_reserved, Decision, Image, TxState};
-use crate::request::{Action, Op};
+use crate::request::{is_tombstone, Action, Op};
 use crate::store::{Meter, Store};
 use crate::value::{item_to_json, key_order, Item};
 
@@ -192,11 +194,13 @@ pub struct ParentLock {
     pub holder: String,
     /// When the holder took the lock, ms since the epoch on its clock (`lockTokenAt`).
     pub locked_at: u64,
-    /// The holder's header, when its records still exist: its state, and the version a waiter watches. A waiter
-    /// judges the lock stale only after seeing the same version for a whole lease (`lease_seconds`), measured on its
-    /// own clock.
-    pub holder_header: Option<records::Header>,
+    /// The record version number the holder moves at every heartbeat (`recordVersionNumber`). A waiter judges the
+    /// lock stale only after seeing the same number for a whole lease (`lease_seconds`, the item's `leaseDuration`),
+    /// measured on its own clock.
+    pub record_version_number: u64,
     pub lease_seconds: u64,
+    /// The holder's header, when its records still exist: its state and progress.
+    pub holder_header: Option<records::Header>,
 }
 
 /// The parent lock on `table`/`key`, if anyone holds it. Errors with `NotFound` when the item does not exist.
@@ -204,16 +208,23 @@ pub async fn parent_lock(store: &Store, table: &str, key: Item) -> Result<Option
     let m = Meter::default();
     let item = store.get(&m, table, key.clone()).await?.ok_or_else(|| TxError::NotFound(crate::value::key_display(table, &key)))?;
     let Some(aws_sdk_dynamodb::types::AttributeValue::S(holder)) = item.get(PARENT_LOCK_TOKEN) else { return Ok(None) };
-    let locked_at = match item.get(PARENT_LOCKED_AT) {
-        Some(aws_sdk_dynamodb::types::AttributeValue::N(n)) => n.parse().unwrap_or(0),
-        _ => 0,
+    let num = |k: &str| match item.get(k) {
+        Some(aws_sdk_dynamodb::types::AttributeValue::N(n)) => n.parse().ok(),
+        _ => None,
     };
+    let locked_at = num(PARENT_LOCKED_AT).unwrap_or(0);
     let holder_header = match records::read_header(store, &m, holder).await {
         Ok(h) => Some(h),
         Err(TxError::NotFound(_)) => None,
         Err(e) => return Err(e),
     };
-    Ok(Some(ParentLock { holder: holder.clone(), locked_at, holder_header, lease_seconds: store.cfg.lease.as_secs() }))
+    Ok(Some(ParentLock {
+        holder: holder.clone(),
+        locked_at,
+        record_version_number: num(PARENT_RVN).unwrap_or(0),
+        lease_seconds: num(PARENT_LEASE).unwrap_or(store.cfg.lease.as_secs()),
+        holder_header,
+    }))
 }
 
 /// A condition expression for writers outside the protocol, so they never write an item a transaction holds:
@@ -227,9 +238,9 @@ fn key_of(item: &Item, key_names: &[String]) -> Item {
     key_names.iter().filter_map(|k| item.get(k).map(|v| (k.clone(), v.clone()))).collect()
 }
 
-/// What `isolation` makes of `item` (as read) at `key`.
+/// What `isolation` makes of `item` (as read) at `key`. A tombstone reads as absent.
 async fn resolve(store: &Store, m: &Meter, table: &str, key: Item, item: Option<Item>, isolation: Isolation) -> Result<Option<Item>, TxError> {
-    let Some(item) = item else { return Ok(None) };
+    let Some(item) = item.filter(|i| !is_tombstone(i)) else { return Ok(None) };
     let transient = flag(&item, ATTR_TRANSIENT);
     let applied = flag(&item, ATTR_APPLIED);
     let Some(holder) = lock_holder(&item).map(str::to_owned) else {
@@ -258,6 +269,7 @@ async fn resolve(store: &Store, m: &Meter, table: &str, key: Item, item: Option<
                 .await?
                 .ok_or_else(|| TxError::Internal(format!("{holder} holds an item that is not in its request")))?;
             match records::read_image(store, m, &holder, pos).await? {
+                Some(Image::Existed(before)) if is_tombstone(&before) => Ok(None),
                 Some(Image::Existed(before)) => Ok(Some(strip_reserved(before))),
                 Some(Image::Transient) => Ok(None),
                 None => Err(TxError::Internal(format!("{holder} applied an item without saving its image"))),

@@ -373,6 +373,14 @@ pub fn strip_reserved(mut item: Item) -> Item {
     item
 }
 
+/// The parent lock's holder (`lockToken`) on a parent item.
+pub fn lock_token(item: &Item) -> Option<&str> {
+    match item.get(PARENT_LOCK_TOKEN) {
+        Some(AttributeValue::S(t)) => Some(t),
+        _ => None,
+    }
+}
+
 pub fn lock_holder(item: &Item) -> Option<&str> {
     match item.get(ATTR_LOCK) {
         Some(AttributeValue::S(t)) => Some(t),

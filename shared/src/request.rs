@@ -74,6 +74,38 @@ pub struct Action {
     /// `ReturnValuesOnConditionCheckFailure: ALL_OLD`.
     #[serde(rename = "r", default, skip_serializing_if = "std::ops::Not::not")]
     pub return_old: bool,
+    /// A `Delete` written as a tombstone.
+    #[serde(rename = "ts", default, skip_serializing_if = "Option::is_none")]
+    pub tombstone: Option<Tombstone>,
+}
+
+/// A `Delete`'s `Tombstone` (seed 002): instead of removing the item, the delete leaves its key, `Attributes` (such
+/// as the timestamp a `Ratchet` compares) and a time to live, `TimeToLiveSeconds` from when the transaction
+/// completes, in `TimeToLiveAttribute` (epoch seconds, the attribute the table's TTL is set on).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tombstone {
+    #[serde(rename = "a", default, skip_serializing_if = "HashMap::is_empty", with = "item_json")]
+    pub attributes: Item,
+    #[serde(rename = "n")]
+    pub ttl_attribute: String,
+    #[serde(rename = "s")]
+    pub ttl_seconds: u64,
+}
+
+impl Tombstone {
+    /// The tombstone item for `key`, written by transaction `tx_id`, expiring `ttl_seconds` after `now_ms`.
+    pub fn item(&self, key: &Item, tx_id: &str, now_ms: u64) -> Item {
+        let mut item = key.clone();
+        item.extend(self.attributes.clone());
+        item.insert(self.ttl_attribute.clone(), aws_sdk_dynamodb::types::AttributeValue::N((now_ms / 1000 + self.ttl_seconds).to_string()));
+        item.insert(ATTR_TOMBSTONE.into(), aws_sdk_dynamodb::types::AttributeValue::S(tx_id.into()));
+        item
+    }
+}
+
+/// Whether `item` is a tombstone left by a `Delete` with `Tombstone`.
+pub fn is_tombstone(item: &Item) -> bool {
+    item.contains_key(ATTR_TOMBSTONE)
 }
 
 impl Action {
@@ -123,6 +155,7 @@ pub struct RawAction {
     pub names: HashMap<String, String>,
     pub values: Item,
     pub return_old: bool,
+    pub tombstone: Option<Tombstone>,
 }
 
 /// What validation needs to know of a table.
@@ -254,7 +287,7 @@ fn table_name(obj: &Map<String, Value>, cfg: &Config) -> Result<String, String> 
 
 /// The placeholders a `Ratchet` adds to a `Put`'s condition (callers cannot use names starting with `#_saga`), and
 /// the condition.
-const RATCHET_NAME: &str = "#_sagaRatchet";
+pub const RATCHET_NAME: &str = "#_sagaRatchet";
 const RATCHET_VALUE: &str = ":_sagaRatchet";
 pub const RATCHET_CONDITION: &str = "attribute_not_exists(#_sagaRatchet) OR #_sagaRatchet <= :_sagaRatchet";
 
@@ -297,7 +330,8 @@ fn parse_action(i: usize, a: &Value, cfg: &Config) -> Result<RawAction, TxError>
     let allowed: &[&str] = match op {
         Op::Put => &["TableName", "Item", "ConditionExpression", "ExpressionAttributeNames", "ExpressionAttributeValues", "ReturnValuesOnConditionCheckFailure", "Ratchet"],
         Op::Update => &["TableName", "Key", "UpdateExpression", "ConditionExpression", "ExpressionAttributeNames", "ExpressionAttributeValues", "ReturnValuesOnConditionCheckFailure"],
-        Op::Delete | Op::ConditionCheck => &["TableName", "Key", "ConditionExpression", "ExpressionAttributeNames", "ExpressionAttributeValues", "ReturnValuesOnConditionCheckFailure"],
+        Op::Delete => &["TableName", "Key", "ConditionExpression", "ExpressionAttributeNames", "ExpressionAttributeValues", "ReturnValuesOnConditionCheckFailure", "Tombstone", "Ratchet"],
+        Op::ConditionCheck => &["TableName", "Key", "ConditionExpression", "ExpressionAttributeNames", "ExpressionAttributeValues", "ReturnValuesOnConditionCheckFailure"],
     };
     for k in body.keys() {
         if !allowed.contains(&k.as_str()) {
@@ -397,15 +431,24 @@ fn parse_action(i: usize, a: &Value, cfg: &Config) -> Result<RawAction, TxError>
     if let Some(n) = named.into_iter().find(|n| reserved(n)) {
         return Err(e(format!("{opname}: attribute {n:?} is reserved for dynamo-saga (names starting with {RESERVED_PREFIX:?})")));
     }
+    let tombstone = match body.get("Tombstone") {
+        None | Some(Value::Null) => None,
+        Some(t) => Some(parse_tombstone(t, &key_or_item).map_err(|m| e(format!("Delete: Tombstone: {m}")))?),
+    };
     if let Some(r) = body.get("Ratchet") {
-        let attr = ratchet_attribute(r, &key_or_item).map_err(|m| e(format!("Put: Ratchet: {m}")))?;
+        let carrier = match (&tombstone, op) {
+            (_, Op::Put) => &key_or_item,
+            (Some(t), _) => &t.attributes,
+            (None, _) => return Err(e("Delete: Ratchet needs a Tombstone whose Attributes carry the attribute to order writes by".into())),
+        };
+        let attr = ratchet_attribute(r, carrier).map_err(|m| e(format!("{opname}: Ratchet: {m}")))?;
         // Seed 002's timestamp ratchet, as part of the condition: the lock evaluates it on the stored item, and the
         // item stays locked until the transaction ends, so nothing newer can be written between check and apply.
         condition = Some(match condition {
             Some(c) => expr::and(&c, RATCHET_CONDITION),
             None => RATCHET_CONDITION.to_owned(),
         });
-        values.insert(RATCHET_VALUE.to_owned(), key_or_item[&attr].clone());
+        values.insert(RATCHET_VALUE.to_owned(), carrier[&attr].clone());
         names.insert(RATCHET_NAME.to_owned(), attr);
     }
     if op == Op::Put {
@@ -414,7 +457,47 @@ fn parse_action(i: usize, a: &Value, cfg: &Config) -> Result<RawAction, TxError>
             return Err(e(format!("Put: the item is {size} bytes with dynamo-saga's lock attributes, over DynamoDB's 400 KB item limit ({MAX_ITEM_BYTES} bytes)")));
         }
     }
-    Ok(RawAction { op, table, key_or_item, update, condition, names, values, return_old })
+    Ok(RawAction { op, table, key_or_item, update, condition, names, values, return_old, tombstone })
+}
+
+/// Longest time to live a tombstone may ask for: ten years.
+const MAX_TOMBSTONE_TTL_SECONDS: u64 = 10 * 365 * 24 * 3600;
+
+/// `{"Attributes": {...}, "TimeToLiveAttribute": "expiresAt", "TimeToLiveSeconds": 604800}`; the key is checked
+/// against the table in [`validate`].
+fn parse_tombstone(t: &Value, key: &Item) -> Result<Tombstone, String> {
+    let obj = t.as_object().ok_or("must be an object with TimeToLiveAttribute and TimeToLiveSeconds")?;
+    if let Some(k) = obj.keys().find(|k| !["Attributes", "TimeToLiveAttribute", "TimeToLiveSeconds"].contains(&k.as_str())) {
+        return Err(format!("unknown field {k:?} (expected Attributes, TimeToLiveAttribute, TimeToLiveSeconds)"));
+    }
+    let attributes = match obj.get("Attributes") {
+        None | Some(Value::Null) => Item::new(),
+        Some(v) => value::item_from_json(v).map_err(|m| format!("Attributes: {m}"))?,
+    };
+    let ttl_attribute = match obj.get("TimeToLiveAttribute") {
+        Some(Value::String(n)) if !n.is_empty() => n.clone(),
+        Some(_) => return Err("TimeToLiveAttribute must be a non-empty string".into()),
+        None => return Err("TimeToLiveAttribute is required".into()),
+    };
+    let ttl_seconds = match obj.get("TimeToLiveSeconds").map(Value::as_u64) {
+        Some(Some(n)) if (1..=MAX_TOMBSTONE_TTL_SECONDS).contains(&n) => n,
+        Some(_) => return Err(format!("TimeToLiveSeconds must be a whole number from 1 to {MAX_TOMBSTONE_TTL_SECONDS}")),
+        None => return Err("TimeToLiveSeconds is required".into()),
+    };
+    if let Some(n) = attributes.keys().chain([&ttl_attribute]).find(|n| n.starts_with(RESERVED_PREFIX)) {
+        return Err(format!("attribute {n:?} is reserved for dynamo-saga (names starting with {RESERVED_PREFIX:?})"));
+    }
+    if attributes.contains_key(&ttl_attribute) {
+        return Err(format!("Attributes must not carry {ttl_attribute:?}, the TimeToLiveAttribute, which the tombstone sets"));
+    }
+    if let Some(n) = attributes.keys().chain([&ttl_attribute]).find(|n| key.contains_key(*n)) {
+        return Err(format!("{n:?} is a key attribute; the tombstone keeps the Key as it is"));
+    }
+    let size = value::item_size(&attributes) + value::item_size(key) + RESERVED_OVERHEAD;
+    if size > MAX_ITEM_BYTES {
+        return Err(format!("the tombstone is {size} bytes, over DynamoDB's 400 KB item limit ({MAX_ITEM_BYTES} bytes)"));
+    }
+    Ok(Tombstone { attributes, ttl_attribute, ttl_seconds })
 }
 
 /// Bytes the reserved attributes add to a locked item (lock id, time, applied and transient flags).
@@ -451,6 +534,7 @@ pub fn validate(p: ParsedRequest, schemas: &HashMap<String, TableSchema>) -> Res
             names: raw.names,
             values: raw.values,
             return_old: raw.return_old,
+            tombstone: raw.tombstone,
         });
     }
     let parent = match p.parent {

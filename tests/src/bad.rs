@@ -58,6 +58,13 @@ pub fn catalogue(a: &str, b: &str, tx_table: &str, max_actions: usize) -> Vec<(V
         (json!({"TransactItems": [{"Put": {"TableName": a, "Item": {"pk": sv("p"), "ts": {"BOOL": true}}, "Ratchet": {"AttributeName": "ts"}}}]}), Some(0), "number or a string"),
         (json!({"TransactItems": [{"Put": {"TableName": a, "Item": {"pk": sv("p"), "ts": nv(1)}, "Ratchet": "ts"}}]}), Some(0), "Ratchet: must be an object"),
         (json!({"TransactItems": [{"Update": {"TableName": a, "Key": {"pk": sv("p")}, "UpdateExpression": "SET ts = :t", "ExpressionAttributeValues": {":t": nv(1)}, "Ratchet": {"AttributeName": "ts"}}}]}), Some(0), "unknown field \"Ratchet\""),
+        (json!({"TransactItems": [{"Put": {"TableName": a, "Item": {"pk": sv("p")}, "Tombstone": {"TimeToLiveAttribute": "exp", "TimeToLiveSeconds": 60}}}]}), Some(0), "unknown field \"Tombstone\""),
+        (json!({"TransactItems": [ok.clone(), {"Delete": {"TableName": a, "Key": {"pk": sv("p")}, "Tombstone": {"TimeToLiveSeconds": 60}}}]}), Some(1), "TimeToLiveAttribute is required"),
+        (json!({"TransactItems": [{"Delete": {"TableName": a, "Key": {"pk": sv("p")}, "Tombstone": {"TimeToLiveAttribute": "exp", "TimeToLiveSeconds": 0}}}]}), Some(0), "TimeToLiveSeconds must be"),
+        (json!({"TransactItems": [{"Delete": {"TableName": a, "Key": {"pk": sv("p")}, "Tombstone": {"Attributes": {"_sagaLock": sv("x")}, "TimeToLiveAttribute": "exp", "TimeToLiveSeconds": 60}}}]}), Some(0), "reserved for dynamo-saga"),
+        (json!({"TransactItems": [{"Delete": {"TableName": a, "Key": {"pk": sv("p")}, "Tombstone": {"Attributes": {"pk": sv("q")}, "TimeToLiveAttribute": "exp", "TimeToLiveSeconds": 60}}}]}), Some(0), "is a key attribute"),
+        (json!({"TransactItems": [{"Delete": {"TableName": a, "Key": {"pk": sv("p")}, "Ratchet": {"AttributeName": "ts"}}}]}), Some(0), "Ratchet needs a Tombstone"),
+        (json!({"TransactItems": [{"Delete": {"TableName": a, "Key": {"pk": sv("p")}, "Ratchet": {"AttributeName": "ts"}, "Tombstone": {"TimeToLiveAttribute": "exp", "TimeToLiveSeconds": 60}}}]}), Some(0), "no \"ts\" attribute"),
     ];
     let mut out: Vec<(Value, Option<usize>, String)> = cases.into_iter().map(|(v, i, n)| (v, i, n.to_string())).collect();
     out.push((

@@ -64,3 +64,59 @@ pub async fn assert_mixed_committed(env: &Env, tag: &str, n: usize) {
         }
     }
 }
+
+/// A tombstone as a committed `Delete` with `Tombstone` leaves it, written by transaction `by` at timestamp `ts`.
+pub fn tombstone(pk: &str, ts: i64, by: &str) -> Value {
+    json!({"pk": sv(pk), "ts": nv(ts), "expiresAt": nv(4_000_000_000), "_sagaTombstone": sv(by)})
+}
+
+/// The item [`tombstones`] finds at position `i` (a tombstone at timestamp 100, or for the tombstone delete a live
+/// item at timestamp 100).
+pub async fn seed_tombstones(env: &Env, tag: &str, n: usize) {
+    let items = (0..n).map(|i| {
+        let pk = format!("{tag}-t{i}");
+        if i % 5 == 2 { json!({"pk": sv(&pk), "ts": nv(100), "v": sv("live")}) } else { tombstone(&pk, 100, "seed") }
+    });
+    crate::put_all(&env.client, &env.a, items).await;
+}
+
+/// `n` actions over tombstones (seed 002), by position modulo 5: a ratcheted insert guarded by
+/// `attribute_not_exists`, an update that reads the tombstone's timestamp (and must not see it), a tombstone delete
+/// of a live item, a condition check that the item is absent, and a plain delete of a tombstone (which leaves it).
+pub fn tombstones(env: &Env, tag: &str, n: usize) -> Value {
+    let items: Vec<Value> = (0..n)
+        .map(|i| {
+            let key = json!({"pk": sv(&format!("{tag}-t{i}"))});
+            match i % 5 {
+                0 => json!({"Put": {"TableName": env.a, "Item": {"pk": key["pk"], "ts": nv(200), "v": sv("back")},
+                    "ConditionExpression": "attribute_not_exists(pk)", "Ratchet": {"AttributeName": "ts"}}}),
+                1 => json!({"Update": {"TableName": env.a, "Key": key, "UpdateExpression": "SET v = if_not_exists(ts, :none)",
+                    "ConditionExpression": "attribute_not_exists(#k)", "ExpressionAttributeNames": {"#k": "pk"},
+                    "ExpressionAttributeValues": {":none": sv("none")}}}),
+                2 => json!({"Delete": {"TableName": env.a, "Key": key, "ConditionExpression": "attribute_exists(pk)",
+                    "Tombstone": {"Attributes": {"ts": nv(200)}, "TimeToLiveAttribute": "expiresAt", "TimeToLiveSeconds": 3600},
+                    "Ratchet": {"AttributeName": "ts"}}}),
+                3 => json!({"ConditionCheck": {"TableName": env.a, "Key": key, "ConditionExpression": "attribute_not_exists(pk)"}}),
+                _ => json!({"Delete": {"TableName": env.a, "Key": key}}),
+            }
+        })
+        .collect();
+    json!({ "TransactItems": items })
+}
+
+/// Checks the state [`tombstones`] leaves when transaction `tx` committed.
+pub async fn assert_tombstones_committed(env: &Env, tag: &str, n: usize, tx: &str) {
+    for i in 0..n {
+        let pk = format!("{tag}-t{i}");
+        let it = env.get(&env.a, json!({"pk": sv(&pk)})).await.expect("every position keeps an item");
+        match i % 5 {
+            0 => assert_eq!(it, json!({"pk": sv(&pk), "ts": nv(200), "v": sv("back")}), "insert over a tombstone at {i}"),
+            1 => assert_eq!(it, json!({"pk": sv(&pk), "v": sv("none")}), "update over a tombstone at {i}"),
+            2 => {
+                assert_eq!(it["_sagaTombstone"], sv(tx), "tombstone delete at {i}: {it}");
+                assert_eq!((&it["ts"], it.get("v")), (&nv(200), None), "tombstone delete at {i}: {it}");
+            }
+            _ => assert_eq!(it, tombstone(&pk, 100, "seed"), "a check or a plain delete leaves the tombstone at {i}"),
+        }
+    }
+}

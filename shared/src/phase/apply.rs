@@ -69,6 +69,7 @@ pub async fn apply(store: &Store, tx_id: &str, batch: usize) -> Result<Report, T
             }
         }
     }
+    beat_parent(store, &m, &h).await?;
     let outcome = progress(store, &m, tx_id, TxState::Pending, H_APPLIED, batch + 1).await?.unwrap_or(Outcome::Done);
     Ok(Report::new(outcome, &m))
 }
@@ -87,7 +88,7 @@ async fn apply_group(store: &Store, m: &Meter, h: &Header, todo: &[&Action]) -> 
             items.push(fence(store, h)?);
         }
         for a in &todo {
-            items.push(write_item(h, a)?);
+            items.push(write_item(h, a, store.cfg.lease.as_secs())?);
         }
         let req = store.client.transact_write_items().set_transact_items(Some(items));
         let reasons = match store.transact(m, req).await? {
@@ -156,7 +157,7 @@ fn fence(store: &Store, h: &Header) -> Result<TransactWriteItem, TxError> {
     Ok(TransactWriteItem::builder().condition_check(cc).build())
 }
 
-fn write_item(h: &Header, a: &Action) -> Result<TransactWriteItem, TxError> {
+fn write_item(h: &Header, a: &Action, lease_seconds: u64) -> Result<TransactWriteItem, TxError> {
     let inline_fence = h.parent.as_ref().is_some_and(|p| same_item(p, a));
     let mut cond = format!("{} = {} AND attribute_not_exists({})", ph::LOCK, ph::TX, ph::APPLIED);
     if inline_fence {
@@ -172,6 +173,8 @@ fn write_item(h: &Header, a: &Action) -> Result<TransactWriteItem, TxError> {
             if inline_fence {
                 item.insert(PARENT_LOCK_TOKEN.into(), s(&h.id));
                 item.insert(PARENT_LOCKED_AT.into(), now());
+                item.insert(PARENT_LEASE.into(), n(lease_seconds));
+                item.insert(PARENT_RVN.into(), new_rvn());
             }
             let mut b = Put::builder()
                 .table_name(&a.table)

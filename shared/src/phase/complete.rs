@@ -1,4 +1,5 @@
-//! complete: after commit, unlock every item of a batch and carry out its deferred deletes.
+//! complete: after commit, unlock every item of a batch and carry out its deferred deletes (a tombstone replaces the
+//! item when the `Delete` asks for one).
 
 use super::*;
 use crate::request::Op;
@@ -17,7 +18,11 @@ pub async fn complete(store: &Store, tx_id: &str, batch: usize) -> Result<Report
     concurrently(actions, store.cfg.concurrency, |(_, a)| {
         let m = &m;
         async move {
-            let how = if a.op == Op::Delete { Release::Delete } else { Release::Keep };
+            let how = match (&a.op, &a.tombstone) {
+                (Op::Delete, Some(t)) => Release::Restore(t.item(&a.key, tx_id, now_ms())),
+                (Op::Delete, None) => Release::Delete,
+                _ => Release::Keep,
+            };
             release_item(store, m, tx_id, &a, how).await
         }
     })

@@ -12,7 +12,8 @@ use crate::error::CancellationReason;
 use crate::expr;
 use crate::records::Decision;
 use crate::request::Op;
-use crate::value::{self, item_to_json};
+use crate::request::is_tombstone;
+use crate::value::{self, item_to_json, Item};
 
 enum ItemLock {
     Locked,
@@ -77,6 +78,9 @@ pub async fn lock(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
         r.also_contended = contention;
         return Ok(r);
     }
+    if batch > 0 {
+        beat_parent(store, &m, &h).await?;
+    }
     if let Some(ended) = progress(store, &m, tx_id, TxState::Pending, H_LOCKED, batch + 1).await? {
         // The transaction was decided while this run was taking locks: whoever decided it may already have passed
         // these items, so let go of them here.
@@ -125,57 +129,35 @@ async fn lock_batch(
     Ok(())
 }
 
+/// What the lock expects to find at an item's key.
+#[derive(Clone, PartialEq)]
+enum Found {
+    Absent,
+    Present,
+    /// A tombstone, identified by the id of the transaction that wrote it.
+    Tombstone(Item),
+}
+
 /// Locks one item with the caller's condition. The first try guesses whether the item exists (inserts usually say
 /// so with `attribute_not_exists`); a wrong guess costs one failed conditional write and is corrected from the item
 /// DynamoDB returns.
+///
+/// A tombstone is locked as an absent item: it is replaced by an item that holds the lock, marked transient, with
+/// the tombstone kept in [`ATTR_STONE`] to be put back unless the transaction writes the item. The caller's condition
+/// is evaluated on the tombstone with every attribute it reads redirected to one that never exists, except a
+/// `Ratchet`'s, which compares against the tombstone's timestamp.
 async fn lock_item(store: &Store, m: &Meter, tx_id: &str, a: &Action) -> Result<ItemLock, TxError> {
     let pk = store.schema(m, &a.table).await?.key_names[0].clone();
-    let refs = match &a.condition {
-        Some(c) => expr::parse_condition(c).map_err(|e| TxError::Internal(format!("stored condition: {e}")))?,
-        None => Default::default(),
-    };
-    let (names, values) = used(a, &refs);
-    let mut absent = a.op == Op::Put
+    let absent_guess = a.op == Op::Put
         && a.condition.as_deref().is_some_and(|c| c.replace(crate::request::RATCHET_CONDITION, "").contains("attribute_not_exists"));
-    for _ in 0..4 {
-        let (mut cond, set) = if absent {
-            (
-                format!("attribute_not_exists({})", ph::PK),
-                format!("SET {} = {}, {} = {}, {} = {}", ph::LOCK, ph::TX, ph::LOCKED_AT, ph::NOW, ph::TRANSIENT, ph::TRUE),
-            )
-        } else {
-            (
-                format!("attribute_exists({}) AND attribute_not_exists({})", ph::PK, ph::LOCK),
-                format!("SET {} = {}, {} = {}", ph::LOCK, ph::TX, ph::LOCKED_AT, ph::NOW),
-            )
+    let mut found = if absent_guess { Found::Absent } else { Found::Present };
+    for _ in 0..6 {
+        let old = match &found {
+            Found::Tombstone(stone) => lock_tombstone(store, m, tx_id, a, stone).await?,
+            _ => lock_plain(store, m, tx_id, a, &pk, found == Found::Absent).await?,
         };
-        if let Some(c) = &a.condition {
-            cond = expr::and(&cond, c);
-        }
-        let mut req = store
-            .client
-            .update_item()
-            .table_name(&a.table)
-            .set_key(Some(a.key.clone()))
-            .update_expression(set)
-            .condition_expression(cond)
-            .set_expression_attribute_names(Some(names.clone()))
-            .set_expression_attribute_values(Some(values.clone()))
-            .expression_attribute_names(ph::PK, &pk)
-            .expression_attribute_names(ph::LOCK, ATTR_LOCK)
-            .expression_attribute_names(ph::LOCKED_AT, ATTR_LOCKED_AT)
-            .expression_attribute_values(ph::TX, s(tx_id))
-            .expression_attribute_values(ph::NOW, now());
-        if absent {
-            req = req
-                .expression_attribute_names(ph::TRANSIENT, ATTR_TRANSIENT)
-                .expression_attribute_values(ph::TRUE, AttributeValue::Bool(true));
-        }
-        let old = match store.update(m, req).await? {
-            Written::Done(_) => return Ok(ItemLock::Locked),
-            Written::ConditionFailed(old) => old,
-        };
-        match (&old, lock_holder_of(&old)) {
+        let Some(old) = old else { return Ok(ItemLock::Locked) };
+        let next = match (&old, lock_holder_of(&old)) {
             (_, Some(h)) if h == tx_id => return Ok(ItemLock::Locked),
             (_, Some(h)) => {
                 return Ok(ItemLock::Contended(Contention {
@@ -184,25 +166,117 @@ async fn lock_item(store: &Store, m: &Meter, tx_id: &str, a: &Action) -> Result<
                     item: value::key_display(&a.table, &a.key),
                 }))
             }
-            (Some(_), None) if absent => absent = false,
-            (None, None) if !absent => absent = true,
-            _ => {
-                let mut r = CancellationReason::new(CancellationReason::CONDITIONAL_CHECK_FAILED, "The conditional request failed");
-                if a.return_old {
-                    r.item = old.map(|o| item_to_json(&records::strip_reserved(o)));
-                }
-                return Ok(ItemLock::Failed(r));
+            (None, None) => Found::Absent,
+            (Some(o), None) if is_tombstone(o) => Found::Tombstone(o.clone()),
+            (Some(_), None) => Found::Present,
+        };
+        if next == found {
+            let mut r = CancellationReason::new(CancellationReason::CONDITIONAL_CHECK_FAILED, "The conditional request failed");
+            if a.return_old && found == Found::Present {
+                r.item = old.map(|o| item_to_json(&records::strip_reserved(o)));
             }
+            return Ok(ItemLock::Failed(r));
         }
+        found = next;
     }
     Err(TxError::Contended { holder: "unknown".into(), item: value::key_display(&a.table, &a.key) })
+}
+
+/// Locks an item that is absent or present (not a tombstone). `Ok(None)` when locked, otherwise the item as it was.
+async fn lock_plain(store: &Store, m: &Meter, tx_id: &str, a: &Action, pk: &str, absent: bool) -> Result<Option<Option<Item>>, TxError> {
+    let refs = match &a.condition {
+        Some(c) => expr::parse_condition(c).map_err(|e| TxError::Internal(format!("stored condition: {e}")))?,
+        None => Default::default(),
+    };
+    let (names, values) = used(a, &refs);
+    let (mut cond, set) = if absent {
+        (
+            format!("attribute_not_exists({})", ph::PK),
+            format!("SET {} = {}, {} = {}, {} = {}", ph::LOCK, ph::TX, ph::LOCKED_AT, ph::NOW, ph::TRANSIENT, ph::TRUE),
+        )
+    } else {
+        (
+            format!("attribute_exists({}) AND attribute_not_exists({}) AND attribute_not_exists({})", ph::PK, ph::LOCK, ph::TOMBSTONE),
+            format!("SET {} = {}, {} = {}", ph::LOCK, ph::TX, ph::LOCKED_AT, ph::NOW),
+        )
+    };
+    if let Some(c) = &a.condition {
+        cond = expr::and(&cond, c);
+    }
+    let mut req = store
+        .client
+        .update_item()
+        .table_name(&a.table)
+        .set_key(Some(a.key.clone()))
+        .update_expression(set)
+        .condition_expression(cond)
+        .set_expression_attribute_names(Some(names))
+        .set_expression_attribute_values(Some(values))
+        .expression_attribute_names(ph::PK, pk)
+        .expression_attribute_names(ph::LOCK, ATTR_LOCK)
+        .expression_attribute_names(ph::LOCKED_AT, ATTR_LOCKED_AT)
+        .expression_attribute_values(ph::TX, s(tx_id))
+        .expression_attribute_values(ph::NOW, now());
+    req = if absent {
+        req.expression_attribute_names(ph::TRANSIENT, ATTR_TRANSIENT).expression_attribute_values(ph::TRUE, AttributeValue::Bool(true))
+    } else {
+        req.expression_attribute_names(ph::TOMBSTONE, ATTR_TOMBSTONE)
+    };
+    Ok(match store.update(m, req).await? {
+        Written::Done(_) => None,
+        Written::ConditionFailed(old) => Some(old),
+    })
+}
+
+/// Locks the tombstone `stone` (as last read) by replacing it with a transient lock item that keeps it.
+async fn lock_tombstone(store: &Store, m: &Meter, tx_id: &str, a: &Action, stone: &Item) -> Result<Option<Option<Item>>, TxError> {
+    let caller = match &a.condition {
+        Some(c) => Some(
+            expr::redirect_paths(c, &[crate::request::RATCHET_NAME], ph::GONE)
+                .map_err(|e| TxError::Internal(format!("stored condition: {e}")))?,
+        ),
+        None => None,
+    };
+    let refs = match &caller {
+        Some(c) => expr::parse_condition(c).map_err(|e| TxError::Internal(format!("redirected condition: {e}")))?,
+        None => Default::default(),
+    };
+    let (names, values) = used(a, &refs);
+    let mut cond = format!("{} = {} AND attribute_not_exists({})", ph::TOMBSTONE, ph::SEEN, ph::LOCK);
+    if let Some(c) = &caller {
+        cond = expr::and(&cond, c);
+    }
+    let mut item = a.key.clone();
+    item.insert(ATTR_LOCK.into(), s(tx_id));
+    item.insert(ATTR_LOCKED_AT.into(), now());
+    item.insert(ATTR_TRANSIENT.into(), AttributeValue::Bool(true));
+    item.insert(ATTR_STONE.into(), AttributeValue::M(stone.clone()));
+    let mut req = store
+        .client
+        .put_item()
+        .table_name(&a.table)
+        .set_item(Some(item))
+        .condition_expression(cond)
+        .set_expression_attribute_names(Some(names))
+        .set_expression_attribute_values(Some(values))
+        .expression_attribute_names(ph::TOMBSTONE, ATTR_TOMBSTONE)
+        .expression_attribute_names(ph::LOCK, ATTR_LOCK)
+        .expression_attribute_values(ph::SEEN, stone[ATTR_TOMBSTONE].clone());
+    if refs.name_placeholders.contains(ph::GONE) {
+        req = req.expression_attribute_names(ph::GONE, ATTR_GONE);
+    }
+    Ok(match store.put(m, req).await? {
+        Written::Done(_) => None,
+        Written::ConditionFailed(old) => Some(old),
+    })
 }
 
 fn lock_holder_of(old: &Option<crate::value::Item>) -> Option<&str> {
     old.as_ref().and_then(lock_holder)
 }
 
-/// The parent lock (seed 003): `lockToken` on the parent item, which must exist.
+/// The parent lock (seed 003): `lockToken` on the parent item, which must exist, with seed 001's lease and record
+/// version number.
 async fn lock_parent(store: &Store, m: &Meter, tx_id: &str, p: &Parent) -> Result<ItemLock, TxError> {
     let pk = store.schema(m, &p.table_name).await?.key_names[0].clone();
     let req = store
@@ -210,7 +284,10 @@ async fn lock_parent(store: &Store, m: &Meter, tx_id: &str, p: &Parent) -> Resul
         .update_item()
         .table_name(&p.table_name)
         .set_key(Some(p.key.clone()))
-        .update_expression(format!("SET {} = {}, {} = {}", ph::PARENT_TOKEN, ph::TX, ph::PARENT_AT, ph::NOW))
+        .update_expression(format!(
+            "SET {} = {}, {} = {}, {} = {}, {} = {}",
+            ph::PARENT_TOKEN, ph::TX, ph::PARENT_AT, ph::NOW, ph::PARENT_LEASE, ph::LEASE, ph::PARENT_RVN, ph::RVN
+        ))
         .condition_expression(format!(
             "attribute_exists({}) AND (attribute_not_exists({}) OR {} = {})",
             ph::PK, ph::PARENT_TOKEN, ph::PARENT_TOKEN, ph::TX
@@ -218,8 +295,12 @@ async fn lock_parent(store: &Store, m: &Meter, tx_id: &str, p: &Parent) -> Resul
         .expression_attribute_names(ph::PK, pk)
         .expression_attribute_names(ph::PARENT_TOKEN, PARENT_LOCK_TOKEN)
         .expression_attribute_names(ph::PARENT_AT, PARENT_LOCKED_AT)
+        .expression_attribute_names(ph::PARENT_LEASE, PARENT_LEASE)
+        .expression_attribute_names(ph::PARENT_RVN, PARENT_RVN)
         .expression_attribute_values(ph::TX, s(tx_id))
-        .expression_attribute_values(ph::NOW, now());
+        .expression_attribute_values(ph::NOW, now())
+        .expression_attribute_values(ph::LEASE, n(store.cfg.lease.as_secs()))
+        .expression_attribute_values(ph::RVN, new_rvn());
     Ok(match store.update(m, req).await? {
         Written::Done(_) => ItemLock::Locked,
         Written::ConditionFailed(None) => ItemLock::Failed(CancellationReason::new(

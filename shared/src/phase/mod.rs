@@ -84,7 +84,16 @@ pub(crate) mod ph {
     pub const PK: &str = "#_sagaK";
     pub const PARENT_TOKEN: &str = "#_sagaLT";
     pub const PARENT_AT: &str = "#_sagaLA";
+    pub const PARENT_LEASE: &str = "#_sagaLD";
+    pub const PARENT_RVN: &str = "#_sagaRV";
+    pub const LEASE: &str = ":_sagaLease";
+    pub const RVN: &str = ":_sagaRvn";
     pub const STATE: &str = "#_sagaS";
+    pub const TOMBSTONE: &str = "#_sagaTomb";
+    pub const STONE: &str = "#_sagaStone";
+    /// Stands for an attribute that no item has (see [`crate::expr::redirect_paths`]).
+    pub const GONE: &str = "#_sagaGone";
+    pub const SEEN: &str = ":_sagaSeen";
     pub const TX: &str = ":_sagaTx";
     pub const NOW: &str = ":_sagaNow";
     pub const TRUE: &str = ":_sagaTrue";
@@ -142,9 +151,10 @@ where
 pub(crate) enum Release {
     /// Remove the lock attributes; delete the item instead if it exists only to hold the lock.
     Keep,
-    /// Delete the item (a committed `Delete`, or rolling back an item the transaction created).
+    /// Delete the item (a committed `Delete`, or rolling back an item the transaction created); an item locked in
+    /// place of a tombstone gets its tombstone back.
     Delete,
-    /// Put the saved image back (rolling back an item that existed).
+    /// Put the saved image back (rolling back an item that existed), or put a committed `Delete`'s tombstone.
     Restore(Item),
 }
 
@@ -162,7 +172,7 @@ pub(crate) async fn release_key(store: &Store, m: &Meter, tx_id: &str, table: &s
                 .update_item()
                 .table_name(table)
                 .set_key(Some(key.clone()))
-                .update_expression(format!("REMOVE {}, {}, {}, {}", ph::LOCK, ph::LOCKED_AT, ph::TRANSIENT, ph::APPLIED))
+                .update_expression(format!("REMOVE {}, {}, {}, {}, {}", ph::LOCK, ph::LOCKED_AT, ph::TRANSIENT, ph::APPLIED, ph::STONE))
                 .condition_expression(format!(
                     "{} = {} AND (attribute_not_exists({}) OR attribute_exists({}))",
                     ph::LOCK, ph::TX, ph::TRANSIENT, ph::APPLIED
@@ -171,6 +181,7 @@ pub(crate) async fn release_key(store: &Store, m: &Meter, tx_id: &str, table: &s
                 .expression_attribute_names(ph::LOCKED_AT, ATTR_LOCKED_AT)
                 .expression_attribute_names(ph::TRANSIENT, ATTR_TRANSIENT)
                 .expression_attribute_names(ph::APPLIED, ATTR_APPLIED)
+                .expression_attribute_names(ph::STONE, ATTR_STONE)
                 .expression_attribute_values(ph::TX, s(tx_id));
             if let Written::ConditionFailed(Some(old)) = store.update(m, req).await? {
                 if lock_holder(&old) == Some(tx_id) {
@@ -184,10 +195,18 @@ pub(crate) async fn release_key(store: &Store, m: &Meter, tx_id: &str, table: &s
                 .delete_item()
                 .table_name(table)
                 .set_key(Some(key.clone()))
-                .condition_expression(format!("{} = {}", ph::LOCK, ph::TX))
+                .condition_expression(format!("{} = {} AND attribute_not_exists({})", ph::LOCK, ph::TX, ph::STONE))
                 .expression_attribute_names(ph::LOCK, ATTR_LOCK)
+                .expression_attribute_names(ph::STONE, ATTR_STONE)
                 .expression_attribute_values(ph::TX, s(tx_id));
-            store.delete(m, req).await?;
+            if let Written::ConditionFailed(Some(old)) = store.delete(m, req).await? {
+                if let (Some(tx), Some(AttributeValue::M(stone))) = (lock_holder(&old), old.get(ATTR_STONE)) {
+                    if tx == tx_id {
+                        // The item stood in for a tombstone: deleting it leaves the tombstone.
+                        Box::pin(release_key(store, m, tx_id, table, key, Release::Restore(stone.clone()))).await?;
+                    }
+                }
+            }
         }
         Release::Restore(item) => {
             let req = c
@@ -201,6 +220,41 @@ pub(crate) async fn release_key(store: &Store, m: &Meter, tx_id: &str, table: &s
         }
     }
     Ok(())
+}
+
+/// A new record version number for the parent item: random, and small enough to survive a JSON number in the state
+/// machine (53 bits).
+pub(crate) fn new_rvn() -> AttributeValue {
+    n((ulid::Ulid::new().random() as u64) & ((1 << 53) - 1))
+}
+
+/// Seed 001's heartbeat on the parent item: a new record version number, only while `h` holds the parent (a
+/// transaction not holding it yet, or that lost it, writes nothing).
+pub async fn beat_parent(store: &Store, m: &Meter, h: &Header) -> Result<(), TxError> {
+    let Some(p) = &h.parent else { return Ok(()) };
+    let req = store
+        .client
+        .update_item()
+        .table_name(&p.table_name)
+        .set_key(Some(p.key.clone()))
+        .update_expression(format!("SET {} = {}", ph::PARENT_RVN, ph::RVN))
+        .condition_expression(format!("{} = {}", ph::PARENT_TOKEN, ph::TX))
+        .expression_attribute_names(ph::PARENT_TOKEN, PARENT_LOCK_TOKEN)
+        .expression_attribute_names(ph::PARENT_RVN, PARENT_RVN)
+        .expression_attribute_values(ph::TX, s(&h.id))
+        .expression_attribute_values(ph::RVN, new_rvn());
+    store.update(m, req).await.map(|_| ())
+}
+
+/// A transaction that is alive but not moving (waiting for a lock, or holding a read lock) tells waiters so: a new
+/// header version and, when it holds a parent, a new record version number on it. False when `h` is no longer
+/// pending.
+pub async fn heartbeat(store: &Store, m: &Meter, h: &Header) -> Result<bool, TxError> {
+    if !records::update_header(store, m, &h.id, TxState::Pending, &[], None, &m.usage()).await? {
+        return Ok(false);
+    }
+    beat_parent(store, m, h).await?;
+    Ok(true)
 }
 
 /// Decides the rollback; reports `Canceled` when this run (or another) rolled it back.

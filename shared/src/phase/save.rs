@@ -52,10 +52,16 @@ pub async fn save(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
         if flag(&item, ATTR_APPLIED) {
             continue;
         }
-        let image = if flag(&item, ATTR_TRANSIENT) { Image::Transient } else { Image::Existed(records::strip_reserved(item)) };
+        let image = match (flag(&item, ATTR_TRANSIENT), item.get(ATTR_STONE)) {
+            // Locked in place of a tombstone: the tombstone is what a rollback puts back.
+            (true, Some(AttributeValue::M(stone))) => Image::Existed(stone.clone()),
+            (true, _) => Image::Transient,
+            (false, _) => Image::Existed(records::strip_reserved(item)),
+        };
         writes.push(records::image_request(store, tx_id, *pos, &image, h.deadline));
     }
     store.batch_write(&m, &store.cfg.tx_table, writes).await?;
+    beat_parent(store, &m, &h).await?;
     let outcome = progress(store, &m, tx_id, TxState::Pending, H_SAVED, batch + 1).await?.unwrap_or(Outcome::Done);
     Ok(Report::new(outcome, &m))
 }
