@@ -247,13 +247,14 @@ pub async fn beat_parent(store: &Store, m: &Meter, h: &Header) -> Result<(), TxE
 }
 
 /// A transaction that is alive but not moving (waiting for a lock, or holding a read lock) tells waiters so: a new
-/// header version and, when it holds a parent, a new record version number on it. False when `h` is no longer
-/// pending.
+/// header version, and when it holds a parent a new record version number on it, or when it waits for one a
+/// refreshed queue row. False when `h` is no longer pending.
 pub async fn heartbeat(store: &Store, m: &Meter, h: &Header) -> Result<bool, TxError> {
     if !records::update_header(store, m, &h.id, TxState::Pending, &[], None, &m.usage()).await? {
         return Ok(false);
     }
     beat_parent(store, m, h).await?;
+    queue::refresh(store, m, h).await?;
     Ok(true)
 }
 

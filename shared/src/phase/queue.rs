@@ -7,7 +7,9 @@
 //! - A row is live while its transaction is unfinished and names that ticket. Rows of finished (or expired)
 //!   transactions are deleted by whoever finds them; a waiter whose coordinator died stops beating its header's
 //!   heart, so the one behind it rolls it back after a lease (see [`crate::coordinator`]) and its row goes with it.
-//! - A row is deleted once its transaction holds the parent, and at release; rows also expire by TTL.
+//! - A row is deleted once its transaction holds the parent, and at release. It expires by TTL three leases after it
+//!   was last written, and a waiter rewrites it with every heartbeat (a third of a lease), so only a dead waiter's
+//!   row expires.
 
 use super::*;
 use crate::value;
@@ -50,12 +52,26 @@ pub(crate) async fn enqueue(store: &Store, m: &Meter, h: &Header, p: &Parent) ->
         },
         _ => return Err(TxError::Internal("the queue counter did not move".into())),
     };
-    let mut row = key(&q, &row_sk(ticket));
-    row.insert(T_TX.to_owned(), s(&h.id));
-    row.insert(ATTR_EXPIRES_AT.to_owned(), n(now_ms() / 1000 + store.cfg.retention.as_secs()));
-    store.put(m, store.client.put_item().table_name(&store.cfg.tx_table).set_item(Some(row))).await?;
+    put_row(store, m, &q, ticket, &h.id).await?;
     records::update_header(store, m, &h.id, TxState::Pending, &[(H_PARENT_TICKET, n(ticket))], None, &Usage::default()).await?;
     Ok(ticket)
+}
+
+/// Writes a queue row, to expire by TTL three leases from now unless its waiter refreshes it.
+async fn put_row(store: &Store, m: &Meter, q: &str, ticket: u64, tx_id: &str) -> Result<(), TxError> {
+    let mut row = key(q, &row_sk(ticket));
+    row.insert(T_TX.to_owned(), s(tx_id));
+    row.insert(ATTR_EXPIRES_AT.to_owned(), n(now_ms() / 1000 + 3 * store.cfg.lease.as_secs()));
+    store.put(m, store.client.put_item().table_name(&store.cfg.tx_table).set_item(Some(row))).await.map(|_| ())
+}
+
+/// A waiter refreshes its row (part of its heartbeat, while it does not hold the parent yet), so that only a dead
+/// waiter's row expires; a waiter whose row expired while it was slow gets its place back.
+pub(crate) async fn refresh(store: &Store, m: &Meter, h: &Header) -> Result<(), TxError> {
+    match (&h.parent, h.parent_ticket) {
+        (Some(p), Some(t)) if h.locked == 0 => put_row(store, m, &queue_key(p), t, &h.id).await,
+        _ => Ok(()),
+    }
 }
 
 /// The first live transaction queued ahead of `ticket`, deleting the dead rows met on the way.
