@@ -122,7 +122,7 @@ impl Sweeper {
                 .limit(self.max_transactions as i32)
                 .send()
                 .await
-                .map_err(|e| TxError::DynamoDb { op: "Query".into(), message: e.to_string() })?;
+                .map_err(|e| TxError::DynamoDb { op: "Query", message: e.to_string() })?;
             more |= r.last_evaluated_key.is_some_and(|k| !k.is_empty());
             for item in r.items.unwrap_or_default() {
                 if let (Some(AttributeValue::S(id)), Some(AttributeValue::N(at))) = (item.get(TX_PK), item.get(H_UPDATED_AT)) {
