@@ -431,10 +431,11 @@ async fn lock_wait_zero_on_a_held_parent_fails_at_once() {
     env.assert_clean().await;
 }
 
-/// Seed 004's queue rows: a waiter rewrites its row with every heartbeat, so the row outlives its three-lease TTL
-/// while the waiter lives, and a row that expired anyway (deleted here, as TTL would) comes back at the same ticket.
+/// Seed 004's queue rows: a waiter refreshes its row with every heartbeat, so the row outlives its three-lease TTL
+/// while the waiter lives; a row that expired anyway (deleted here, as TTL would) stays gone, and its waiter still
+/// goes once the parent is free.
 #[tokio::test]
-async fn a_waiter_keeps_its_queue_row_alive_and_gets_its_place_back() {
+async fn a_waiter_keeps_its_queue_row_alive_while_it_waits() {
     let lease = Duration::from_secs(2);
     let env = Env::with("qrow", |c| Config { lease, ..c }).await;
     env.put(&env.a, json!({"pk": sv("QUEUED"), "order": {"L": []}})).await;
@@ -451,8 +452,6 @@ async fn a_waiter_keeps_its_queue_row_alive_and_gets_its_place_back() {
     let expires = |r: &dynamo_saga::value::Item| r["expiresAt"].as_n().unwrap().parse::<u64>().unwrap();
     let now_s = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
     assert!(expires(&first[0]) <= now_s() + 3 * lease.as_secs(), "a row lives three leases unless refreshed");
-    env.client.delete_item().table_name(&env.tx_table).set_key(Some(first[0].iter()
-        .filter(|(k, _)| *k == "id" || *k == "sk").map(|(k, v)| (k.clone(), v.clone())).collect())).send().await.unwrap();
 
     // The waiter waits two leases while the holder's heart beats, then the holder finishes and the waiter goes next.
     let h = records::read_header(&env.store, &Meter::default(), holder).await.unwrap();
@@ -467,9 +466,16 @@ async fn a_waiter_keeps_its_queue_row_alive_and_gets_its_place_back() {
     };
     let (waited, during) = tokio::join!(tokio::time::timeout(lease * 2, coord.drive(waiter)), beats);
     assert!(waited.is_err(), "the waiter waited: {waited:?}");
-    assert_eq!(during.len(), 1, "the waiter wrote its row again: {during:?}");
+    assert_eq!(during.len(), 1, "the waiter's row is still there: {during:?}");
     assert_eq!((&during[0]["sk"], &during[0]["txId"]), (&first[0]["sk"], &first[0]["txId"]), "at the same ticket");
     assert!(expires(&during[0]) > expires(&first[0]), "with a later expiry");
+
+    // The row expires anyway: refreshing does not bring it back, and the waiter still goes after the holder.
+    env.client.delete_item().table_name(&env.tx_table).set_key(Some(first[0].iter()
+        .filter(|(k, _)| *k == "id" || *k == "sk").map(|(k, v)| (k.clone(), v.clone())).collect())).send().await.unwrap();
+    let h = records::read_header(&env.store, &Meter::default(), waiter).await.unwrap();
+    assert!(dynamo_saga::phase::heartbeat(&env.store, &Meter::default(), &h).await.unwrap());
+    assert!(rows().await.is_empty(), "a refresh does not write a row that is gone");
     coord.drive(holder).await.expect("the holder commits");
     coord.drive(waiter).await.expect("the waiter commits");
     assert_eq!(parent_order(&env).await, ["holder", "waiter"]);

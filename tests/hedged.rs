@@ -147,6 +147,11 @@ async fn tombstones_hide_deleted_items_stop_stale_writes_and_carry_a_ttl() {
     assert!(refused(&coord.run(&tombstone_deletes(&env, "t", n, 150)).await));
     let exists = json!({"TransactItems": [{"ConditionCheck": {"TableName": env.a, "Key": {"pk": sv("t000")}, "ConditionExpression": "attribute_exists(pk)"}}]});
     assert!(refused(&coord.run(&exists).await));
+    // Nor is a tombstone a Parent: naming one cancels the transaction as a missing parent does.
+    let under = json!({"TransactItems": [{"ConditionCheck": {"TableName": env.a, "Key": {"pk": sv("text")}, "ConditionExpression": "attribute_exists(pk)"}}],
+        "Parent": {"TableName": env.a, "Key": {"pk": sv("t001")}}});
+    let r = coord.run(&under).await;
+    assert!(matches!(&r, Err(TxError::Canceled(c)) if format!("{c:?}").contains("does not exist")), "{r:?}");
     // A transaction that updates the tombstones and then fails at apply puts them back exactly.
     let mut failing: Vec<Value> = (0..n)
         .map(|i| json!({"Update": {"TableName": env.a, "Key": {"pk": sv(&format!("t{i:03}"))}, "UpdateExpression": "SET v = :v",

@@ -199,13 +199,13 @@ impl Coordinator {
         let mut waiting: Option<Waiting> = None;
         let mut attempt = 0u32;
         loop {
-            let (h, step) = phase::resume::resume(&self.store, tx_id).await?;
+            let (h, step) = Box::pin(phase::resume::resume(&self.store, tx_id)).await?;
             if step == Step::Finished || stop(&h, &step) {
                 return Ok(h);
             }
             let report = run_step(&self.store, tx_id, step).await?;
             match report.outcome {
-                Outcome::Contended(c) => match self.resolve_all(&h, &c, &report.also_contended, waiting.as_ref(), None).await? {
+                Outcome::Contended(c) => match Box::pin(self.resolve_all(&h, &c, &report.also_contended, waiting.as_ref(), None)).await? {
                     Resolution::Retry => {}
                     Resolution::Wait(w) => {
                         waiting = Some(w);
@@ -242,10 +242,10 @@ impl Coordinator {
         let mut seen = std::collections::HashSet::from([first.holder.clone()]);
         for c in others {
             if seen.insert(c.holder.clone()) {
-                changed |= self.resolve(me, c, None, help_budget).await? == Resolution::Retry;
+                changed |= Box::pin(self.resolve(me, c, None, help_budget)).await? == Resolution::Retry;
             }
         }
-        match self.resolve(me, first, prev, help_budget).await? {
+        match Box::pin(self.resolve(me, first, prev, help_budget)).await? {
             Resolution::Wait(_) if changed => Ok(Resolution::Retry),
             r => Ok(r),
         }
@@ -354,7 +354,7 @@ impl Coordinator {
             _ => None,
         };
         match (records::lock_token(&item), num(PARENT_RVN), num(PARENT_LEASE)) {
-            (Some(t), Some(rvn), Some(lease)) if t == h.id => Ok((rvn, lease * 1000)),
+            (Some(t), Some(rvn), Some(lease)) if t == h.id => Ok((rvn, lease.saturating_mul(1000))),
             _ => Ok(ours),
         }
     }

@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 /// DynamoDB's limit on the length of any one expression string.
-const MAX_EXPR_BYTES: usize = 4096;
+pub const MAX_EXPR_BYTES: usize = 4096;
 /// DynamoDB's limit on the number of operands of `IN`.
 const MAX_IN_OPERANDS: usize = 100;
 /// Bounds the parser's recursion so that a hostile expression cannot overflow the stack.

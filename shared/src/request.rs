@@ -81,7 +81,8 @@ pub struct Action {
 
 /// A `Delete`'s `Tombstone` (seed 002): instead of removing the item, the delete leaves its key, `Attributes` (such
 /// as the timestamp a `Ratchet` compares) and a time to live, `TimeToLiveSeconds` from when the transaction
-/// completes, in `TimeToLiveAttribute` (epoch seconds, the attribute the table's TTL is set on).
+/// completes, in `TimeToLiveAttribute` (epoch seconds, the attribute the table's TTL is set on). The tombstone is put
+/// at apply, like a `Put`, and gets its time to live at complete, so it cannot expire while the item is locked.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Tombstone {
     #[serde(rename = "a", default, skip_serializing_if = "HashMap::is_empty", with = "item_json")]
@@ -93,13 +94,17 @@ pub struct Tombstone {
 }
 
 impl Tombstone {
-    /// The tombstone item for `key`, written by transaction `tx_id`, expiring `ttl_seconds` after `now_ms`.
-    pub fn item(&self, key: &Item, tx_id: &str, now_ms: u64) -> Item {
+    /// The tombstone item for `key`, written by transaction `tx_id`, without its time to live.
+    pub fn item(&self, key: &Item, tx_id: &str) -> Item {
         let mut item = key.clone();
         item.extend(self.attributes.clone());
-        item.insert(self.ttl_attribute.clone(), aws_sdk_dynamodb::types::AttributeValue::N((now_ms / 1000 + self.ttl_seconds).to_string()));
         item.insert(ATTR_TOMBSTONE.into(), aws_sdk_dynamodb::types::AttributeValue::S(tx_id.into()));
         item
+    }
+
+    /// The time to live of a tombstone completed at `now_ms` (epoch seconds).
+    pub fn expires_at(&self, now_ms: u64) -> aws_sdk_dynamodb::types::AttributeValue {
+        aws_sdk_dynamodb::types::AttributeValue::N((now_ms / 1000 + self.ttl_seconds).to_string())
     }
 }
 
@@ -493,9 +498,13 @@ fn parse_tombstone(t: &Value, key: &Item) -> Result<Tombstone, String> {
     if let Some(n) = attributes.keys().chain([&ttl_attribute]).find(|n| key.contains_key(*n)) {
         return Err(format!("{n:?} is a key attribute; the tombstone keeps the Key as it is"));
     }
-    let size = value::item_size(&attributes) + value::item_size(key) + RESERVED_OVERHEAD;
+    // A later transaction locks the tombstone by keeping it whole inside a lock item with the key again.
+    let tombstone = value::item_size(&attributes) + value::item_size(key) + ttl_attribute.len() + 21 + ATTR_TOMBSTONE.len() + 26;
+    let size = tombstone + value::item_size(key) + ATTR_STONE.len() + 3 + RESERVED_OVERHEAD;
     if size > MAX_ITEM_BYTES {
-        return Err(format!("the tombstone is {size} bytes, over DynamoDB's 400 KB item limit ({MAX_ITEM_BYTES} bytes)"));
+        return Err(format!(
+            "the tombstone is {tombstone} bytes; a transaction that later locks it needs {size}, over DynamoDB's 400 KB item limit ({MAX_ITEM_BYTES} bytes)"
+        ));
     }
     Ok(Tombstone { attributes, ttl_attribute, ttl_seconds })
 }

@@ -1,9 +1,10 @@
-//! apply: the requested writes of one batch, in one TransactWriteItems call fenced by a ConditionCheck on the parent's
+//! apply: the requested writes of one batch (and the tombstones that deletes leave), in one TransactWriteItems call fenced by a ConditionCheck on the parent's
 //! `lockToken` (or on the header still being PENDING when there is no parent), so that a coordinator that lost its
 //! lock, or whose transaction was decided, cannot write.
 //!
 //! Each write also sets the applied flag and is conditional on the lock and on the flag being absent, so a retried
-//! apply never applies an action twice (an `ADD` counter moves once). Deletes are deferred to complete. An action
+//! apply never applies an action twice (an `ADD` counter moves once). Deletes are deferred to complete; a tombstone is
+//! put here, so that DynamoDB judges it before the commit, and gets its time to live at complete. An action
 //! DynamoDB rejects (for example `ADD` to a string) cancels the transaction, naming that action.
 
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update};
@@ -41,7 +42,7 @@ pub async fn apply(store: &Store, tx_id: &str, batch: usize) -> Result<Report, T
         .await?
         .into_iter()
         .map(|(_, a)| a)
-        .filter(|a| matches!(a.op, Op::Put | Op::Update))
+        .filter(|a| matches!(a.op, Op::Put | Op::Update) || a.tombstone.is_some())
         .collect();
     if !actions.is_empty() {
         let refs: Vec<&Action> = actions.iter().collect();
@@ -165,8 +166,12 @@ fn write_item(h: &Header, a: &Action, lease_seconds: u64) -> Result<TransactWrit
     }
     let internal = |e: String| TxError::Internal(e);
     let item = match a.op {
-        Op::Put => {
-            let mut item = a.item.clone().ok_or_else(|| internal("a Put without its item".into()))?;
+        Op::Put | Op::Delete => {
+            let mut item = match (&a.item, &a.tombstone) {
+                (Some(item), _) => item.clone(),
+                (None, Some(t)) => t.item(&a.key, &h.id),
+                (None, None) => return Err(internal(format!("{} has nothing to put", a.describe()))),
+            };
             item.insert(ATTR_LOCK.into(), s(&h.id));
             item.insert(ATTR_LOCKED_AT.into(), now());
             item.insert(ATTR_APPLIED.into(), AttributeValue::Bool(true));
@@ -212,7 +217,7 @@ fn write_item(h: &Header, a: &Action, lease_seconds: u64) -> Result<TransactWrit
             }
             TransactWriteItem::builder().update(b.build().map_err(|e| internal(e.to_string()))?).build()
         }
-        Op::Delete | Op::ConditionCheck => return Err(internal("deletes and checks are not applied".into())),
+        Op::ConditionCheck => return Err(internal("checks are not applied".into())),
     };
     Ok(item)
 }

@@ -1,5 +1,5 @@
-//! complete: after commit, unlock every item of a batch and carry out its deferred deletes (a tombstone replaces the
-//! item when the `Delete` asks for one).
+//! complete: after commit, unlock every item of a batch and carry out its deferred deletes (a tombstone, put at
+//! apply, gets its time to live).
 
 use super::*;
 use crate::request::Op;
@@ -19,7 +19,7 @@ pub async fn complete(store: &Store, tx_id: &str, batch: usize) -> Result<Report
         let m = &m;
         async move {
             let how = match (&a.op, &a.tombstone) {
-                (Op::Delete, Some(t)) => Release::Restore(t.item(&a.key, tx_id, now_ms())),
+                (Op::Delete, Some(t)) => Release::Expire(t.ttl_attribute.clone(), t.expires_at(now_ms())),
                 (Op::Delete, None) => Release::Delete,
                 _ => Release::Keep,
             };

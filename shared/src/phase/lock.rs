@@ -153,6 +153,14 @@ async fn lock_item(store: &Store, m: &Meter, tx_id: &str, a: &Action) -> Result<
     let mut found = if absent_guess { Found::Absent } else { Found::Present };
     for _ in 0..6 {
         let old = match &found {
+            Found::Tombstone(_) if tombstone_condition(a)?.is_some_and(|c| c.len() + LOCK_CONDITION_BYTES > expr::MAX_EXPR_BYTES) => {
+                let msg = format!(
+                    "{}: the condition, evaluated on a tombstone as on an absent item, needs more than DynamoDB's {} bytes",
+                    a.describe(),
+                    expr::MAX_EXPR_BYTES
+                );
+                return Ok(ItemLock::Failed(CancellationReason::new(CancellationReason::VALIDATION_ERROR, msg)));
+            }
             Found::Tombstone(stone) => lock_tombstone(store, m, tx_id, a, stone).await?,
             _ => lock_plain(store, m, tx_id, a, &pk, found == Found::Absent).await?,
         };
@@ -228,15 +236,22 @@ async fn lock_plain(store: &Store, m: &Meter, tx_id: &str, a: &Action, pk: &str,
     })
 }
 
+/// The caller's condition as a tombstone sees it: every attribute it reads but the ratchet's redirected to one that
+/// no item has.
+fn tombstone_condition(a: &Action) -> Result<Option<String>, TxError> {
+    a.condition
+        .as_deref()
+        .map(|c| expr::redirect_paths(c, &[crate::request::RATCHET_NAME], ph::GONE))
+        .transpose()
+        .map_err(|e| TxError::Internal(format!("stored condition: {e}")))
+}
+
+/// Room the lock's own conditions take beside the caller's, in bytes.
+const LOCK_CONDITION_BYTES: usize = 200;
+
 /// Locks the tombstone `stone` (as last read) by replacing it with a transient lock item that keeps it.
 async fn lock_tombstone(store: &Store, m: &Meter, tx_id: &str, a: &Action, stone: &Item) -> Result<Option<Option<Item>>, TxError> {
-    let caller = match &a.condition {
-        Some(c) => Some(
-            expr::redirect_paths(c, &[crate::request::RATCHET_NAME], ph::GONE)
-                .map_err(|e| TxError::Internal(format!("stored condition: {e}")))?,
-        ),
-        None => None,
-    };
+    let caller = tombstone_condition(a)?;
     let refs = match &caller {
         Some(c) => expr::parse_condition(c).map_err(|e| TxError::Internal(format!("redirected condition: {e}")))?,
         None => Default::default(),
@@ -289,9 +304,11 @@ async fn lock_parent(store: &Store, m: &Meter, tx_id: &str, p: &Parent) -> Resul
             ph::PARENT_TOKEN, ph::TX, ph::PARENT_AT, ph::NOW, ph::PARENT_LEASE, ph::LEASE, ph::PARENT_RVN, ph::RVN
         ))
         .condition_expression(format!(
-            "attribute_exists({}) AND (attribute_not_exists({}) OR {} = {})",
-            ph::PK, ph::PARENT_TOKEN, ph::PARENT_TOKEN, ph::TX
+            "attribute_exists({}) AND attribute_not_exists({}) AND attribute_not_exists({}) AND (attribute_not_exists({}) OR {} = {})",
+            ph::PK, ph::TOMBSTONE, ph::STONE, ph::PARENT_TOKEN, ph::PARENT_TOKEN, ph::TX
         ))
+        .expression_attribute_names(ph::TOMBSTONE, ATTR_TOMBSTONE)
+        .expression_attribute_names(ph::STONE, ATTR_STONE)
         .expression_attribute_names(ph::PK, pk)
         .expression_attribute_names(ph::PARENT_TOKEN, PARENT_LOCK_TOKEN)
         .expression_attribute_names(ph::PARENT_AT, PARENT_LOCKED_AT)
@@ -301,12 +318,17 @@ async fn lock_parent(store: &Store, m: &Meter, tx_id: &str, p: &Parent) -> Resul
         .expression_attribute_values(ph::NOW, now())
         .expression_attribute_values(ph::LEASE, n(store.cfg.lease.as_secs()))
         .expression_attribute_values(ph::RVN, new_rvn());
-    Ok(match store.update(m, req).await? {
-        Written::Done(_) => ItemLock::Locked,
-        Written::ConditionFailed(None) => ItemLock::Failed(CancellationReason::new(
+    let missing = || {
+        ItemLock::Failed(CancellationReason::new(
             CancellationReason::CONDITIONAL_CHECK_FAILED,
             format!("the Parent item {} does not exist", value::key_display(&p.table_name, &p.key)),
-        )),
+        ))
+    };
+    Ok(match store.update(m, req).await? {
+        Written::Done(_) => ItemLock::Locked,
+        Written::ConditionFailed(None) => missing(),
+        // A tombstone, or a lock item standing in for one: the parent does not exist.
+        Written::ConditionFailed(Some(old)) if is_tombstone(&old) || old.contains_key(ATTR_STONE) => missing(),
         Written::ConditionFailed(Some(old)) => match old.get(PARENT_LOCK_TOKEN) {
             Some(AttributeValue::S(t)) if t == tx_id => ItemLock::Locked,
             Some(AttributeValue::S(t)) => ItemLock::Contended(Contention {

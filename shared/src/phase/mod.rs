@@ -154,8 +154,10 @@ pub(crate) enum Release {
     /// Delete the item (a committed `Delete`, or rolling back an item the transaction created); an item locked in
     /// place of a tombstone gets its tombstone back.
     Delete,
-    /// Put the saved image back (rolling back an item that existed), or put a committed `Delete`'s tombstone.
+    /// Put the saved image back (rolling back an item that existed).
     Restore(Item),
+    /// Unlock a committed `Delete`'s tombstone and give it its time to live (attribute, epoch seconds).
+    Expire(String, AttributeValue),
 }
 
 /// Lets go of one item, only while `tx_id` holds it: a late or repeated release changes nothing.
@@ -206,6 +208,32 @@ pub(crate) async fn release_key(store: &Store, m: &Meter, tx_id: &str, table: &s
                         Box::pin(release_key(store, m, tx_id, table, key, Release::Restore(stone.clone()))).await?;
                     }
                 }
+            }
+        }
+        Release::Expire(attr, at) => {
+            let req = c
+                .update_item()
+                .table_name(table)
+                .set_key(Some(key.clone()))
+                .update_expression(format!("SET #_sagaTtl = :_sagaTtl REMOVE {}, {}, {}, {}, {}", ph::LOCK, ph::LOCKED_AT, ph::TRANSIENT, ph::APPLIED, ph::STONE))
+                .condition_expression(format!("{} = {}", ph::LOCK, ph::TX))
+                .expression_attribute_names("#_sagaTtl", attr)
+                .expression_attribute_names(ph::LOCK, ATTR_LOCK)
+                .expression_attribute_names(ph::LOCKED_AT, ATTR_LOCKED_AT)
+                .expression_attribute_names(ph::TRANSIENT, ATTR_TRANSIENT)
+                .expression_attribute_names(ph::APPLIED, ATTR_APPLIED)
+                .expression_attribute_names(ph::STONE, ATTR_STONE)
+                .expression_attribute_values(ph::TX, s(tx_id))
+                .expression_attribute_values(":_sagaTtl", at);
+            match store.update(m, req).await {
+                Ok(_) => {}
+                // The table's indexes refuse the time to live (an index key of another type): a tombstone that never
+                // expires is better than a committed transaction that cannot finish.
+                Err(TxError::DynamoDb { message, .. }) if message.starts_with("ValidationException") => {
+                    tracing::warn!(tx_id, table, %message, "the tombstone's time to live was refused; it is kept without one");
+                    Box::pin(release_key(store, m, tx_id, table, key, Release::Keep)).await?;
+                }
+                Err(e) => return Err(e),
             }
         }
         Release::Restore(item) => {

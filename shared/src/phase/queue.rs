@@ -8,7 +8,7 @@
 //!   transactions are deleted by whoever finds them; a waiter whose coordinator died stops beating its header's
 //!   heart, so the one behind it rolls it back after a lease (see [`crate::coordinator`]) and its row goes with it.
 //! - A row is deleted once its transaction holds the parent, and at release. It expires by TTL three leases after it
-//!   was last written, and a waiter rewrites it with every heartbeat (a third of a lease), so only a dead waiter's
+//!   was last written, and a waiter refreshes it with every heartbeat (a third of a lease), so only a dead waiter's
 //!   row expires.
 
 use super::*;
@@ -66,12 +66,22 @@ async fn put_row(store: &Store, m: &Meter, q: &str, ticket: u64, tx_id: &str) ->
 }
 
 /// A waiter refreshes its row (part of its heartbeat, while it does not hold the parent yet), so that only a dead
-/// waiter's row expires; a waiter whose row expired while it was slow gets its place back.
+/// waiter's row expires. A row that is gone stays gone: its waiter has lost its place (it still waits for those
+/// ahead of it), and a row coming back could make a transaction that went ahead in the meantime wait for it.
 pub(crate) async fn refresh(store: &Store, m: &Meter, h: &Header) -> Result<(), TxError> {
-    match (&h.parent, h.parent_ticket) {
-        (Some(p), Some(t)) if h.locked == 0 => put_row(store, m, &queue_key(p), t, &h.id).await,
-        _ => Ok(()),
-    }
+    let (Some(p), Some(t), 0) = (&h.parent, h.parent_ticket, h.locked) else { return Ok(()) };
+    let req = store
+        .client
+        .update_item()
+        .table_name(&store.cfg.tx_table)
+        .set_key(Some(key(&queue_key(p), &row_sk(t))))
+        .update_expression("SET #e = :e")
+        .condition_expression("#tx = :tx")
+        .expression_attribute_names("#e", ATTR_EXPIRES_AT)
+        .expression_attribute_names("#tx", T_TX)
+        .expression_attribute_values(":e", n(now_ms() / 1000 + 3 * store.cfg.lease.as_secs()))
+        .expression_attribute_values(":tx", s(&h.id));
+    store.update(m, req).await.map(|_| ())
 }
 
 /// The first live transaction queued ahead of `ticket`, deleting the dead rows met on the way.
