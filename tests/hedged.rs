@@ -199,3 +199,52 @@ async fn a_tombstone_through_the_state_machine_keeps_a_late_put_out() {
     hidden(&env, "d", n).await;
     env.assert_clean().await;
 }
+
+/// DynamoDB judges a tombstone before the commit: one that breaks an index's key type rolls its transaction back
+/// with `ValidationError` on its action, and a time to live that an index refuses leaves the tombstone without one
+/// rather than a committed transaction that cannot finish.
+#[tokio::test]
+async fn tombstones_an_index_refuses() {
+    use aws_sdk_dynamodb::types::{AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType, ScalarAttributeType};
+    let env = Env::with("tombidx", |c| c.with_allowed_tables(["t-*"])).await;
+    let table = format!("{}-gsi", env.a);
+    let key = |n: &str| KeySchemaElement::builder().attribute_name(n).key_type(KeyType::Hash).build().unwrap();
+    let def = |n: &str, t: ScalarAttributeType| AttributeDefinition::builder().attribute_name(n).attribute_type(t).build().unwrap();
+    let gsi = |name: &str, attr: &str| {
+        GlobalSecondaryIndex::builder().index_name(name).key_schema(key(attr))
+            .projection(Projection::builder().projection_type(ProjectionType::All).build()).build().unwrap()
+    };
+    env.client.create_table().table_name(&table).billing_mode(BillingMode::PayPerRequest).key_schema(key("pk"))
+        .attribute_definitions(def("pk", ScalarAttributeType::S)).attribute_definitions(def("g", ScalarAttributeType::N))
+        .attribute_definitions(def("exp", ScalarAttributeType::S))
+        .global_secondary_indexes(gsi("by-g", "g")).global_secondary_indexes(gsi("by-exp", "exp"))
+        .send().await.unwrap();
+    for (pk, v) in [("x1", 1), ("x2", 2)] {
+        env.put(&table, json!({"pk": sv(pk), "v": nv(v)})).await;
+    }
+    let before = env.scan(&table).await;
+    let coord = Coordinator::new(env.store.clone());
+    let delete = |attrs: Value, ttl: &str| json!({"Delete": {"TableName": table, "Key": {"pk": sv("x1")},
+        "Tombstone": {"Attributes": attrs, "TimeToLiveAttribute": ttl, "TimeToLiveSeconds": 60}}});
+
+    // The index keys g as a number: a tombstone carrying a string there is refused at apply, before the commit.
+    let bad = json!({"TransactItems": [delete(json!({"g": sv("text")}), "ttl"), {"Update": {"TableName": table, "Key": {"pk": sv("x2")},
+        "UpdateExpression": "SET v = :v", "ExpressionAttributeValues": {":v": nv(20)}}}]});
+    match coord.run(&bad).await {
+        Err(TxError::Canceled(c)) => {
+            let failed: Vec<_> = c.failed().map(|(i, r)| (i, r.code.clone())).collect();
+            assert_eq!(failed, vec![(0, "ValidationError".to_owned())], "{c:?}");
+        }
+        other => panic!("the tombstone should have been refused: {other:?}"),
+    }
+    assert_eq!(env.scan(&table).await, before, "nothing changed");
+
+    // The index keys exp as a string: the time to live (a number) is refused at complete, and the tombstone stays
+    // without one.
+    let done = coord.run(&json!({"TransactItems": [delete(json!({"g": nv(5)}), "exp")]})).await.expect("the delete commits");
+    let stone = env.get(&table, json!({"pk": sv("x1")})).await.unwrap();
+    assert_eq!(stone, json!({"pk": sv("x1"), "g": nv(5), "_sagaTombstone": sv(&done.transaction_id)}));
+    let k = dynamo_saga::value::item_from_json(&json!({"pk": sv("x1")})).unwrap();
+    assert_eq!(dynamo_saga::read::get_item(&env.store, &table, k, dynamo_saga::read::Isolation::Committed).await.unwrap(), None);
+    assert_eq!(env.get(&table, json!({"pk": sv("x2")})).await.unwrap(), json!({"pk": sv("x2"), "v": nv(2)}));
+}

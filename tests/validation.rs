@@ -49,3 +49,17 @@ async fn reused_token_with_another_body_is_rejected_without_writes() {
     assert_eq!(env.snapshot().await, before);
     assert_eq!(env.tx_records().await.len(), records);
 }
+
+/// A tombstone must leave room for a later transaction to lock it (the tombstone kept whole beside its key), so one
+/// that would fit in an item by itself but not in that lock item is refused up front.
+#[tokio::test]
+async fn a_tombstone_too_big_to_lock_later_is_rejected() {
+    let env = Env::new("badtomb").await;
+    let tomb = |len: usize| json!({"TransactItems": [{"Delete": {"TableName": env.a, "Key": {"pk": sv("big")},
+        "Tombstone": {"Attributes": {"blob": sv(&"x".repeat(len))}, "TimeToLiveAttribute": "exp", "TimeToLiveSeconds": 60}}}]});
+    rejected(&env, tomb(409_446), Some(0), "a transaction that later locks it needs").await;
+    Coordinator::new(env.store.clone()).run(&tomb(300_000)).await.expect("a smaller tombstone is written");
+    let overwrite = json!({"TransactItems": [{"Put": {"TableName": env.a, "Item": {"pk": sv("big"), "v": nv(1)}, "ConditionExpression": "attribute_not_exists(pk)"}}]});
+    Coordinator::new(env.store.clone()).run(&overwrite).await.expect("and a later transaction can lock and replace it");
+    assert_eq!(env.get(&env.a, json!({"pk": sv("big")})).await.unwrap(), json!({"pk": sv("big"), "v": nv(1)}));
+}
