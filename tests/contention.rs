@@ -6,6 +6,7 @@ use dynamo_saga::phase::{begin, lock, Outcome};
 use dynamo_saga::records::{self, TxState};
 use dynamo_saga::store::Meter;
 use dynamo_saga::{Config, Coordinator, TxError};
+use harness::workload::{append_to_parent, parent_order};
 use harness::{nv, sv, Env};
 use serde_json::{json, Value};
 
@@ -356,19 +357,6 @@ async fn a_parent_lock_is_taken_over_only_after_a_lease_without_a_heartbeat() {
     env.assert_clean().await;
 }
 
-/// A request that appends `me` to the parent item's `order` list, under that parent's lock.
-fn append_to_parent(env: &Env, me: &str) -> Value {
-    json!({"TransactItems": [{"Update": {"TableName": env.a, "Key": {"pk": sv("QUEUED")},
-        "UpdateExpression": "SET #o = list_append(#o, :me)", "ExpressionAttributeNames": {"#o": "order"},
-        "ExpressionAttributeValues": {":me": {"L": [sv(me)]}}}}],
-        "Parent": {"TableName": env.a, "Key": {"pk": sv("QUEUED")}}})
-}
-
-async fn parent_order(env: &Env) -> Vec<String> {
-    let p = env.get(&env.a, json!({"pk": sv("QUEUED")})).await.unwrap();
-    p["order"]["L"].as_array().unwrap().iter().map(|v| v["S"].as_str().unwrap().to_owned()).collect()
-}
-
 /// Seed 004: 20 transactions waiting for one parent are served in the order they took their tickets, which here is
 /// the reverse of their age; a waiter that died in the queue is rolled back after a lease and the queue moves on.
 #[tokio::test]
@@ -407,7 +395,7 @@ async fn twenty_transactions_queued_on_one_parent_are_served_in_ticket_order() {
     want.extend(ticket_order.iter().map(|&i| names[i].clone()));
     assert_eq!(parent_order(&env).await, want, "served in ticket order");
     assert_eq!(state_of(&env, &ids[dead]).await, TxState::RolledBack, "the dead waiter was rolled back");
-    let queue: Vec<_> = env.tx_records().await.into_iter().filter(|r| r.get("sk").and_then(|v| v.as_s().ok()).is_some_and(|s| s.starts_with('t') && s != "tx")).collect();
+    let queue = env.queue_rows().await;
     assert!(queue.is_empty(), "no queue row left: {queue:?}");
     env.assert_clean().await;
 }
@@ -443,10 +431,7 @@ async fn a_waiter_keeps_its_queue_row_alive_while_it_waits() {
     let (holder, waiter) = (&ids[0], &ids[1]);
     assert_eq!(lock::lock(&env.store, holder, 0).await.unwrap().outcome, Outcome::Done);
     assert!(matches!(lock::lock(&env.store, waiter, 0).await.unwrap().outcome, Outcome::Contended(_)));
-    let rows = || async {
-        env.tx_records().await.into_iter().filter(|r| r.get("id").and_then(|v| v.as_s().ok()).is_some_and(|id| id.starts_with("queue#"))
-            && r.get("sk").and_then(|v| v.as_s().ok()).is_some_and(|s| s.starts_with('t'))).collect::<Vec<_>>()
-    };
+    let rows = || env.queue_rows();
     let first = rows().await;
     assert_eq!(first.len(), 1, "the waiter's row: {first:?}");
     let expires = |r: &dynamo_saga::value::Item| r["expiresAt"].as_n().unwrap().parse::<u64>().unwrap();

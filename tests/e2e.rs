@@ -4,7 +4,7 @@
 use dynamo_saga::phase::begin;
 use dynamo_saga::store::Meter;
 use harness::stack::stack;
-use harness::workload::{assert_mixed_committed, kind, mixed, seed_mixed};
+use harness::workload::{append_to_parent, assert_mixed_committed, kind, mixed, parent_order, seed_mixed};
 use harness::{nv, sv, Env};
 use serde_json::{json, Value};
 
@@ -388,21 +388,14 @@ async fn executions_waiting_for_one_parent_are_served_in_ticket_order() {
     use dynamo_saga::phase::{lock, Outcome};
     let env = Env::on_stack("smfifo").await;
     env.put(&env.a, json!({"pk": sv("QUEUED"), "order": {"L": []}})).await;
-    let body = |me: &str| {
-        json!({"TransactItems": [{"Update": {"TableName": env.a, "Key": {"pk": sv("QUEUED")},
-            "UpdateExpression": "SET #o = list_append(#o, :me)", "ExpressionAttributeNames": {"#o": "order"},
-            "ExpressionAttributeValues": {":me": {"L": [sv(me)]}}}}],
-            "Parent": {"TableName": env.a, "Key": {"pk": sv("QUEUED")}}})
-    };
+    let body = |me: &str| append_to_parent(&env, me);
     // The library holds the parent while the executions queue up.
     let holder = begin::begin(&env.store, &body("holder")).await.unwrap().transaction_id;
     assert_eq!(lock::lock(&env.store, &holder, 0).await.unwrap().outcome, Outcome::Done);
+    // The stack's transactions table is shared: count this test's parent's rows only.
     let queued = || async {
         let prefix = format!("queue#{}", env.a);
-        env.tx_records().await.iter().filter(|r| {
-            r.get("id").and_then(|v| v.as_s().ok()).is_some_and(|id| id.starts_with(&prefix))
-                && r.get("sk").and_then(|v| v.as_s().ok()).is_some_and(|sk| sk.starts_with('t'))
-        }).count()
+        env.queue_rows().await.iter().filter(|r| r["id"].as_s().is_ok_and(|id| id.starts_with(&prefix))).count()
     };
     let names: Vec<String> = (0..5).map(|i| format!("e{i}")).collect();
     let mut runs = Vec::new();
@@ -421,11 +414,9 @@ async fn executions_waiting_for_one_parent_are_served_in_ticket_order() {
         let ex = r.await.unwrap();
         assert_eq!(ex.status, "SUCCEEDED", "{ex:?}");
     }
-    let p = env.get(&env.a, json!({"pk": sv("QUEUED")})).await.unwrap();
-    let order: Vec<&str> = p["order"]["L"].as_array().unwrap().iter().map(|v| v["S"].as_str().unwrap()).collect();
-    let mut want = vec!["holder"];
-    want.extend(names.iter().map(String::as_str));
-    assert_eq!(order, want, "served in ticket order");
+    let mut want = vec!["holder".to_owned()];
+    want.extend(names.iter().cloned());
+    assert_eq!(parent_order(&env).await, want, "served in ticket order");
     assert_eq!(queued().await, 0, "no queue row left");
     env.assert_clean().await;
 }
@@ -459,23 +450,39 @@ async fn an_execution_takes_a_parent_over_only_after_a_lease_without_a_heartbeat
 
     let input = body(10);
     let waiter = tokio::spawn(async move { stack().await.execute(&input).await });
-    // Three leases of heartbeats: the execution waits.
+    // The holder's heart beats until the execution is queued for the parent, then for three more leases: the
+    // execution waits.
     let h = read_header(&holder_store, &Meter::default(), &holder).await.unwrap();
-    let t = Instant::now();
+    let prefix = format!("queue#{}", env.a);
+    let queued = || async { env.queue_rows().await.iter().any(|r| r["id"].as_s().is_ok_and(|id| id.starts_with(&prefix))) };
+    let mut t = Instant::now();
+    let mut waiting = false;
     let mut last_beat = t;
-    while t.elapsed() < lease * 3 {
+    while !waiting || t.elapsed() < lease * 3 {
         assert!(heartbeat(&holder_store, &Meter::default(), &h).await.unwrap(), "the holder is still pending");
         last_beat = Instant::now();
+        if !waiting && queued().await {
+            (waiting, t) = (true, Instant::now());
+        }
+        assert!(waiting || t.elapsed() < Duration::from_secs(120), "the execution never queued for the parent");
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     assert!(!waiter.is_finished(), "the execution did not take over while the holder's heart beat");
     assert_eq!(env.get(&env.a, json!({"pk": sv("P")})).await.unwrap()["lockToken"], sv(&holder));
     // No more beats: the execution takes over after a whole lease, no sooner, and commits.
+    let taken = loop {
+        let token = env.get(&env.a, json!({"pk": sv("P")})).await.unwrap().get("lockToken").cloned();
+        if token != Some(sv(&holder)) {
+            break last_beat.elapsed();
+        }
+        assert!(last_beat.elapsed() < Duration::from_secs(120), "never taken over");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     let ex = waiter.await.unwrap();
     assert_eq!(ex.status, "SUCCEEDED", "{ex:?}");
-    assert!(last_beat.elapsed() >= lease, "taken over {:?} after the last beat", last_beat.elapsed());
+    assert!(taken >= lease, "taken over {taken:?} after the last beat");
     // The stack's own lease is 30 s: taking over well before that shows the waiter went by the parent item's lease.
-    assert!(last_beat.elapsed() < Duration::from_secs(25), "taken over {:?} after the last beat", last_beat.elapsed());
+    assert!(taken < Duration::from_secs(25), "taken over {taken:?} after the last beat");
     assert_eq!(read_header(&env.store, &Meter::default(), &holder).await.unwrap().state, TxState::RolledBack);
 
     // The old holder's coordinator wakes up: it writes nothing.

@@ -116,7 +116,9 @@ async fn hidden(env: &Env, tag: &str, n: usize) {
     }
     let raw = keys.iter().map(|k| async { env.store.get(&dynamo_saga::store::Meter::default(), &env.a, k.clone()).await.unwrap().unwrap() });
     let raw = futures::future::join_all(raw).await;
-    assert_eq!(read::resolve_all(&env.store, &env.a, raw, Isolation::Committed).await.unwrap(), vec![]);
+    for iso in [Isolation::Uncommitted, Isolation::Committed, Isolation::ReadLock] {
+        assert_eq!(read::resolve_all(&env.store, &env.a, raw.clone(), iso).await.unwrap(), vec![], "{iso:?}");
+    }
 }
 
 #[tokio::test]
@@ -247,4 +249,8 @@ async fn tombstones_an_index_refuses() {
     let k = dynamo_saga::value::item_from_json(&json!({"pk": sv("x1")})).unwrap();
     assert_eq!(dynamo_saga::read::get_item(&env.store, &table, k, dynamo_saga::read::Isolation::Committed).await.unwrap(), None);
     assert_eq!(env.get(&table, json!({"pk": sv("x2")})).await.unwrap(), json!({"pk": sv("x2"), "v": nv(2)}));
+    for (k, v) in env.scan(&table).await {
+        let locks: Vec<&String> = v.as_object().unwrap().keys().filter(|n| n.starts_with("_saga") && *n != "_sagaTombstone").collect();
+        assert!(locks.is_empty(), "{k} still carries {locks:?}: {v}");
+    }
 }

@@ -18,7 +18,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tracing::{info, warn};
 
-use crate::constants::*;
 use crate::error::{CancellationReason, TxError};
 use crate::phase::{self, resume::Step, Contention, Outcome, Release};
 use crate::records::{self, Decision, Header, TxState};
@@ -349,12 +348,11 @@ impl Coordinator {
         let ours = (h.version, s.cfg.lease.as_millis() as u64);
         let (Some(p), None) = (&me.parent, c.action) else { return Ok(ours) };
         let Some(item) = s.get(m, &p.table_name, p.key.clone()).await? else { return Ok(ours) };
-        let num = |k: &str| match item.get(k) {
-            Some(aws_sdk_dynamodb::types::AttributeValue::N(v)) => v.parse::<u64>().ok(),
-            _ => None,
-        };
-        match (records::lock_token(&item), num(PARENT_RVN), num(PARENT_LEASE)) {
-            (Some(t), Some(rvn), Some(lease)) if t == h.id => Ok((rvn, lease.saturating_mul(1000))),
+        match records::ParentLockAttrs::of(&item) {
+            Some(a) if a.holder == h.id => match (a.record_version_number, a.lease_seconds) {
+                (Some(rvn), Some(lease)) => Ok((rvn, lease.saturating_mul(1000))),
+                _ => Ok(ours),
+            },
             _ => Ok(ours),
         }
     }
@@ -395,22 +393,10 @@ impl Coordinator {
                 }
                 Ok(())
             }
-            None => {
-                let Some(p) = &me.parent else { return Ok(()) };
-                let req = s
-                    .client
-                    .update_item()
-                    .table_name(&p.table_name)
-                    .set_key(Some(p.key.clone()))
-                    .update_expression("REMOVE #t, #a, #l, #v")
-                    .condition_expression("#t = :h")
-                    .expression_attribute_names("#t", PARENT_LOCK_TOKEN)
-                    .expression_attribute_names("#a", PARENT_LOCKED_AT)
-                    .expression_attribute_names("#l", PARENT_LEASE)
-                    .expression_attribute_names("#v", PARENT_RVN)
-                    .expression_attribute_values(":h", records::s(&c.holder));
-                s.update(&m, req).await.map(|_| ())
-            }
+            None => match &me.parent {
+                Some(p) => phase::unlock_parent(s, &m, p, &c.holder).await,
+                None => Ok(()),
+            },
         }
     }
 }

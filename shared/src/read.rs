@@ -207,22 +207,17 @@ pub struct ParentLock {
 pub async fn parent_lock(store: &Store, table: &str, key: Item) -> Result<Option<ParentLock>, TxError> {
     let m = Meter::default();
     let item = store.get(&m, table, key.clone()).await?.ok_or_else(|| TxError::NotFound(crate::value::key_display(table, &key)))?;
-    let Some(aws_sdk_dynamodb::types::AttributeValue::S(holder)) = item.get(PARENT_LOCK_TOKEN) else { return Ok(None) };
-    let num = |k: &str| match item.get(k) {
-        Some(aws_sdk_dynamodb::types::AttributeValue::N(n)) => n.parse().ok(),
-        _ => None,
-    };
-    let locked_at = num(PARENT_LOCKED_AT).unwrap_or(0);
-    let holder_header = match records::read_header(store, &m, holder).await {
+    let Some(lock) = records::ParentLockAttrs::of(&item) else { return Ok(None) };
+    let holder_header = match records::read_header(store, &m, &lock.holder).await {
         Ok(h) => Some(h),
         Err(TxError::NotFound(_)) => None,
         Err(e) => return Err(e),
     };
     Ok(Some(ParentLock {
-        holder: holder.clone(),
-        locked_at,
-        record_version_number: num(PARENT_RVN).unwrap_or(0),
-        lease_seconds: num(PARENT_LEASE).unwrap_or(store.cfg.lease.as_secs()),
+        locked_at: lock.locked_at.unwrap_or(0),
+        record_version_number: lock.record_version_number.unwrap_or(0),
+        lease_seconds: lock.lease_seconds.unwrap_or(store.cfg.lease.as_secs()),
+        holder: lock.holder,
         holder_header,
     }))
 }

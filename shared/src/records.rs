@@ -373,11 +373,33 @@ pub fn strip_reserved(mut item: Item) -> Item {
     item
 }
 
-/// The parent lock's holder (`lockToken`) on a parent item.
-pub fn lock_token(item: &Item) -> Option<&str> {
-    match item.get(PARENT_LOCK_TOKEN) {
-        Some(AttributeValue::S(t)) => Some(t),
-        _ => None,
+/// The parent lock as a parent item carries it (seeds 001 and 003).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParentLockAttrs {
+    /// `lockToken`: the holder's transaction id.
+    pub holder: String,
+    /// `lockTokenAt`, ms since the epoch on the holder's clock.
+    pub locked_at: Option<u64>,
+    /// `recordVersionNumber`.
+    pub record_version_number: Option<u64>,
+    /// `leaseDuration`, seconds.
+    pub lease_seconds: Option<u64>,
+}
+
+impl ParentLockAttrs {
+    /// The lock on `item`, when one is held.
+    pub fn of(item: &Item) -> Option<Self> {
+        let Some(AttributeValue::S(holder)) = item.get(PARENT_LOCK_TOKEN) else { return None };
+        let num = |k: &str| match item.get(k) {
+            Some(AttributeValue::N(v)) => v.parse().ok(),
+            _ => None,
+        };
+        Some(Self {
+            holder: holder.clone(),
+            locked_at: num(PARENT_LOCKED_AT),
+            record_version_number: num(PARENT_RVN),
+            lease_seconds: num(PARENT_LEASE),
+        })
     }
 }
 

@@ -498,15 +498,21 @@ fn parse_tombstone(t: &Value, key: &Item) -> Result<Tombstone, String> {
     if let Some(n) = attributes.keys().chain([&ttl_attribute]).find(|n| key.contains_key(*n)) {
         return Err(format!("{n:?} is a key attribute; the tombstone keeps the Key as it is"));
     }
-    // A later transaction locks the tombstone by keeping it whole inside a lock item with the key again.
-    let tombstone = value::item_size(&attributes) + value::item_size(key) + ttl_attribute.len() + 21 + ATTR_TOMBSTONE.len() + 26;
-    let size = tombstone + value::item_size(key) + ATTR_STONE.len() + 3 + RESERVED_OVERHEAD;
+    // A later transaction locks the tombstone by keeping it whole (with its time to live) inside a lock item with
+    // the key again: size that item, with a ULID for the writer and the longest epoch-seconds number.
+    let t = Tombstone { attributes, ttl_attribute, ttl_seconds };
+    let mut stone = t.item(key, "01ARZ3NDEKTSV4RRFFQ69G5FAV");
+    stone.insert(t.ttl_attribute.clone(), aws_sdk_dynamodb::types::AttributeValue::N(u64::MAX.to_string()));
+    let tombstone = value::item_size(&stone);
+    let mut lock_item = key.clone();
+    lock_item.insert(ATTR_STONE.to_owned(), aws_sdk_dynamodb::types::AttributeValue::M(stone));
+    let size = value::item_size(&lock_item) + RESERVED_OVERHEAD;
     if size > MAX_ITEM_BYTES {
         return Err(format!(
             "the tombstone is {tombstone} bytes; a transaction that later locks it needs {size}, over DynamoDB's 400 KB item limit ({MAX_ITEM_BYTES} bytes)"
         ));
     }
-    Ok(Tombstone { attributes, ttl_attribute, ttl_seconds })
+    Ok(t)
 }
 
 /// Bytes the reserved attributes add to a locked item (lock id, time, applied and transient flags).

@@ -167,6 +167,12 @@ impl Env {
         }
     }
 
+    /// The rows of every parent's FIFO queue (seed 004), without the ticket counters.
+    pub async fn queue_rows(&self) -> Vec<Item> {
+        let text = |r: &Item, k: &str| r.get(k).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+        self.tx_records().await.into_iter().filter(|r| text(r, "id").starts_with(QUEUE_PREFIX) && text(r, "sk").starts_with('t')).collect()
+    }
+
     /// The transactions table's records, by sort key kind.
     pub async fn tx_records(&self) -> Vec<Item> {
         let mut out = Vec::new();

@@ -120,3 +120,17 @@ pub async fn assert_tombstones_committed(env: &Env, tag: &str, n: usize, tx: &st
         }
     }
 }
+
+/// A request that appends `me` to the `order` list of item `QUEUED` in table `a`, under that item's parent lock.
+pub fn append_to_parent(env: &Env, me: &str) -> Value {
+    json!({"TransactItems": [{"Update": {"TableName": env.a, "Key": {"pk": sv("QUEUED")},
+        "UpdateExpression": "SET #o = list_append(#o, :me)", "ExpressionAttributeNames": {"#o": "order"},
+        "ExpressionAttributeValues": {":me": {"L": [sv(me)]}}}}],
+        "Parent": {"TableName": env.a, "Key": {"pk": sv("QUEUED")}}})
+}
+
+/// The `order` list [`append_to_parent`] builds, in the order the transactions wrote it.
+pub async fn parent_order(env: &Env) -> Vec<String> {
+    let p = env.get(&env.a, json!({"pk": sv("QUEUED")})).await.unwrap();
+    p["order"]["L"].as_array().unwrap().iter().map(|v| v["S"].as_str().unwrap().to_owned()).collect()
+}

@@ -134,7 +134,8 @@ async fn lock_batch(
 enum Found {
     Absent,
     Present,
-    /// A tombstone, identified by the id of the transaction that wrote it.
+    /// A tombstone, as last read; the lock is conditional on its `_sagaTombstone` (the id of the transaction that
+    /// wrote it) being unchanged.
     Tombstone(Item),
 }
 
@@ -153,15 +154,18 @@ async fn lock_item(store: &Store, m: &Meter, tx_id: &str, a: &Action) -> Result<
     let mut found = if absent_guess { Found::Absent } else { Found::Present };
     for _ in 0..6 {
         let old = match &found {
-            Found::Tombstone(_) if tombstone_condition(a)?.is_some_and(|c| c.len() + LOCK_CONDITION_BYTES > expr::MAX_EXPR_BYTES) => {
-                let msg = format!(
-                    "{}: the condition, evaluated on a tombstone as on an absent item, needs more than DynamoDB's {} bytes",
-                    a.describe(),
-                    expr::MAX_EXPR_BYTES
-                );
-                return Ok(ItemLock::Failed(CancellationReason::new(CancellationReason::VALIDATION_ERROR, msg)));
+            Found::Tombstone(stone) => {
+                let caller = tombstone_condition(a)?;
+                if caller.as_ref().is_some_and(|c| c.len() + LOCK_CONDITION_BYTES > expr::MAX_EXPR_BYTES) {
+                    let msg = format!(
+                        "{}: the condition, evaluated on a tombstone as on an absent item, needs more than DynamoDB's {} bytes",
+                        a.describe(),
+                        expr::MAX_EXPR_BYTES
+                    );
+                    return Ok(ItemLock::Failed(CancellationReason::new(CancellationReason::VALIDATION_ERROR, msg)));
+                }
+                lock_tombstone(store, m, tx_id, a, stone, caller.as_deref()).await?
             }
-            Found::Tombstone(stone) => lock_tombstone(store, m, tx_id, a, stone).await?,
             _ => lock_plain(store, m, tx_id, a, &pk, found == Found::Absent).await?,
         };
         let Some(old) = old else { return Ok(ItemLock::Locked) };
@@ -249,16 +253,23 @@ fn tombstone_condition(a: &Action) -> Result<Option<String>, TxError> {
 /// Room the lock's own conditions take beside the caller's, in bytes.
 const LOCK_CONDITION_BYTES: usize = 200;
 
-/// Locks the tombstone `stone` (as last read) by replacing it with a transient lock item that keeps it.
-async fn lock_tombstone(store: &Store, m: &Meter, tx_id: &str, a: &Action, stone: &Item) -> Result<Option<Option<Item>>, TxError> {
-    let caller = tombstone_condition(a)?;
-    let refs = match &caller {
+/// Locks the tombstone `stone` (as last read) by replacing it with a transient lock item that keeps it; `caller` is
+/// the caller's condition from [`tombstone_condition`].
+async fn lock_tombstone(
+    store: &Store,
+    m: &Meter,
+    tx_id: &str,
+    a: &Action,
+    stone: &Item,
+    caller: Option<&str>,
+) -> Result<Option<Option<Item>>, TxError> {
+    let refs = match caller {
         Some(c) => expr::parse_condition(c).map_err(|e| TxError::Internal(format!("redirected condition: {e}")))?,
         None => Default::default(),
     };
     let (names, values) = used(a, &refs);
     let mut cond = format!("{} = {} AND attribute_not_exists({})", ph::TOMBSTONE, ph::SEEN, ph::LOCK);
-    if let Some(c) = &caller {
+    if let Some(c) = caller {
         cond = expr::and(&cond, c);
     }
     let mut item = a.key.clone();
@@ -329,14 +340,10 @@ async fn lock_parent(store: &Store, m: &Meter, tx_id: &str, p: &Parent) -> Resul
         Written::ConditionFailed(None) => missing(),
         // A tombstone, or a lock item standing in for one: the parent does not exist.
         Written::ConditionFailed(Some(old)) if is_tombstone(&old) || old.contains_key(ATTR_STONE) => missing(),
-        Written::ConditionFailed(Some(old)) => match old.get(PARENT_LOCK_TOKEN) {
-            Some(AttributeValue::S(t)) if t == tx_id => ItemLock::Locked,
-            Some(AttributeValue::S(t)) => ItemLock::Contended(Contention {
-                holder: t.clone(),
-                action: None,
-                item: value::key_display(&p.table_name, &p.key),
-            }),
-            _ => return Err(TxError::Internal("the parent lock condition failed on an unlocked parent".into())),
+        Written::ConditionFailed(Some(old)) => match records::ParentLockAttrs::of(&old) {
+            Some(l) if l.holder == tx_id => ItemLock::Locked,
+            Some(l) => ItemLock::Contended(Contention { holder: l.holder, action: None, item: value::key_display(&p.table_name, &p.key) }),
+            None => return Err(TxError::Internal("the parent lock condition failed on an unlocked parent".into())),
         },
     })
 }

@@ -19,6 +19,7 @@ pub mod save;
 use std::collections::HashMap;
 use std::future::Future;
 
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -165,25 +166,30 @@ pub(crate) async fn release_item(store: &Store, m: &Meter, tx_id: &str, a: &Acti
     release_key(store, m, tx_id, &a.table, &a.key, how).await
 }
 
+/// `REMOVE` of every attribute a lock leaves on an item, with their names: what Keep and Expire share.
+fn unlock_clause(req: UpdateItemFluentBuilder) -> (UpdateItemFluentBuilder, String) {
+    let clause = format!("REMOVE {}, {}, {}, {}, {}", ph::LOCK, ph::LOCKED_AT, ph::TRANSIENT, ph::APPLIED, ph::STONE);
+    let req = req
+        .expression_attribute_names(ph::LOCK, ATTR_LOCK)
+        .expression_attribute_names(ph::LOCKED_AT, ATTR_LOCKED_AT)
+        .expression_attribute_names(ph::TRANSIENT, ATTR_TRANSIENT)
+        .expression_attribute_names(ph::APPLIED, ATTR_APPLIED)
+        .expression_attribute_names(ph::STONE, ATTR_STONE);
+    (req, clause)
+}
+
 /// [`release_item`] by table and key.
 pub(crate) async fn release_key(store: &Store, m: &Meter, tx_id: &str, table: &str, key: &Item, how: Release) -> Result<(), TxError> {
     let c = &store.client;
     match how {
         Release::Keep => {
-            let req = c
-                .update_item()
-                .table_name(table)
-                .set_key(Some(key.clone()))
-                .update_expression(format!("REMOVE {}, {}, {}, {}, {}", ph::LOCK, ph::LOCKED_AT, ph::TRANSIENT, ph::APPLIED, ph::STONE))
+            let (req, unlock) = unlock_clause(c.update_item().table_name(table).set_key(Some(key.clone())));
+            let req = req
+                .update_expression(unlock)
                 .condition_expression(format!(
                     "{} = {} AND (attribute_not_exists({}) OR attribute_exists({}))",
                     ph::LOCK, ph::TX, ph::TRANSIENT, ph::APPLIED
                 ))
-                .expression_attribute_names(ph::LOCK, ATTR_LOCK)
-                .expression_attribute_names(ph::LOCKED_AT, ATTR_LOCKED_AT)
-                .expression_attribute_names(ph::TRANSIENT, ATTR_TRANSIENT)
-                .expression_attribute_names(ph::APPLIED, ATTR_APPLIED)
-                .expression_attribute_names(ph::STONE, ATTR_STONE)
                 .expression_attribute_values(ph::TX, s(tx_id));
             if let Written::ConditionFailed(Some(old)) = store.update(m, req).await? {
                 if lock_holder(&old) == Some(tx_id) {
@@ -211,18 +217,11 @@ pub(crate) async fn release_key(store: &Store, m: &Meter, tx_id: &str, table: &s
             }
         }
         Release::Expire(attr, at) => {
-            let req = c
-                .update_item()
-                .table_name(table)
-                .set_key(Some(key.clone()))
-                .update_expression(format!("SET #_sagaTtl = :_sagaTtl REMOVE {}, {}, {}, {}, {}", ph::LOCK, ph::LOCKED_AT, ph::TRANSIENT, ph::APPLIED, ph::STONE))
+            let (req, unlock) = unlock_clause(c.update_item().table_name(table).set_key(Some(key.clone())));
+            let req = req
+                .update_expression(format!("SET #_sagaTtl = :_sagaTtl {unlock}"))
                 .condition_expression(format!("{} = {}", ph::LOCK, ph::TX))
                 .expression_attribute_names("#_sagaTtl", attr)
-                .expression_attribute_names(ph::LOCK, ATTR_LOCK)
-                .expression_attribute_names(ph::LOCKED_AT, ATTR_LOCKED_AT)
-                .expression_attribute_names(ph::TRANSIENT, ATTR_TRANSIENT)
-                .expression_attribute_names(ph::APPLIED, ATTR_APPLIED)
-                .expression_attribute_names(ph::STONE, ATTR_STONE)
                 .expression_attribute_values(ph::TX, s(tx_id))
                 .expression_attribute_values(":_sagaTtl", at);
             match store.update(m, req).await {
@@ -248,6 +247,23 @@ pub(crate) async fn release_key(store: &Store, m: &Meter, tx_id: &str, table: &s
         }
     }
     Ok(())
+}
+
+/// Lets go of the parent lock (token, time, lease and record version number) while `holder` holds it.
+pub(crate) async fn unlock_parent(store: &Store, m: &Meter, p: &Parent, holder: &str) -> Result<(), TxError> {
+    let req = store
+        .client
+        .update_item()
+        .table_name(&p.table_name)
+        .set_key(Some(p.key.clone()))
+        .update_expression(format!("REMOVE {}, {}, {}, {}", ph::PARENT_TOKEN, ph::PARENT_AT, ph::PARENT_LEASE, ph::PARENT_RVN))
+        .condition_expression(format!("{} = {}", ph::PARENT_TOKEN, ph::TX))
+        .expression_attribute_names(ph::PARENT_TOKEN, PARENT_LOCK_TOKEN)
+        .expression_attribute_names(ph::PARENT_AT, PARENT_LOCKED_AT)
+        .expression_attribute_names(ph::PARENT_LEASE, PARENT_LEASE)
+        .expression_attribute_names(ph::PARENT_RVN, PARENT_RVN)
+        .expression_attribute_values(ph::TX, s(holder));
+    store.update(m, req).await.map(|_| ())
 }
 
 /// A new record version number for the parent item: random, and small enough to survive a JSON number in the state

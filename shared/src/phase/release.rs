@@ -19,19 +19,7 @@ pub async fn release(store: &Store, tx_id: &str) -> Result<Report, TxError> {
     }
     if let Some(p) = &h.parent {
         queue::leave(store, &m, &h).await?;
-        let req = store
-            .client
-            .update_item()
-            .table_name(&p.table_name)
-            .set_key(Some(p.key.clone()))
-            .update_expression(format!("REMOVE {}, {}, {}, {}", ph::PARENT_TOKEN, ph::PARENT_AT, ph::PARENT_LEASE, ph::PARENT_RVN))
-            .condition_expression(format!("{} = {}", ph::PARENT_TOKEN, ph::TX))
-            .expression_attribute_names(ph::PARENT_TOKEN, PARENT_LOCK_TOKEN)
-            .expression_attribute_names(ph::PARENT_AT, PARENT_LOCKED_AT)
-            .expression_attribute_names(ph::PARENT_LEASE, PARENT_LEASE)
-            .expression_attribute_names(ph::PARENT_RVN, PARENT_RVN)
-            .expression_attribute_values(ph::TX, s(tx_id));
-        store.update(&m, req).await?;
+        unlock_parent(store, &m, p, tx_id).await?;
     }
     let now_ms = now_ms();
     let usage = m.usage();
