@@ -496,3 +496,23 @@ async fn an_execution_takes_a_parent_over_only_after_a_lease_without_a_heartbeat
     assert!(env.get(&env.a, json!({"pk": sv("P")})).await.unwrap().get("lockToken").is_none());
     env.assert_clean().await;
 }
+
+/// Seed 004's `LockWaitSeconds: 0` through the state machine: an execution that finds its parent held fails at once
+/// with `TransactionCanceled` naming the holder, and writes nothing; the holder then commits as if it were never asked.
+#[tokio::test]
+async fn lock_wait_zero_on_a_held_parent_fails_the_execution_at_once() {
+    use dynamo_saga::phase::{lock, Outcome};
+    let env = Env::on_stack("smnowait").await;
+    env.put(&env.a, json!({"pk": sv("QUEUED"), "order": {"L": []}})).await;
+    let holder = begin::begin(&env.store, &append_to_parent(&env, "holder")).await.unwrap().transaction_id;
+    assert_eq!(lock::lock(&env.store, &holder, 0).await.unwrap().outcome, Outcome::Done);
+    let mut body = append_to_parent(&env, "impatient");
+    body["Options"] = json!({"LockWaitSeconds": 0});
+    let ex = stack().await.execute(&body).await;
+    assert_eq!((ex.status.as_str(), ex.error.as_deref()), ("FAILED", Some("TransactionCanceled")), "{ex:?}");
+    assert!(format!("{ex:?}").contains(&holder), "the failure names the holder: {ex:?}");
+    assert_eq!(parent_order(&env).await, Vec::<String>::new(), "nothing written");
+    dynamo_saga::Coordinator::new(env.store.clone()).drive(&holder).await.expect("the holder commits");
+    assert_eq!(parent_order(&env).await, ["holder"]);
+    env.assert_clean().await;
+}
