@@ -2,12 +2,13 @@
 
 use std::time::{Duration, Instant};
 
-use dynamo_saga::phase::{begin, lock, Outcome};
+use dynamo_saga::phase::{apply, begin, commit, lock, save, Outcome};
 use dynamo_saga::records::{self, TxState};
+use dynamo_saga::status::{self, Status};
 use dynamo_saga::store::Meter;
-use dynamo_saga::{Config, Coordinator, TxError};
+use dynamo_saga::{Config, Coordinator};
 use harness::workload::{append_to_parent, parent_order};
-use harness::{nv, sv, Env};
+use harness::{canceled, nv, sv, Env};
 use serde_json::{json, Value};
 
 /// `ADD n :delta` on items `pk` of table `a`, plus a guarded insert of `new` when given.
@@ -53,6 +54,19 @@ async fn begin_in_order(env: &Env, bodies: &[Value]) -> Vec<String> {
 
 async fn state_of(env: &Env, id: &str) -> TxState {
     records::read_header(&env.store, &Meter::default(), id).await.unwrap().state
+}
+
+async fn status_of(env: &Env, id: &str) -> Status {
+    status::status(&env.store, id).await.unwrap()
+}
+
+/// The phases a worker of `id`'s rolled-back attempt could still be running, each run late: none writes.
+async fn late_workers_write_nothing(env: &Env, id: &str) {
+    let s = &env.store;
+    let reports = [lock::lock(s, id, 0).await.unwrap(), save::save(s, id, 0).await.unwrap(), apply::apply(s, id, 0).await.unwrap(), commit::commit(s, id).await.unwrap()];
+    for r in reports {
+        assert_eq!(r.usage.writes, 0, "a late worker of a rolled-back attempt wrote: {r:?}");
+    }
 }
 
 #[tokio::test]
@@ -116,16 +130,29 @@ async fn a_stale_pending_holder_is_rolled_back_after_a_lease_and_its_items_resto
     }
     env.assert_clean().await;
 
-    // The crashed coordinator, waking late, learns it was rolled back and writes nothing.
+    // Workers of the stale attempt that wake late write nothing. Its driver, waking late, finds the attempt rolled
+    // back by a waiter, which was not its request's doing: it starts a second attempt, which commits.
     let after = env.snapshot().await;
-    let late = Coordinator::new(env.store.clone()).drive(crashed).await;
-    assert!(matches!(late, Err(TxError::Canceled(_))), "{late:?}");
+    late_workers_write_nothing(&env, crashed).await;
     assert_eq!(env.snapshot().await, after);
     assert_ne!(before, after);
+    Coordinator::new(env.store.clone()).drive(crashed).await.expect("the second attempt commits");
+    let st = status_of(&env, crashed).await;
+    assert_eq!((st.attempt, st.attempts.len()), (2, 1), "{st:?}");
+    assert_eq!(st.attempts[0].rolled_back_by.as_deref(), Some(waiter.as_str()), "{st:?}");
+    assert!(st.attempts[0].reason.contains("no progress"), "{st:?}");
+    for (i, pk) in pks.iter().enumerate() {
+        assert_eq!(n_of(&env, pk).await, if i < 5 { 101 } else { 1 }, "{pk}");
+    }
+    assert!(env.get(&env.a, json!({"pk": sv("s-new")})).await.is_some());
+    env.assert_clean().await;
 }
 
+/// Wound-wait: the older transaction rolls back the younger one that holds its item and commits; the younger one is
+/// not cancelled for it (that was not its request's doing) but tries again, once the older one has ended, as the
+/// same transaction, and commits; its status shows both attempts and who rolled back the first.
 #[tokio::test]
-async fn the_older_transaction_wins_and_the_younger_one_is_rolled_back() {
+async fn the_older_transaction_wins_and_the_younger_one_tries_again_after_it() {
     let env = Env::new("older").await;
     let pks = keys("o", 4);
     seed(&env, &pks).await;
@@ -137,11 +164,21 @@ async fn the_older_transaction_wins_and_the_younger_one_is_rolled_back() {
     Coordinator::new(env.store.clone()).drive(older).await.expect("the older transaction commits");
 
     assert_eq!(state_of(&env, younger).await, TxState::RolledBack);
-    let lost = Coordinator::new(env.store.clone()).drive(younger).await;
-    let Err(TxError::Canceled(c)) = lost else { panic!("the younger one is cancelled: {lost:?}") };
-    assert!(c.message.contains(older.as_str()), "the reason names the winner: {}", c.message);
     assert_eq!([n_of(&env, "o000").await, n_of(&env, "o001").await, n_of(&env, "o002").await, n_of(&env, "o003").await], [1, 1, 0, 0]);
-    assert!(env.get(&env.a, json!({"pk": sv("o-new")})).await.is_none());
+    assert!(env.get(&env.a, json!({"pk": sv("o-new")})).await.is_none(), "the wounded attempt's insert is undone");
+    let st = status_of(&env, younger).await;
+    assert_eq!(st.next, dynamo_saga::phase::resume::Step::Retry, "{st:?}");
+    late_workers_write_nothing(&env, younger).await;
+
+    let done = Coordinator::new(env.store.clone()).drive(younger).await.expect("the younger transaction commits on its second attempt");
+    assert_eq!(done.transaction_id, *younger, "the same transaction, with the same age");
+    assert_eq!([n_of(&env, "o000").await, n_of(&env, "o001").await, n_of(&env, "o002").await, n_of(&env, "o003").await], [1, 11, 10, 10]);
+    assert!(env.get(&env.a, json!({"pk": sv("o-new")})).await.is_some());
+    let st = status_of(&env, younger).await;
+    assert_eq!((st.state, st.attempt, st.attempts.len()), (TxState::Committed, 2, 1), "{st:?}");
+    let first = &st.attempts[0];
+    assert_eq!(first.rolled_back_by.as_deref(), Some(older.as_str()), "{st:?}");
+    assert!(first.item.as_deref().is_some_and(|i| i.contains("o001")) && first.reason.contains(older.as_str()), "{st:?}");
     env.assert_clean().await;
 }
 
@@ -156,20 +193,20 @@ async fn lock_wait_seconds_cancels_with_transaction_conflict() {
     assert_eq!(lock::lock(&env.store, &ids[0], 0).await.unwrap().outcome, Outcome::Done);
 
     let t = Instant::now();
-    let out = Coordinator::new(env.store.clone()).drive(&ids[1]).await;
-    let Err(TxError::Canceled(c)) = out else { panic!("cancelled after LockWaitSeconds: {out:?}") };
+    let c = canceled(Coordinator::new(env.store.clone()).drive(&ids[1]).await);
     assert!(t.elapsed() >= Duration::from_secs(1) && t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
     assert_eq!(c.cancellation_reasons[0].code, "TransactionConflict", "{c:?}");
     assert!(c.cancellation_reasons[0].message.as_deref().unwrap_or("").contains(ids[0].as_str()), "{c:?}");
-    assert_eq!(c.cancellation_reasons[1].code, "None");
+    assert!(c.cancellation_reasons[0].message.as_deref().unwrap_or("").contains("LockWaitSeconds"), "{c:?}");
+    assert_eq!(c.cancellation_reasons[1].code, "TransactionConflict", "every contended action is named: {c:?}");
 
     Coordinator::new(env.store.clone()).drive(&ids[0]).await.expect("the holder still commits");
     assert_eq!([n_of(&env, "w000").await, n_of(&env, "w001").await], [1, 1]);
     env.assert_clean().await;
 }
 
-/// Six transactions over overlapping sets of 150 items, run at once, a few times over: each ends, the oldest always
-/// commits, and the counters add up to exactly the committed transactions' deltas.
+/// Six transactions over overlapping sets of 150 items, run at once, a few times over: every one commits (those rolled
+/// back by an older one try again), and the counters add up to exactly their deltas.
 #[tokio::test]
 async fn concurrent_overlapping_transactions_all_end_and_the_oldest_commits() {
     let env = Env::new("overlap").await;
@@ -187,13 +224,9 @@ async fn concurrent_overlapping_transactions_all_end_and_the_oldest_commits() {
             async move { tokio::time::timeout(Duration::from_secs(120), coord.drive(&id)).await.expect("no livelock") }
         });
         let results = futures::future::join_all(runs).await;
-        assert!(results[0].is_ok(), "the oldest commits: {:?}", results[0]);
-        for (r, (start, d)) in results.iter().zip(&sets) {
-            match r {
-                Ok(_) => (*start..start + 150).for_each(|i| expected[i] += d),
-                Err(TxError::Canceled(_)) => {}
-                Err(e) => panic!("a transaction failed instead of ending: {e}"),
-            }
+        for (r, (start, d)) in results.into_iter().zip(&sets) {
+            r.expect("every transaction commits");
+            (*start..start + 150).for_each(|i| expected[i] += d);
         }
     }
     for (pk, want) in pks.iter().zip(&expected) {
@@ -203,8 +236,8 @@ async fn concurrent_overlapping_transactions_all_end_and_the_oldest_commits() {
 }
 
 /// Wound-wait keeps a long transaction going: 20 workers keep sending small transactions, all newer than it, over
-/// its items while it runs. It commits, every small one ends (committed, or cancelled after its attempts), and each
-/// counter is the long one's delta plus those of the small ones that committed on it.
+/// its items while it runs. It commits, and so does every small one (those it rolls back try again, keeping their
+/// age, until they get through); each counter is the long one's delta plus the small ones'.
 #[tokio::test]
 async fn a_long_transaction_commits_while_twenty_newer_ones_hammer_its_items() {
     let env = Env::new("hammer").await;
@@ -223,15 +256,10 @@ async fn a_long_transaction_commits_while_twenty_newer_ones_hammer_its_items() {
                 // Five items spread over the long transaction's batches, different each time.
                 let picked: Vec<String> = (0..5).map(|j| pks[(w * 7 + k * 13 + j * 101) % pks.len()].clone()).collect();
                 k += 1;
-                let r = tokio::time::timeout(Duration::from_secs(120), coord.run_retrying(&adds(env, &picked, 1, None), 3)).await.expect("no livelock");
-                match r {
-                    Ok(c) => {
-                        assert!(c.transaction_id > *long, "the small transactions are the newer ones");
-                        committed.extend(picked);
-                    }
-                    Err(TxError::Canceled(_)) => {}
-                    Err(e) => panic!("a small transaction failed instead of ending: {e}"),
-                }
+                let r = tokio::time::timeout(Duration::from_secs(120), coord.run(&adds(env, &picked, 1, None))).await.expect("no livelock");
+                let c = r.expect("every small transaction commits");
+                assert!(c.transaction_id > *long, "the small transactions are the newer ones");
+                committed.extend(picked);
                 ended += 1;
             }
             (committed, ended)
@@ -250,6 +278,7 @@ async fn a_long_transaction_commits_while_twenty_newer_ones_hammer_its_items() {
     let ended: usize = smalls.iter().map(|(_, e)| e).sum();
     assert!(ended >= 20, "every small worker ran at least once: {ended}");
     let small_committed: usize = smalls.iter().map(|(c, _)| c.len() / 5).sum();
+    assert_eq!(small_committed, ended);
     harness::report(format!(
         "wound-wait: a 500-action transaction committed in {:.1} s while 20 workers ran {ended} newer 5-action transactions over its items ({small_committed} committed)",
         committed.elapsed_ms as f64 / 1000.0
@@ -264,9 +293,9 @@ async fn a_long_transaction_commits_while_twenty_newer_ones_hammer_its_items() {
     env.assert_clean().await;
 }
 
-/// Two transactions naming the same two items in opposite order, run at once, ten times: both end every time (the
-/// global lock order means neither can hold one item while waiting for the other), the older one commits, and the
-/// counters count exactly the committed ones.
+/// Two transactions naming the same two items in opposite order, run at once, ten times: both commit every time
+/// (the global lock order means neither can hold one item while waiting for the other, and the younger one, when
+/// rolled back, tries again), and the counters count both.
 #[tokio::test]
 async fn two_transactions_naming_each_others_items_in_opposite_order_both_end() {
     let env = Env::new("opposite").await;
@@ -282,13 +311,9 @@ async fn two_transactions_naming_each_others_items_in_opposite_order_both_end() 
             async move { tokio::time::timeout(Duration::from_secs(60), coord.drive(&id)).await.expect("no deadlock") }
         };
         let (a, b) = tokio::join!(run(ids[0].clone()), run(ids[1].clone()));
-        assert!(a.is_ok(), "the older one commits: {a:?}");
-        want += 1;
-        match b {
-            Ok(_) => want += 100,
-            Err(TxError::Canceled(c)) => assert!(c.message.contains(ids[0].as_str()), "rolled back by the older one: {c:?}"),
-            Err(e) => panic!("the younger one failed instead of ending: {e}"),
-        }
+        a.expect("the older one commits");
+        b.expect("the younger one commits");
+        want += 101;
     }
     assert_eq!([n_of(&env, "p000").await, n_of(&env, "p001").await], [want, want]);
     env.assert_clean().await;
@@ -345,14 +370,23 @@ async fn a_parent_lock_is_taken_over_only_after_a_lease_without_a_heartbeat() {
     assert!(t.elapsed() >= lease, "taken over after {:?}, before a whole lease", t.elapsed());
     assert_eq!(state_of(&env, holder).await, TxState::RolledBack);
 
-    // The holder's coordinator wakes up: it writes nothing, and its transaction has ended rolled back.
+    // The holder's workers wake up: they write nothing (its attempt is rolled back, its locks gone).
     let after = env.snapshot().await;
-    let late = Coordinator::new(env.store.clone()).drive(holder).await;
-    assert!(matches!(late, Err(TxError::Canceled(_))), "{late:?}");
+    late_workers_write_nothing(&env, holder).await;
     assert_eq!(env.snapshot().await, after);
     for pk in &pks {
         assert_eq!(n_of(&env, pk).await, 10, "{pk}: only the waiter's writes");
     }
+    assert_eq!(parent_token().await, None, "the parent is released");
+    // Its driver wakes up: losing the parent was not its request's doing, so it queues for the parent again in a
+    // second attempt, which commits.
+    Coordinator::new(env.store.clone()).drive(holder).await.expect("the holder's second attempt commits");
+    for pk in &pks {
+        assert_eq!(n_of(&env, pk).await, 11, "{pk}");
+    }
+    let st = status_of(&env, holder).await;
+    assert_eq!((st.attempt, st.attempts[0].rolled_back_by.as_deref()), (2, Some(waiter.as_str())), "{st:?}");
+    assert!(st.attempts[0].reason.contains("Parent"), "{st:?}");
     assert_eq!(parent_token().await, None, "the parent is released");
     env.assert_clean().await;
 }
@@ -410,10 +444,13 @@ async fn lock_wait_zero_on_a_held_parent_fails_at_once() {
     let ids = begin_in_order(&env, &[append_to_parent(&env, "a"), impatient]).await;
     assert_eq!(lock::lock(&env.store, &ids[0], 0).await.unwrap().outcome, Outcome::Done);
     let t = Instant::now();
-    let out = Coordinator::new(env.store.clone()).drive(&ids[1]).await;
-    let Err(TxError::Canceled(c)) = out else { panic!("cancelled at once: {out:?}") };
+    let c = canceled(Coordinator::new(env.store.clone()).drive(&ids[1]).await);
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     assert!(c.message.contains("Parent") && c.message.contains(ids[0].as_str()), "{}", c.message);
+    let p = c.parent_cancellation_reason.as_ref().expect("the parent's reason is a field of its own");
+    assert_eq!(p.code, "TransactionConflict", "{c:?}");
+    assert!(p.message.as_deref().unwrap_or("").contains(ids[0].as_str()), "it names the holder: {c:?}");
+    assert!(c.failed().next().is_none(), "no action is to blame: {c:?}");
     Coordinator::new(env.store.clone()).drive(&ids[0]).await.expect("the holder commits");
     assert_eq!(parent_order(&env).await, vec!["a".to_owned()]);
     env.assert_clean().await;
@@ -465,5 +502,188 @@ async fn a_waiter_keeps_its_queue_row_alive_while_it_waits() {
     coord.drive(waiter).await.expect("the waiter commits");
     assert_eq!(parent_order(&env).await, ["holder", "waiter"]);
     assert!(rows().await.is_empty(), "no queue row left");
+    env.assert_clean().await;
+}
+
+/// Rolls attempt `id` back as an older transaction `by` does when it needs `id`'s first action's item (wound-wait),
+/// and releases its locks, as `by` helping it would; its own driver then finds the next attempt to start.
+async fn wound(env: &Env, id: &str, by: &str, item: &str) {
+    let h = records::read_header(&env.store, &Meter::default(), id).await.unwrap();
+    let d = records::Decision::wound(by, Some(0), item);
+    assert_eq!(records::decide_rollback(&env.store, &Meter::default(), id, Some(h.attempt), &d).await.unwrap(), TxState::RolledBack);
+    for b in 0..h.batches {
+        dynamo_saga::phase::rollback::rollback(&env.store, id, b, None).await.unwrap();
+    }
+}
+
+/// A wounded transaction's next attempt waits, holding nothing, for the older one to end; when that takes longer
+/// than its `LockWaitSeconds`, it gives up with `TransactionConflict` on the contended action, naming the older
+/// transaction, and its status shows both attempts.
+#[tokio::test]
+async fn a_wounded_transaction_waits_for_the_older_one_and_gives_up_naming_it() {
+    let env = Env::new("woundwait").await;
+    let pks = keys("g", 2);
+    seed(&env, &pks).await;
+    let mut impatient = adds(&env, &pks, 10, None);
+    impatient["Options"] = json!({"LockWaitSeconds": 1});
+    let ids = begin_in_order(&env, &[adds(&env, &pks[..1], 1, None), impatient]).await;
+    let (older, younger) = (&ids[0], &ids[1]);
+    assert_eq!(lock::lock(&env.store, younger, 0).await.unwrap().outcome, Outcome::Done);
+    wound(&env, younger, older, "g000").await;
+    assert_eq!(lock::lock(&env.store, older, 0).await.unwrap().outcome, Outcome::Done);
+
+    let t = Instant::now();
+    let c = canceled(Coordinator::new(env.store.clone()).drive(younger).await);
+    assert!(t.elapsed() >= Duration::from_secs(1), "{:?}", t.elapsed());
+    let r = &c.cancellation_reasons[0];
+    assert_eq!(r.code, "TransactionConflict", "{c:?}");
+    let msg = r.message.as_deref().unwrap_or("");
+    assert!(msg.contains(older.as_str()) && msg.contains("LockWaitSeconds"), "{c:?}");
+    let st = status_of(&env, younger).await;
+    assert_eq!((st.attempt, st.attempts.len()), (2, 1), "{st:?}");
+    assert_eq!(st.attempts[0].rolled_back_by.as_deref(), Some(older.as_str()));
+    assert!(st.waited_ms >= 1000, "the second attempt's wait is recorded: {st:?}");
+
+    Coordinator::new(env.store.clone()).drive(older).await.expect("the older one commits");
+    assert_eq!([n_of(&env, "g000").await, n_of(&env, "g001").await], [1, 0]);
+    env.assert_clean().await;
+}
+
+/// No attempt starts after the transaction's deadline: the wounded transaction ends with `TransactionConflict` on
+/// the contended action, saying the deadline passed.
+#[tokio::test]
+async fn no_attempt_starts_after_the_deadline() {
+    let env = Env::new("deadline").await;
+    let pks = keys("d", 2);
+    seed(&env, &pks).await;
+    let mut brief = adds(&env, &pks, 10, None);
+    brief["Options"] = json!({"DeadlineSeconds": 1});
+    let ids = begin_in_order(&env, &[adds(&env, &pks[..1], 1, None), brief]).await;
+    let (older, younger) = (&ids[0], &ids[1]);
+    assert_eq!(lock::lock(&env.store, younger, 0).await.unwrap().outcome, Outcome::Done);
+    wound(&env, younger, older, "d000").await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let c = canceled(Coordinator::new(env.store.clone()).drive(younger).await);
+    let msg = c.cancellation_reasons[0].message.clone().unwrap_or_default();
+    assert_eq!(c.cancellation_reasons[0].code, "TransactionConflict", "{c:?}");
+    assert!(msg.contains(older.as_str()) && msg.contains("deadline"), "{c:?}");
+    assert_eq!(status_of(&env, younger).await.attempt, 1, "no second attempt started");
+    Coordinator::new(env.store.clone()).drive(older).await.expect("the older one commits");
+    env.assert_clean().await;
+}
+
+/// A transaction whose driver stopped after its attempt was rolled back by another's need starts no other attempt:
+/// the sweeper ends it, with the reason it carries on the contended action.
+#[tokio::test]
+async fn the_sweeper_ends_a_transaction_whose_driver_stopped_before_another_attempt() {
+    let env = Env::new("sweepretry").await;
+    let pks = keys("e", 2);
+    seed(&env, &pks).await;
+    let ids = begin_in_order(&env, &[adds(&env, &pks[..1], 1, None), adds(&env, &pks, 10, None)]).await;
+    let (older, younger) = (&ids[0], &ids[1]);
+    assert_eq!(lock::lock(&env.store, younger, 0).await.unwrap().outcome, Outcome::Done);
+    wound(&env, younger, older, "e000").await;
+    Coordinator::new(env.store.clone()).drive(older).await.expect("the older one commits");
+
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let mut sweeper = dynamo_saga::sweeper::Sweeper::new(env.store.clone());
+    sweeper.stale_after = Duration::from_millis(1);
+    let report = sweeper.sweep().await.unwrap();
+    assert!(report.failed.is_empty() && report.rolled_back.contains(younger), "{report:?}");
+    let h = records::read_header(&env.store, &Meter::default(), younger).await.unwrap();
+    assert!(h.finished() && !h.retry_pending, "{h:?}");
+    let c = h.cancellation().unwrap();
+    harness::assert_named(&c);
+    assert!(c.cancellation_reasons[0].message.as_deref().unwrap_or("").contains(older.as_str()), "{c:?}");
+    assert_eq!([n_of(&env, "e000").await, n_of(&env, "e001").await], [1, 0]);
+    env.assert_clean().await;
+}
+
+/// A worker of an earlier attempt that wakes late and locks an item after that attempt was rolled back leaves a lock
+/// with the earlier attempt's value: reads see the item as it is, and the next attempt lets that lock go and commits.
+#[tokio::test]
+async fn a_lock_left_by_a_late_worker_of_an_earlier_attempt_is_let_go() {
+    let env = Env::new("leftover").await;
+    let pks = keys("l", 3);
+    seed(&env, &pks).await;
+    let ids = begin_in_order(&env, &[adds(&env, &pks[..1], 1, None), adds(&env, &pks, 10, None)]).await;
+    let (older, younger) = (&ids[0], &ids[1]);
+    assert_eq!(lock::lock(&env.store, younger, 0).await.unwrap().outcome, Outcome::Done);
+    wound(&env, younger, older, "l000").await;
+    Coordinator::new(env.store.clone()).drive(older).await.expect("the older one commits");
+    // The first attempt's lock value is the id itself (see records::owner).
+    env.client
+        .update_item()
+        .table_name(&env.a)
+        .key("pk", aws_sdk_dynamodb::types::AttributeValue::S("l002".into()))
+        .update_expression("SET #l = :t")
+        .expression_attribute_names("#l", dynamo_saga::constants::ATTR_LOCK)
+        .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::S(younger.clone()))
+        .send()
+        .await
+        .unwrap();
+    let key = dynamo_saga::value::item_from_json(&json!({"pk": sv("l002")})).unwrap();
+    let read = dynamo_saga::read::get_item(&env.store, &env.a, key, dynamo_saga::read::Isolation::Committed).await.unwrap().unwrap();
+    assert_eq!(read["n"].as_n().unwrap(), "0");
+    Coordinator::new(env.store.clone()).drive(younger).await.expect("the second attempt commits");
+    assert_eq!([n_of(&env, "l000").await, n_of(&env, "l001").await, n_of(&env, "l002").await], [11, 10, 10]);
+    env.assert_clean().await;
+}
+
+/// Retries keep the first attempt's age: a transaction rolled back by an older one, and waiting for it, then meets a
+/// newer transaction holding its other item; being older, it rolls that one back rather than queueing behind it, and
+/// commits. The newer one then tries again and commits too. A retried transaction is never starved by newcomers.
+#[tokio::test]
+async fn a_retried_transaction_keeps_its_age_over_newer_ones() {
+    let env = Env::new("age").await;
+    let pks = keys("a", 2);
+    seed(&env, &pks).await;
+    let ids = begin_in_order(&env, &[adds(&env, &pks[..1], 1, None), adds(&env, &pks, 10, None), adds(&env, &pks[1..], 100, None)]).await;
+    let (older, retried, newer) = (&ids[0], &ids[1], &ids[2]);
+    assert_eq!(lock::lock(&env.store, retried, 0).await.unwrap().outcome, Outcome::Done);
+    wound(&env, retried, older, "a000").await;
+    assert_eq!(lock::lock(&env.store, older, 0).await.unwrap().outcome, Outcome::Done);
+    assert_eq!(lock::lock(&env.store, newer, 0).await.unwrap().outcome, Outcome::Done, "the newer one takes a001 meanwhile");
+
+    let coord = Coordinator::new(env.store.clone());
+    let second = tokio::spawn({
+        let (coord, id) = (coord.clone(), retried.clone());
+        async move { coord.drive(&id).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!second.is_finished(), "the second attempt waits for the older transaction");
+    coord.drive(older).await.expect("the older one commits");
+    second.await.unwrap().expect("the retried transaction commits");
+    assert_eq!(state_of(&env, newer).await, TxState::RolledBack, "the newer holder was rolled back by the retried, older one");
+    coord.drive(newer).await.expect("the newer one commits on its second attempt");
+    let st = status_of(&env, newer).await;
+    assert_eq!(st.attempts[0].rolled_back_by.as_deref(), Some(retried.as_str()), "{st:?}");
+    assert_eq!([n_of(&env, "a000").await, n_of(&env, "a001").await], [11, 110]);
+    env.assert_clean().await;
+}
+
+/// An image saved by an earlier attempt shows the item before the transactions that changed it since: a later
+/// attempt rolled back before it saved its own images must leave the item as those transactions left it, and a
+/// committed read must not read through the old image.
+#[tokio::test]
+async fn a_later_attempt_never_restores_an_earlier_attempts_image() {
+    let env = Env::new("staleimage").await;
+    let pks = keys("x", 1);
+    seed(&env, &pks).await;
+    let ids = begin_in_order(&env, &[adds(&env, &pks, 10, None), adds(&env, &pks, 1, None)]).await;
+    let (older, younger) = (&ids[0], &ids[1]);
+    // The younger one's first attempt locks and saves x (its image: n = 0), then the older one wounds it.
+    assert_eq!(lock::lock(&env.store, younger, 0).await.unwrap().outcome, Outcome::Done);
+    assert_eq!(save::save(&env.store, younger, 0).await.unwrap().outcome, Outcome::Done);
+    wound(&env, younger, older, "x000").await;
+    Coordinator::new(env.store.clone()).drive(older).await.expect("the older one commits");
+    assert_eq!(n_of(&env, "x000").await, 10);
+    // Its second attempt locks x, which now holds the older one's write, and is rolled back before it saves.
+    assert_eq!(dynamo_saga::phase::retry::retry(&env.store, younger).await.unwrap().outcome, Outcome::Done);
+    assert_eq!(lock::lock(&env.store, younger, 0).await.unwrap().outcome, Outcome::Done);
+    let read = dynamo_saga::read::get_item(&env.store, &env.a, dynamo_saga::value::item_from_json(&json!({"pk": sv("x000")})).unwrap(), dynamo_saga::read::Isolation::Committed).await.unwrap();
+    assert_eq!(read.and_then(|i| i.get("n").cloned()), Some(aws_sdk_dynamodb::types::AttributeValue::N("10".into())), "a committed read sees the older one's write");
+    Coordinator::new(env.store.clone()).cancel(younger, "stopped by the test").await.unwrap();
+    assert_eq!(n_of(&env, "x000").await, 10, "the first attempt's image (n = 0) was not put back over the older one's write");
     env.assert_clean().await;
 }

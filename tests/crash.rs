@@ -1,9 +1,11 @@
 //! A crash between consecutive DynamoDB writes, at every write of a transaction (sampled for the big one, every one
 //! with `SAGA_CRASH_FULL=1`): a second coordinator resumes and finishes, the first coordinator waking late writes
-//! nothing, the result is all-or-nothing, no lock attribute is left, and the `ADD` counter moved exactly once.
+//! nothing, the result is all-or-nothing, no lock attribute is left, and the `ADD` counter moved exactly once. The
+//! same for a transaction whose attempt an older one rolled back: at every write of that attempt's rollback, of the
+//! start of the next attempt and of that attempt to its end.
 
-use dynamo_saga::phase::{apply, commit, complete, lock, release, rollback, save};
-use dynamo_saga::records::read_header;
+use dynamo_saga::phase::{apply, begin, commit, complete, lock, release, retry, rollback, save};
+use dynamo_saga::records::{self, read_header, Decision};
 use dynamo_saga::store::Meter;
 use dynamo_saga::sweeper::Sweeper;
 use dynamo_saga::{Coordinator, TxError, TxState};
@@ -58,6 +60,7 @@ async fn late_coordinator_writes_nothing(env: &Env, tx: &str) {
         reports.push(rollback::rollback(s, tx, b, None).await.unwrap());
     }
     reports.push(commit::commit(s, tx).await.unwrap());
+    reports.push(retry::retry(s, tx).await.unwrap());
     reports.push(release::release(s, tx).await.unwrap());
     for r in reports {
         assert_eq!(r.usage.writes, 0, "a late phase run wrote: {r:?}");
@@ -248,4 +251,92 @@ async fn crash_anywhere_over_tombstones_commit_5_recovered_by_the_sweeper() {
 #[tokio::test]
 async fn crash_anywhere_over_tombstones_rollback_6_recovered_by_the_sweeper() {
     crash_matrix_by("crash-str6", 6, false, Recovery::Sweeper, 1, Work::Tombstones).await;
+}
+
+/// Transaction `tag` (the [`mixed`] request of `n` actions, its items seeded), fully locked, then rolled back by an
+/// older transaction that needed its first item (wound-wait), which then committed: its own driver has the rollback
+/// to finish, the next attempt to start, and that attempt to run. Returns its id.
+async fn wounded(env: &Env, tag: &str, n: usize) -> String {
+    let older = begin::begin(&env.store, &json!({"TransactItems": [{"ConditionCheck": {"TableName": env.a,
+        "Key": {"pk": sv(&format!("{tag}-older"))}, "ConditionExpression": "attribute_not_exists(pk)"}}]})).await.unwrap().transaction_id;
+    tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    let mut body = mixed(env, tag, n);
+    body["ClientRequestToken"] = json!(tag);
+    let tx = begin::begin(&env.store, &body).await.unwrap().transaction_id;
+    assert!(older < tx);
+    let coord = Coordinator::new(env.store.clone());
+    let h = coord.drive_locks(&tx).await.unwrap();
+    let d = Decision::wound(&older, Some(0), &format!("{tag}-new-0"));
+    assert_eq!(records::decide_rollback(&env.store, &Meter::default(), &tx, Some(h.attempt), &d).await.unwrap(), TxState::RolledBack);
+    coord.drive(&older).await.expect("the older transaction commits");
+    tx
+}
+
+/// Every crash point of a wounded transaction's driver (see [`wounded`]), or every `stride`-th plus the first 24 and
+/// the last 6: a second driver commits it (every `ADD` once), or the sweeper ends it rolled back (nothing changed, and
+/// the reason names the action); a late coordinator then writes nothing.
+async fn crash_matrix_retry(name: &str, n: usize, recovery: Recovery, stride: u64) {
+    let env = Env::new(name).await;
+    seed_mixed(&env, "count", n).await;
+    let tx = wounded(&env, "count", n).await;
+    let counter = env.store.crash_after(u64::MAX);
+    Coordinator::new(counter.clone()).drive(&tx).await.expect("a clean run of the next attempt commits");
+    let total = counter.writes_sent().unwrap();
+    let full = std::env::var("SAGA_CRASH_FULL").is_ok_and(|v| v == "1");
+    let points: Vec<u64> = (0..total).filter(|k| full || (*k <= 24 && k % stride == 0) || k % (17 * stride) == 0 || *k + 6 >= total).collect();
+    let mut violations = Vec::new();
+    for &k in &points {
+        let tag = format!("k{k}");
+        seed_mixed(&env, &tag, n).await;
+        let before = env.snapshot().await;
+        let tx = wounded(&env, &tag, n).await;
+        let first = Coordinator::new(env.store.crash_after(k)).drive(&tx).await;
+        assert!(matches!(first, Err(TxError::InjectedFault(_))), "crash point {k} of {total}: the driver should have died, got {first:?}");
+        match recovery {
+            Recovery::Coordinator => match Coordinator::new(env.store.clone()).drive(&tx).await {
+                Ok(_) => assert_mixed_committed(&env, &tag, n).await,
+                other => violations.push(format!("crash point {k}: a second driver got {other:?}")),
+            },
+            Recovery::Sweeper => {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                let mut sweeper = Sweeper::new(env.store.clone());
+                sweeper.stale_after = std::time::Duration::from_millis(1);
+                let report = sweeper.sweep().await.unwrap();
+                assert!(report.failed.is_empty(), "crash point {k}: {report:?}");
+                let h = read_header(&env.store, &Meter::default(), &tx).await.unwrap();
+                match h.state {
+                    TxState::Committed => assert_mixed_committed(&env, &tag, n).await,
+                    TxState::RolledBack => assert_eq!(env.snapshot().await, before, "crash point {k}: rollback left changes"),
+                    TxState::Pending => violations.push(format!("crash point {k}: still pending after the sweep")),
+                }
+                if !h.finished() {
+                    violations.push(format!("crash point {k}: not finished after the sweep: {h:?}"));
+                }
+            }
+        }
+        late_coordinator_writes_nothing(&env, &tx).await;
+    }
+    env.assert_clean().await;
+    harness::report(format!(
+        "crash {name}: {n} actions, an attempt rolled back by an older transaction and retried, {} crash points of {total} writes, recovered by the {}, {} violations",
+        points.len(),
+        format!("{recovery:?}").to_lowercase(),
+        violations.len()
+    ));
+    assert!(violations.is_empty(), "{violations:#?}");
+}
+
+#[tokio::test]
+async fn crash_anywhere_in_a_retried_attempt_2() {
+    crash_matrix_retry("crash-rt2", 2, Recovery::Coordinator, 1).await;
+}
+
+#[tokio::test]
+async fn crash_anywhere_in_a_retried_attempt_101() {
+    crash_matrix_retry("crash-rt101", 101, Recovery::Coordinator, 3).await;
+}
+
+#[tokio::test]
+async fn crash_anywhere_in_a_retried_attempt_2_recovered_by_the_sweeper() {
+    crash_matrix_retry("crash-srt2", 2, Recovery::Sweeper, 1).await;
 }

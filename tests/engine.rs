@@ -68,8 +68,7 @@ async fn rollback_at(name: &str, n: usize, pos: usize) {
         _ => env.put(&env.a, json!({"pk": sv(&format!("t-chk-{victim}")), "state": sv("BROKEN")})).await,
     }
     let before = env.snapshot().await;
-    let err = Coordinator::new(env.store.clone()).run(&body).await.expect_err("must roll back");
-    let TxError::Canceled(c) = err else { panic!("expected TransactionCanceled, got {err:?}") };
+    let c = harness::canceled(Coordinator::new(env.store.clone()).run(&body).await);
     assert_eq!(c.cancellation_reasons.len(), n);
     let failed: Vec<usize> = c.failed().map(|(i, _)| i).collect();
     assert_eq!(failed, vec![victim], "only the broken action fails: {}", c.message);
@@ -108,8 +107,7 @@ async fn rolls_back_when_dynamodb_rejects_an_apply() {
     body["TransactItems"].as_array_mut().unwrap().push(json!({"Update": {"TableName": env.a, "Key": {"pk": sv("text")},
         "UpdateExpression": "ADD s :one", "ExpressionAttributeValues": {":one": nv(1)}}}));
     let before = env.snapshot().await;
-    let err = Coordinator::new(env.store.clone()).run(&body).await.expect_err("must roll back");
-    let TxError::Canceled(c) = err else { panic!("expected TransactionCanceled, got {err:?}") };
+    let c = harness::canceled(Coordinator::new(env.store.clone()).run(&body).await);
     let failed: Vec<(usize, &str)> = c.failed().map(|(i, r)| (i, r.code.as_str())).collect();
     assert_eq!(failed, vec![(n, "ValidationError")], "{}", c.message);
     assert_eq!(env.snapshot().await, before, "applied batches were restored");

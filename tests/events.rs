@@ -81,6 +81,7 @@ async fn every_sample_event_works_as_documented() {
     let err = st.invoke("saga-release", &for_tx("release.json", &id)).await.expect_err("a rolled-back transaction");
     assert_eq!(err.error_type, "TransactionCanceled");
     let c: Value = serde_json::from_str(&err.message).expect("the message is the cancellation's JSON");
+    harness::assert_named_json(&c);
     assert_eq!(c["CancellationReasons"][1]["Code"], "ConditionalCheckFailed");
     assert_eq!(c["CancellationReasons"][1]["Item"]["pk"], sv("order-0001"));
     assert_eq!(status_of(st, "widget-5").await.as_deref(), Some("AVAILABLE"));
@@ -94,6 +95,7 @@ async fn every_sample_event_works_as_documented() {
     let aborted = step(st, "saga-rollback", &for_tx("rollback-abort.json", &id)).await;
     assert_eq!((aborted["Step"].as_str(), aborted["State"].as_str()), (Some("Release"), Some("ROLLED_BACK")));
     let err = st.invoke("saga-release", &for_tx("release.json", &id)).await.expect_err("aborted");
+    assert_eq!(err.error_type, "TransactionAborted", "{err:?}");
     assert!(err.message.contains("DynamoDbError"), "the reason names the error: {}", err.message);
     assert_eq!(status_of(st, "gadget-1").await.as_deref(), Some("AVAILABLE"));
 

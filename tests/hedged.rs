@@ -26,7 +26,7 @@ async fn state(env: &Env, tag: &str, n: usize) -> Vec<(i64, String)> {
 }
 
 fn refused(r: &Result<dynamo_saga::Committed, TxError>) -> bool {
-    matches!(r, Err(TxError::Canceled(c)) if c.failed().any(|(_, r)| r.code == "ConditionalCheckFailed"))
+    matches!(r, Err(TxError::Canceled(c)) if harness::assert_named(c).failed().any(|(_, r)| r.code == "ConditionalCheckFailed"))
 }
 
 #[tokio::test]
@@ -63,7 +63,7 @@ async fn ratcheted_puts_never_overwrite_newer_values_in_any_order() {
         let (old, new) = (puts(&env, &tag, n, 100, "old"), puts(&env, &tag, n, 200, "new"));
         let run = |body: Value| {
             let coord = coord.clone();
-            async move { coord.run_retrying(&body, 10).await }
+            async move { coord.run(&body).await }
         };
         let (a, b, c) = tokio::join!(run(old.clone()), run(new.clone()), run(old.clone()));
         assert!(b.is_ok(), "the newest write commits: {b:?}");
@@ -152,15 +152,16 @@ async fn tombstones_hide_deleted_items_stop_stale_writes_and_carry_a_ttl() {
     // Nor is a tombstone a Parent: naming one cancels the transaction as a missing parent does.
     let under = json!({"TransactItems": [{"ConditionCheck": {"TableName": env.a, "Key": {"pk": sv("text")}, "ConditionExpression": "attribute_exists(pk)"}}],
         "Parent": {"TableName": env.a, "Key": {"pk": sv("t001")}}});
-    let r = coord.run(&under).await;
-    assert!(matches!(&r, Err(TxError::Canceled(c)) if format!("{c:?}").contains("does not exist")), "{r:?}");
+    let c = harness::canceled(coord.run(&under).await);
+    let p = c.parent_cancellation_reason.as_ref().expect("the parent is the reason");
+    assert!(p.code == "ConditionalCheckFailed" && p.message.as_deref().unwrap_or("").contains("does not exist"), "{c:?}");
     // A transaction that updates the tombstones and then fails at apply puts them back exactly.
     let mut failing: Vec<Value> = (0..n)
         .map(|i| json!({"Update": {"TableName": env.a, "Key": {"pk": sv(&format!("t{i:03}"))}, "UpdateExpression": "SET v = :v",
             "ConditionExpression": "attribute_not_exists(pk)", "ExpressionAttributeValues": {":v": sv("rolled back")}}}))
         .collect();
     failing.push(json!({"Update": {"TableName": env.a, "Key": {"pk": sv("text")}, "UpdateExpression": "ADD s :one", "ExpressionAttributeValues": {":one": nv(1)}}}));
-    assert!(matches!(coord.run(&json!({"TransactItems": failing})).await, Err(TxError::Canceled(_))));
+    harness::canceled(coord.run(&json!({"TransactItems": failing})).await);
     assert_eq!(env.scan(&env.a).await, stones, "the rollback restored every tombstone");
 
     // While a transaction holds a tombstone, the tombstone (and its time to live) is kept aside, so it cannot
@@ -234,6 +235,7 @@ async fn tombstones_an_index_refuses() {
         "UpdateExpression": "SET v = :v", "ExpressionAttributeValues": {":v": nv(20)}}}]});
     match coord.run(&bad).await {
         Err(TxError::Canceled(c)) => {
+            harness::assert_named(&c);
             let failed: Vec<_> = c.failed().map(|(i, r)| (i, r.code.clone())).collect();
             assert_eq!(failed, vec![(0, "ValidationError".to_owned())], "{c:?}");
         }

@@ -119,7 +119,7 @@ async fn run_native(env: &Env, body: &Value) -> Failures {
 async fn run_saga(env: &Env, body: &Value) -> Failures {
     match Coordinator::new(env.store.clone()).run(body).await {
         Ok(_) => None,
-        Err(TxError::Canceled(c)) => Some(c.failed().map(|(i, r)| (i, r.code.clone(), r.item.clone())).collect()),
+        Err(TxError::Canceled(c)) => Some(harness::assert_named(&c).failed().map(|(i, r)| (i, r.code.clone(), r.item.clone())).collect()),
         Err(e) => panic!("dynamo-saga failed: {e}"),
     }
 }

@@ -18,7 +18,9 @@
 //   fault-aws   as fault, answered the way real Lambda does: HTTP 200 with X-Amz-Function-Error: Unhandled
 //   canceled    Lock finds a condition false: ROLLED_BACK, Rollback, then Release fails with TransactionCanceled
 //   abort       Lock fails with an error no Retry matches, Abort (Rollback with Abort: true), Release fails with
-//               TransactionCanceled
+//               TransactionAborted
+//   retry       the first attempt's Lock is rolled back by an older transaction: Rollback names Step Retry, Begin
+//               (called with {"TransactionId"}) starts the second attempt, which commits
 import { createServer } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -47,14 +49,23 @@ function transaction(id) {
   const done = { lock: 0, save: 0, apply: 0, complete: 0 };
   let lockCalls = 0;
   let state = 'PENDING';
-  const out = (Step, Batch, extra = {}) => ({ TransactionId: id, Step, Batch, Batches: BATCHES, State: state, Actions: ACTIONS, ...extra });
+  let aborted = false;
+  let attempts = 1;
+  const out = (Step, Batch, extra = {}) => ({ TransactionId: id, Step, Batch, Batches: BATCHES, State: state, Actions: ACTIONS, Attempts: attempts, ...extra });
   const batch = (phase, same, next) => {
     done[phase] += 1;
     return out(done[phase] < BATCHES ? same : next, done[phase]);
   };
 
   return {
-    'saga-begin': () => out('Lock', 0),
+    'saga-begin': (input) => {
+      if (script === 'retry' && state === 'ROLLED_BACK' && input.Request === undefined) {
+        state = 'PENDING';
+        attempts += 1;
+        done.lock = 0;
+      }
+      return out('Lock', 0);
+    },
     'saga-lock': () => {
       lockCalls += 1;
       if (lockCalls === 1 && script === 'contended') {
@@ -63,7 +74,7 @@ function transaction(id) {
       }
       if (lockCalls === 1 && script.startsWith('fault')) throw new FunctionError('InjectedFault', 'injected fault before the first lock write');
       if (script === 'abort') throw new FunctionError('ItemTooLarge', 'item Inventory{pk=unit-007} would exceed 400 KB with its lock');
-      if (script === 'canceled') {
+      if (script === 'canceled' || (script === 'retry' && attempts === 1)) {
         state = 'ROLLED_BACK';
         return out('Rollback', 1);
       }
@@ -80,10 +91,12 @@ function transaction(id) {
       if (input.Abort) {
         if (typeof input.Error?.Cause !== 'string') throw new FunctionError('ValidationError', 'Abort without Error.Cause');
         state = 'ROLLED_BACK';
+        aborted = true;
       }
-      return out('Release', BATCHES);
+      return out(script === 'retry' ? 'Retry' : 'Release', BATCHES);
     },
     'saga-release': () => {
+      if (aborted) throw new FunctionError('TransactionAborted', JSON.stringify({ TransactionId: id, Message: 'Transaction aborted: the state machine gave up' }));
       if (state === 'ROLLED_BACK') throw new FunctionError('TransactionCanceled', cancellationCause(id));
       return out('Finished', BATCHES);
     },

@@ -15,8 +15,8 @@
 //                      saga-<phase>, as DefinitionSubstitutions would; any other ${...} left over is an error
 //   --quiet            no progress lines on stderr
 //
-// stdout: one JSON object {status, output, error, cause, transitions, historyEvents, taskCalls, durationMs,
-// executionArn}; the Context Object's $$.Execution.Id is that made-up ARN (execution name local-<uuid>).
+// stdout: one JSON object {status, output, error, cause, transitions, stateEntries (state name -> times entered),
+// historyEvents, taskCalls, durationMs, executionArn}; the Context Object's $$.Execution.Id is that made-up ARN (execution name local-<uuid>).
 // Exit code: 0 SUCCEEDED, 3 FAILED, 1 usage or runner error, 130/143 ABORTED by SIGINT/SIGTERM.
 // The package is installed into .local/sfn by tools/sfn-local-install.sh, which this runs when it is missing.
 import { spawnSync } from 'node:child_process';
@@ -304,6 +304,7 @@ async function run(opts) {
   }
 
   const counts = { entered: 0, exited: 0, taskEntered: 0, retried: 0 };
+  const stateEntries = {};
   const lastError = {};
   const consumeEvents = (async () => {
     for await (const ev of execution.eventLogs) {
@@ -311,6 +312,7 @@ async function run(opts) {
       switch (ev.type) {
         case 'StateEntered':
           counts.entered++;
+          stateEntries[name] = (stateEntries[name] ?? 0) + 1;
           if (ev.state.type === 'Task') counts.taskEntered++;
           if (ev.state.type === 'Wait') {
             const seconds = definition.States[name]?.Seconds ?? ev.state.input?.WaitSeconds;
@@ -379,6 +381,7 @@ async function run(opts) {
     record: {
       ...result,
       transitions: counts.entered,
+      stateEntries,
       historyEvents: historyEvents(counts),
       taskCalls: stats.taskCalls,
       durationMs: Date.now() - started,

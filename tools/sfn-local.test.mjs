@@ -50,7 +50,7 @@ test('a 3-batch transaction commits: every phase in order, one batch a call', as
   const { code, record, stderr } = await run('committed-a', ...FAST);
   assert.equal(code, 0, stderr);
   assert.equal(record.status, 'SUCCEEDED');
-  assert.deepEqual(record.output, { TransactionId: 'committed-a', Step: 'Finished', Batch: 3, Batches: 3, State: 'COMMITTED', Actions: 250 });
+  assert.deepEqual(record.output, { TransactionId: 'committed-a', Step: 'Finished', Batch: 3, Batches: 3, State: 'COMMITTED', Actions: 250, Attempts: 1 });
   const fns = callsOf('committed-a').map((c) => c.fn.replace('saga-', ''));
   assert.deepEqual(fns, ['begin', ...Array(3).fill('lock'), ...Array(3).fill('save'), ...Array(3).fill('apply'), 'commit', ...Array(3).fill('complete'), 'release']);
   assert.equal(record.taskCalls, 15);
@@ -93,20 +93,38 @@ test('a rolled-back transaction fails with TransactionCanceled and the error pay
   assert.deepEqual(reasons.map((r) => r.Code), ['None', 'ConditionalCheckFailed']);
 });
 
-test('an error no Retry matches is caught: Abort gets it as Error and Cause, then the execution is cancelled', async () => {
+test('an error no Retry matches is caught: Abort gets it as Error and Cause, then the execution fails TransactionAborted', async () => {
   const { code, record, stderr } = await run('abort-a', ...FAST);
   assert.equal(code, 3, stderr);
-  assert.equal(record.error, 'TransactionCanceled');
+  assert.equal(record.error, 'TransactionAborted');
+  assert.equal(JSON.parse(JSON.parse(record.cause).errorMessage).TransactionId, 'abort-a');
   const abort = callsOf('abort-a').find((c) => c.fn === 'saga-rollback');
   assert.equal(abort.input.Abort, true);
   assert.equal(abort.input.Error.Error, 'ItemTooLarge');
   assert.equal(abort.input.Error.Cause, JSON.stringify({ errorType: 'ItemTooLarge', errorMessage: 'item Inventory{pk=unit-007} would exceed 400 KB with its lock' }));
 });
 
+test('an attempt rolled back by another transaction loops Rollback -> Retry (the Begin function) -> Lock, and commits in the same execution', async () => {
+  const { code, record, stderr } = await run('retry-a', ...FAST);
+  assert.equal(code, 0, stderr);
+  assert.equal(record.status, 'SUCCEEDED');
+  assert.equal(record.output.State, 'COMMITTED');
+  assert.equal(record.output.Attempts, 2);
+  assert.equal(record.stateEntries.Retry, 1);
+  assert.equal(record.stateEntries.Begin, 1);
+  const fns = callsOf('retry-a').map((c) => c.fn);
+  const rollback = fns.indexOf('saga-rollback');
+  assert.ok(rollback > 0, fns.join(' '));
+  assert.equal(fns[rollback + 1], 'saga-begin', fns.join(' '));
+  assert.equal(fns[rollback + 2], 'saga-lock', fns.join(' '));
+  assert.deepEqual(callsOf('retry-a')[rollback + 1].input, { TransactionId: 'retry-a' });
+  assert.equal(fns.filter((f) => f === 'saga-release').length, 1);
+});
+
 test('an unknown function is Lambda.ResourceNotFoundException, caught without retries', async () => {
   const sub = '--sub=LockFunctionArn=arn:aws:lambda:us-east-1:000000000000:function:saga-nope';
   const { record } = await run('committed-b', ...FAST, sub);
-  assert.equal(record.error, 'TransactionCanceled');
+  assert.equal(record.error, 'TransactionAborted');
   assert.equal(callsOf('committed-b').filter((c) => c.fn === 'saga-nope').length, 1);
   assert.equal(callsOf('committed-b').find((c) => c.fn === 'saga-rollback').input.Error.Error, 'Lambda.ResourceNotFoundException');
 });

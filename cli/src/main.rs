@@ -39,7 +39,7 @@ impl From<TxError> for Failure {
         let code = match &e {
             TxError::Validation(_) => 2,
             TxError::NotFound(_) => 3,
-            TxError::Canceled(_) => 1,
+            TxError::Canceled(_) | TxError::Aborted(_) => 1,
             _ => 4,
         };
         Failure(code, format!("{}: {e}", e.name()))
@@ -125,6 +125,7 @@ fn progress_line(s: &Status) -> String {
         phase::resume::Step::Commit => ("Commit", s.batches),
         phase::resume::Step::Complete(_) => ("Complete", s.progress.completed),
         phase::resume::Step::Rollback(_) => ("Rollback", s.progress.restored),
+        phase::resume::Step::Retry => ("Retry", s.batches),
         phase::resume::Step::Release => ("Release", s.batches),
         phase::resume::Step::Finished => ("Finished", s.batches),
     };
@@ -153,11 +154,25 @@ fn print_status(a: &Args, s: &Status) {
         s.progress.locked, s.progress.saved, s.progress.applied, s.progress.completed, s.progress.restored, s.batches
     );
     println!("  DynamoDB: {} calls, {:.1} write units, {:.1} read units (as reported)", s.usage.calls, s.usage.write_units, s.usage.read_units);
+    println!("  attempt {}, waited {:.1} s for other transactions' locks", s.attempt, s.waited_ms as f64 / 1000.0);
+    for a in &s.attempts {
+        println!(
+            "  attempt {}: rolled back after {:.1} s (waited {:.1} s){}: {}",
+            a.attempt,
+            a.ended_at_ms.saturating_sub(a.started_at_ms) as f64 / 1000.0,
+            a.waited_ms as f64 / 1000.0,
+            a.rolled_back_by.as_deref().map(|b| format!(" by {b}")).unwrap_or_default(),
+            a.reason
+        );
+    }
     if let Some(arn) = &s.execution_arn {
         println!("  execution {arn}");
     }
     if let Some(c) = &s.cancellation {
         println!("  {}", c.message);
+        if let Some(p) = &c.parent_cancellation_reason {
+            println!("  Parent: {}{}", p.code, p.message.as_deref().map(|m| format!(" ({m})")).unwrap_or_default());
+        }
         let failed: Vec<_> = c.failed().collect();
         for (i, r) in failed.iter().take(10) {
             println!("  TransactItems[{i}]: {}{}", r.code, r.message.as_deref().map(|m| format!(" ({m})")).unwrap_or_default());
@@ -287,7 +302,7 @@ async fn submit(a: &Args) -> Result<i32, Failure> {
             });
             let s = follow(&store, &id, || driver.is_finished().then(|| "the driver stopped".to_string())).await;
             if let Ok(Err(e)) = driver.await {
-                if !matches!(e, TxError::Canceled(_)) {
+                if !matches!(e, TxError::Canceled(_) | TxError::Aborted(_)) {
                     return Err(e.into());
                 }
             }

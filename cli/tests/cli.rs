@@ -169,3 +169,40 @@ async fn bad_arguments_and_requests_get_clear_errors_and_exit_codes() {
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout).contains("usage: dynamo-saga"));
 }
+
+/// `status` shows a transaction's attempts: an attempt rolled back by an older transaction (wound-wait) is followed
+/// by another, and the status says which transaction rolled back which attempt, why, and how long each waited.
+#[tokio::test]
+async fn status_shows_the_attempts_and_who_rolled_back_each() {
+    use dynamo_saga::phase::{begin::begin, lock::lock, rollback::rollback};
+    use dynamo_saga::records::{self, Decision};
+    use dynamo_saga::store::Meter;
+    let env = Env::new("cliattempts").await;
+    let keys = vec!["w0".to_string()];
+    seed(&env, &keys).await;
+    let add = json!({"TransactItems": [{"Update": {"TableName": env.a, "Key": {"pk": sv("w0")}, "UpdateExpression": "ADD v :one",
+        "ExpressionAttributeValues": {":one": nv(1)}}}]});
+    let older = begin(&env.store, &add).await.unwrap().transaction_id;
+    let younger = begin(&env.store, &add).await.unwrap().transaction_id;
+    lock(&env.store, &younger, 0).await.unwrap();
+    // The older one needs w0: it rolls the younger attempt back (what `Coordinator::resolve` does) and releases it.
+    let d = Decision::wound(&older, Some(0), "w0");
+    records::decide_rollback(&env.store, &Meter::default(), &younger, Some(0), &d).await.unwrap();
+    rollback(&env.store, &younger, 0, None).await.unwrap();
+    let coord = dynamo_saga::Coordinator::new(env.store.clone());
+    coord.drive(&older).await.unwrap();
+    coord.drive(&younger).await.expect("the second attempt commits");
+
+    let out = cli(&env.tx_table, &["status", &younger], None).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(text.contains("attempt 2,"), "{text}");
+    let line = text.lines().find(|l| l.trim_start().starts_with("attempt 1:")).unwrap_or_else(|| panic!("no line for attempt 1: {text}"));
+    assert!(line.contains(&format!("by {older}")) && line.contains("w0"), "{line}");
+    let out = cli(&env.tx_table, &["--json", "status", &younger], None).await;
+    let s = stdout_json(&out);
+    assert_eq!((s["State"].as_str(), s["Attempt"].as_u64()), (Some("COMMITTED"), Some(2)), "{s}");
+    assert_eq!(s["Attempts"][0]["RolledBackBy"].as_str(), Some(older.as_str()), "{s}");
+    assert_eq!(env.get(&env.a, json!({"pk": sv("w0")})).await.unwrap()["v"], nv(2));
+    env.assert_clean().await;
+}

@@ -80,6 +80,21 @@ pub const H_COMPLETED: &str = "completedBatches";
 pub const H_RESTORED: &str = "restoredBatches";
 /// Header: the CancellationReasons of a rolled-back transaction, as JSON.
 pub const H_REASONS: &str = "reasons";
+/// Header: when the transaction was decided (epoch milliseconds).
+pub const H_DECIDED_AT: &str = "decidedAt";
+/// Header: the attempt under way, 0 for the first (absent means 0). Lock values carry it (`records::owner`), and
+/// every phase's header write is conditional on it.
+pub const H_ATTEMPT: &str = "attempt";
+/// Header: when the attempt under way started (absent: at `createdAt`).
+pub const H_ATTEMPT_STARTED: &str = "attemptStartedAt";
+/// Header: present (true) while a rolled-back attempt is to be followed by another (see `records::Decision`).
+pub const H_RETRY: &str = "retry";
+/// Header: the transaction a new attempt waits for before it locks anything, as JSON.
+pub const H_WAIT_FOR: &str = "waitFor";
+/// Header: milliseconds the attempt under way has waited for other transactions' locks.
+pub const H_WAITED: &str = "waitedMs";
+/// Header: the attempts rolled back and followed by another, as JSON (the last 100).
+pub const H_ATTEMPTS: &str = "attempts";
 /// Header: the Step Functions execution driving the transaction, when there is one.
 pub const H_EXECUTION: &str = "executionArn";
 /// Header usage counters, summed over every phase run.
@@ -109,6 +124,9 @@ pub const R_BODY: &str = "body";
 pub const I_ITEM: &str = "item";
 /// Image records: true when the item did not exist before the transaction.
 pub const I_TRANSIENT: &str = "transient";
+/// Image records: the attempt that saved the image (absent: the first). Only the attempt that saved an image may
+/// restore it or read through it: an earlier attempt's image shows the item before later transactions changed it.
+pub const I_ATTEMPT: &str = "attempt";
 /// Token records: the transaction id the token maps to.
 pub const T_TX: &str = "txId";
 

@@ -35,7 +35,8 @@ impl CancellationReason {
     }
 }
 
-/// The cause of a `TransactionCanceled` error: what DynamoDB's `TransactionCanceledException` carries, plus the id.
+/// The cause of a `TransactionCanceled` error: what DynamoDB's `TransactionCanceledException` carries, plus the id
+/// and, when the request's `Parent` item was the reason, that reason.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct Cancellation {
@@ -43,6 +44,10 @@ pub struct Cancellation {
     pub message: String,
     /// One reason per action, in request order.
     pub cancellation_reasons: Vec<CancellationReason>,
+    /// Why the `Parent` item stopped the transaction (it does not exist, another transaction held it past
+    /// `LockWaitSeconds`, or its lock was taken over), when it did; the actions' reasons are then all `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_cancellation_reason: Option<CancellationReason>,
 }
 
 impl Cancellation {
@@ -66,13 +71,28 @@ impl Cancellation {
                 failed.join(", ")
             )
         };
-        Self { transaction_id: transaction_id.into(), message, cancellation_reasons: reasons }
+        Self { transaction_id: transaction_id.into(), message, cancellation_reasons: reasons, parent_cancellation_reason: None }
     }
 
     /// Index (request order) and reason of each action that did not pass.
     pub fn failed(&self) -> impl Iterator<Item = (usize, &CancellationReason)> {
         self.cancellation_reasons.iter().enumerate().filter(|(_, r)| !r.is_none())
     }
+
+    /// Whether the cancellation says what to act on: an action's reason, or the `Parent` item's.
+    pub fn is_named(&self) -> bool {
+        self.failed().next().is_some() || self.parent_cancellation_reason.is_some()
+    }
+}
+
+/// The cause of a `TransactionAborted` error: the transaction was rolled back because whatever drove it gave up
+/// after an error (the state machine's Abort) or stopped (the sweeper found it abandoned). Nothing was applied and no
+/// action is to blame; sending the request again is safe.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Abort {
+    pub transaction_id: String,
+    pub message: String,
 }
 
 /// A bad request: which action (request order) and what is wrong with it.
@@ -101,6 +121,9 @@ pub enum TxError {
     /// The transaction rolled back; the reasons say which actions failed and why.
     #[error("{}", .0.message)]
     Canceled(Box<Cancellation>),
+    /// The transaction rolled back because its driver gave up or stopped, not because of an action.
+    #[error("{}", .0.message)]
+    Aborted(Box<Abort>),
     /// Another transaction holds a lock this one needs; wait and try the phase again.
     #[error("item {item} is locked by transaction {holder}")]
     Contended { holder: String, item: String },
@@ -127,6 +150,7 @@ impl TxError {
         match self {
             TxError::Validation(_) => "ValidationError",
             TxError::Canceled(_) => "TransactionCanceled",
+            TxError::Aborted(_) => "TransactionAborted",
             TxError::Contended { .. } => "Contended",
             TxError::Throttled(_) => "Throttled",
             TxError::NotFound(_) => "TransactionNotFound",
@@ -151,6 +175,7 @@ impl TxError {
         match self {
             TxError::Validation(inv) => v["details"] = serde_json::to_value(inv).unwrap_or_default(),
             TxError::Canceled(c) => v["details"] = serde_json::to_value(c).unwrap_or_default(),
+            TxError::Aborted(a) => v["details"] = serde_json::to_value(a).unwrap_or_default(),
             TxError::Contended { holder, item } => v["details"] = serde_json::json!({"Holder": holder, "Item": item}),
             _ => {}
         }

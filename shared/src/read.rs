@@ -25,10 +25,10 @@ use crate::constants::*;
 use crate::coordinator::Coordinator;
 use crate::error::TxError;
 use crate::phase::begin;
-use crate::records::{self, flag, lock_holder, strip_reserved, Decision, Image, TxState};
-use crate::request::{is_tombstone, Action, Op};
+use crate::records::{self, flag, lock_holder, strip_reserved, Image, TxState};
+use crate::request::{is_tombstone, Op};
 use crate::store::{Meter, Store};
-use crate::value::{item_to_json, key_order, Item};
+use crate::value::{item_to_json, Item};
 
 /// How much a read may see of transactions that are still running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -163,18 +163,14 @@ impl ReadLock {
     /// False when it no longer holds its items.
     pub async fn refresh(&self) -> Result<bool, TxError> {
         let m = Meter::default();
-        records::update_header(self.coordinator.store(), &m, &self.transaction_id, TxState::Pending, &[], None, &m.usage()).await
+        let h = records::read_header(self.coordinator.store(), &m, &self.transaction_id).await?;
+        records::update_header(self.coordinator.store(), &m, &self.transaction_id, records::Expect { state: TxState::Pending, attempt: Some(h.attempt) }, &[], None, &m.usage()).await
     }
 
     /// Lets every item go by rolling the transaction back (nothing was changed, so nothing is restored). Safe to
     /// call after an older transaction has rolled it back, and twice.
     pub async fn release(self) -> Result<(), TxError> {
-        let m = Meter::default();
-        records::decide_rollback(self.coordinator.store(), &m, &self.transaction_id, &Decision::because("a read lock ends by rolling back")).await?;
-        match self.coordinator.drive(&self.transaction_id).await {
-            Ok(_) | Err(TxError::Canceled(_)) => Ok(()),
-            Err(e) => Err(e),
-        }
+        self.coordinator.cancel(&self.transaction_id, "a read lock ends by rolling back").await
     }
 }
 
@@ -190,8 +186,10 @@ async fn read_locked(store: &Store, keys: Vec<(String, Item)>) -> Result<Vec<Opt
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct ParentLock {
-    /// The holder's transaction id (the parent item's `lockToken`).
+    /// The holder's transaction id (the parent item's `lockToken`, which is `<id>.<n>` from its second attempt on).
     pub holder: String,
+    /// The holder's attempt that holds the lock, counted from 1.
+    pub attempt: u32,
     /// When the holder took the lock, ms since the epoch on its clock (`lockTokenAt`).
     pub locked_at: u64,
     /// The record version number the holder moves at every heartbeat (`recordVersionNumber`). A waiter judges the
@@ -208,7 +206,8 @@ pub async fn parent_lock(store: &Store, table: &str, key: Item) -> Result<Option
     let m = Meter::default();
     let item = store.get(&m, table, key.clone()).await?.ok_or_else(|| TxError::NotFound(crate::value::key_display(table, &key)))?;
     let Some(lock) = records::ParentLockAttrs::of(&item) else { return Ok(None) };
-    let holder_header = match records::read_header(store, &m, &lock.holder).await {
+    let (holder, attempt) = records::parse_owner(&lock.holder);
+    let holder_header = match records::read_header(store, &m, holder).await {
         Ok(h) => Some(h),
         Err(TxError::NotFound(_)) => None,
         Err(e) => return Err(e),
@@ -217,7 +216,8 @@ pub async fn parent_lock(store: &Store, table: &str, key: Item) -> Result<Option
         locked_at: lock.locked_at.unwrap_or(0),
         record_version_number: lock.record_version_number.unwrap_or(0),
         lease_seconds: lock.lease_seconds.unwrap_or(store.cfg.lease.as_secs()),
-        holder: lock.holder,
+        holder: holder.to_owned(),
+        attempt: attempt + 1,
         holder_header,
     }))
 }
@@ -238,9 +238,10 @@ async fn resolve(store: &Store, m: &Meter, table: &str, key: Item, item: Option<
     let Some(item) = item.filter(|i| !is_tombstone(i)) else { return Ok(None) };
     let transient = flag(&item, ATTR_TRANSIENT);
     let applied = flag(&item, ATTR_APPLIED);
-    let Some(holder) = lock_holder(&item).map(str::to_owned) else {
+    let Some(owner) = lock_holder(&item).map(str::to_owned) else {
         return Ok(Some(strip_reserved(item)));
     };
+    let (holder, attempt) = records::parse_owner(&owner);
     // An item created to hold a lock, and not written yet, does not exist for anyone.
     if transient && !applied {
         return Ok(None);
@@ -248,22 +249,24 @@ async fn resolve(store: &Store, m: &Meter, table: &str, key: Item, item: Option<
     if isolation == Isolation::Uncommitted {
         return Ok(Some(strip_reserved(item)));
     }
-    let state = match records::read_header(store, m, &holder).await {
+    let state = match records::read_header(store, m, holder).await {
+        // A lock an earlier attempt left behind: that attempt applied nothing to the item.
+        Ok(h) if h.attempt != attempt => return Ok(Some(strip_reserved(item))),
         Ok(h) => Some(h.state),
         Err(TxError::NotFound(_)) => None,
         Err(e) => return Err(e),
     };
     match state {
-        Some(TxState::Committed) => match find_action(store, m, &holder, table, &key).await? {
+        Some(TxState::Committed) => match records::find_action(store, m, holder, table, &key).await? {
             Some((_, a)) if a.op == Op::Delete => Ok(None),
             _ => Ok(Some(strip_reserved(item))),
         },
         // Pending or rolled back: what the item was before the transaction touched it.
         Some(_) if applied => {
-            let (pos, _) = find_action(store, m, &holder, table, &key)
+            let (pos, _) = records::find_action(store, m, holder, table, &key)
                 .await?
                 .ok_or_else(|| TxError::Internal(format!("{holder} holds an item that is not in its request")))?;
-            match records::read_image(store, m, &holder, pos).await? {
+            match records::read_image(store, m, holder, attempt, pos).await? {
                 Some(Image::Existed(before)) if is_tombstone(&before) => Ok(None),
                 Some(Image::Existed(before)) => Ok(Some(strip_reserved(before))),
                 Some(Image::Transient) => Ok(None),
@@ -274,37 +277,4 @@ async fn resolve(store: &Store, m: &Meter, table: &str, key: Item, item: Option<
         // The holder's records have expired: its lock is stale and its outcome unknown; the item is what is left.
         None => Ok(Some(strip_reserved(item))),
     }
-}
-
-/// The action (and its lock-order position) of transaction `tx_id` on `table`/`key`: a binary search over the
-/// batches, which are in lock order, reading one batch's request pages per step.
-async fn find_action(store: &Store, m: &Meter, tx_id: &str, table: &str, key: &Item) -> Result<Option<(usize, Action)>, TxError> {
-    let plan = records::read_plan(store, m, tx_id).await?;
-    let names = store.schema(m, table).await?.key_names;
-    let target = key_order(table, key, &names);
-    let order = |a: &Action| {
-        let a = a.clone();
-        async move {
-            let names = store.schema(m, &a.table).await?.key_names;
-            Ok::<_, TxError>(key_order(&a.table, &a.key, &names))
-        }
-    };
-    // The last batch whose first action does not sort after the key.
-    let (mut lo, mut hi) = (0, plan.batch_count());
-    while hi - lo > 1 {
-        let mid = (lo + hi) / 2;
-        let batch = records::read_batch(store, m, tx_id, &plan, mid).await?;
-        let Some((_, first)) = batch.first() else { break };
-        if order(first).await? <= target {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    for (pos, a) in records::read_batch(store, m, tx_id, &plan, lo).await? {
-        if a.table == table && order(&a).await? == target {
-            return Ok(Some((pos, a)));
-        }
-    }
-    Ok(None)
 }

@@ -13,11 +13,11 @@ use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use serde::{Deserialize, Serialize};
 
 use crate::constants::*;
-use crate::error::{Cancellation, CancellationReason, TxError};
+use crate::error::{Abort, Cancellation, CancellationReason, TxError};
 use crate::plan::{self, Plan};
 use crate::request::{Action, Parent};
 use crate::store::{Meter, Store, Usage, Written};
-use crate::value::Item;
+use crate::value::{key_order, Item};
 
 pub fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
@@ -49,8 +49,14 @@ impl TxState {
     }
 }
 
-/// Why a transaction rolled back: the failing actions (request order) and, for causes that are not one action's
-/// (a lost parent lock, a deadline, another transaction's priority), a message.
+/// Why a transaction rolled back. Every rollback is one of four kinds, which decide what its caller sees:
+/// - actions failed (`failed`: their own conditions, a write DynamoDB rejected, a wait given up): `TransactionCanceled`
+///   with those actions' `CancellationReasons`, as DynamoDB reports them;
+/// - the `Parent` item stopped it (`parent`): `TransactionCanceled` with `ParentCancellationReason`;
+/// - not the request's own doing (`retry`: an older transaction needed one of its items, or a waiter judged it stalled
+///   or took its parent over): its driver starts another attempt of the same transaction, and only if none can start
+///   (the deadline passed, or nobody drives it any more) is it given up, the reason it carries going to its action;
+/// - its driver gave up after an error, or nobody drove it (`message` alone): `TransactionAborted`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct Decision {
@@ -58,17 +64,89 @@ pub struct Decision {
     pub message: Option<String>,
     #[serde(default)]
     pub failed: Vec<(usize, CancellationReason)>,
-    /// The older transaction that rolled this one back because it needed an item this one held (wound-wait).
+    /// The reason that concerns the request's `Parent` item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<CancellationReason>,
+    /// The transaction whose need caused the rollback: an older one that needed an item this one held (wound-wait),
+    /// or one that found this one stalled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wounded_by: Option<String>,
+    /// Set while another attempt is to start (see [`Retry`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<Retry>,
+}
+
+/// A rollback that was not the request's own doing, and what to report if the transaction cannot try again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Retry {
+    /// The contended action (request order), or none for the `Parent` item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<usize>,
+    /// The contended item, for messages and the attempt history.
+    pub item: String,
+    /// Reported on `action` (or as the parent's reason) when no other attempt starts.
+    pub reason: CancellationReason,
+    /// The next attempt waits for the transaction that caused this rollback to end (an older one that needed the
+    /// item) before it locks anything.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub wait: bool,
 }
 
 impl Decision {
-    pub fn because(message: impl Into<String>) -> Self {
+    /// A rollback because these actions failed (request order).
+    pub fn actions(mut failed: Vec<(usize, CancellationReason)>) -> Self {
+        failed.sort_by_key(|(i, _)| *i);
+        Self { failed, ..Self::default() }
+    }
+    /// A rollback because of the `Parent` item.
+    pub fn parent(reason: CancellationReason) -> Self {
+        Self { parent: Some(reason), ..Self::default() }
+    }
+    /// A rollback no action is to blame for: the driver gave up or stopped.
+    pub fn aborted(message: impl Into<String>) -> Self {
         Self { message: Some(message.into()), ..Self::default() }
     }
-    /// DynamoDB's shape: one reason per action, in request order.
+    /// A rollback that was not the request's own doing: `by` (when known) caused it on `item` (the request's
+    /// `action`, or the parent), and `message` says how; the transaction tries again at once.
+    pub fn retry(by: Option<&str>, action: Option<usize>, item: &str, message: String) -> Self {
+        let reason = CancellationReason::new(CancellationReason::TRANSACTION_CONFLICT, message);
+        Self { wounded_by: by.map(str::to_owned), retry: Some(Retry { action, item: item.to_owned(), reason, wait: false }), ..Self::default() }
+    }
+    /// Wound-wait: the older transaction `by` needed `item` (the request's `action`); the transaction tries again
+    /// once `by` has ended.
+    pub fn wound(by: &str, action: Option<usize>, item: &str) -> Self {
+        let mut d = Self::retry(Some(by), action, item, format!("an older transaction, {by}, needed {item}"));
+        if let Some(r) = &mut d.retry {
+            r.wait = true;
+        }
+        d
+    }
+
+    /// Whether another attempt is to start.
+    pub fn retries(&self) -> bool {
+        self.retry.is_some()
+    }
+
+    /// The decision when no other attempt will start, `why`: the retry's reason goes to its action (or the parent).
+    pub fn given_up(&self, why: &str) -> Self {
+        let Some(r) = &self.retry else { return self.clone() };
+        let mut reason = r.reason.clone();
+        reason.message = Some(format!("{}; {why}", reason.message.as_deref().unwrap_or_default()));
+        let mut d = match r.action {
+            Some(i) => Self::actions(vec![(i, reason)]),
+            None => Self::parent(reason),
+        };
+        d.wounded_by = self.wounded_by.clone();
+        d
+    }
+
+    /// DynamoDB's shape: one reason per action, in request order. A decision still to be retried is shown as if
+    /// given up.
     pub fn cancellation(&self, tx_id: &str, actions: usize) -> Cancellation {
+        if self.retries() {
+            return self.given_up("another attempt is to start").cancellation(tx_id, actions);
+        }
         let mut reasons = vec![CancellationReason::none(); actions];
         for (i, r) in &self.failed {
             if let Some(slot) = reasons.get_mut(*i) {
@@ -76,10 +154,92 @@ impl Decision {
             }
         }
         let mut c = Cancellation::new(tx_id, reasons);
+        if let Some(p) = &self.parent {
+            c.message = format!("{}; the Parent item: {}", c.message, p.message.as_deref().unwrap_or(&p.code));
+            c.parent_cancellation_reason = Some(p.clone());
+        }
         if let Some(m) = &self.message {
             c.message = format!("{}: {m}", c.message);
         }
         c
+    }
+
+    /// What the caller of a transaction rolled back for this reason gets.
+    pub fn error(&self, tx_id: &str, actions: usize) -> TxError {
+        let c = self.cancellation(tx_id, actions);
+        if c.is_named() {
+            return TxError::Canceled(Box::new(c));
+        }
+        let message = self.message.clone().unwrap_or_else(|| "rolled back".into());
+        TxError::Aborted(Box::new(Abort { transaction_id: tx_id.to_owned(), message: format!("Transaction aborted: {message}") }))
+    }
+}
+
+/// One attempt that was rolled back and followed by another, as the status reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Attempt {
+    /// Counted from 1.
+    pub attempt: u32,
+    pub started_at_ms: u64,
+    pub ended_at_ms: u64,
+    /// Time spent waiting for other transactions' locks.
+    pub waited_ms: u64,
+    /// The transaction that rolled it back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_back_by: Option<String>,
+    /// The contended item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<String>,
+    pub reason: String,
+}
+
+/// What a new attempt waits for before taking any lock: the transaction that rolled the last one back, until it ends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct WaitFor {
+    pub holder: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<usize>,
+    pub item: String,
+}
+
+/// The value of the lock attributes (`_sagaLock`, the parent's `lockToken`) that attempt `attempt` of transaction
+/// `tx_id` writes: the id itself for the first attempt, `<id>.<n>` for the n-th retry. Every lock write and release
+/// is conditional on it, so nothing a late worker of an earlier attempt sends can touch a later attempt's locks.
+pub fn owner(tx_id: &str, attempt: u32) -> String {
+    if attempt == 0 {
+        tx_id.to_owned()
+    } else {
+        format!("{tx_id}.{attempt}")
+    }
+}
+
+/// The transaction id and attempt a lock value names (see [`owner`]).
+pub fn parse_owner(owner: &str) -> (&str, u32) {
+    match owner.split_once('.') {
+        Some((id, n)) => (id, n.parse().unwrap_or(0)),
+        None => (owner, 0),
+    }
+}
+
+/// What a header write expects to find: the state, and (when given) the attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expect {
+    pub state: TxState,
+    pub attempt: Option<u32>,
+}
+
+impl Expect {
+    /// The state and attempt `h` is in.
+    pub fn at(h: &Header) -> Self {
+        Self { state: h.state, attempt: Some(h.attempt) }
+    }
+}
+
+impl From<TxState> for Expect {
+    fn from(state: TxState) -> Self {
+        Self { state, attempt: None }
     }
 }
 
@@ -110,9 +270,28 @@ pub struct Header {
     pub completed: usize,
     pub restored: usize,
     pub decision: Option<Decision>,
+    /// When the transaction was decided, when it was.
+    #[serde(default)]
+    pub decided_at: Option<u64>,
     pub execution_arn: Option<String>,
     pub usage: Usage,
     pub body_hash: String,
+    /// The attempt under way, 0 for the first.
+    #[serde(default)]
+    pub attempt: u32,
+    #[serde(default)]
+    pub attempt_started_at: u64,
+    /// A rolled-back attempt is to be followed by another.
+    #[serde(default)]
+    pub retry_pending: bool,
+    #[serde(default)]
+    pub wait_for: Option<WaitFor>,
+    /// Milliseconds the attempt under way has waited for other transactions' locks.
+    #[serde(default)]
+    pub waited_ms: u64,
+    /// The attempts rolled back and followed by another, oldest first.
+    #[serde(default)]
+    pub attempts: Vec<Attempt>,
 }
 
 impl Header {
@@ -122,6 +301,14 @@ impl Header {
     pub fn cancellation(&self) -> Option<Cancellation> {
         (self.state == TxState::RolledBack)
             .then(|| self.decision.clone().unwrap_or_default().cancellation(&self.id, self.actions))
+    }
+    /// What the caller of a rolled-back transaction gets: `TransactionCanceled` or `TransactionAborted`.
+    pub fn rollback_error(&self) -> Option<TxError> {
+        (self.state == TxState::RolledBack).then(|| self.decision.clone().unwrap_or_default().error(&self.id, self.actions))
+    }
+    /// The value this attempt's locks carry (see [`owner`]).
+    pub fn owner(&self) -> String {
+        owner(&self.id, self.attempt)
     }
 
     pub(crate) fn from_item(item: &Item) -> Result<Self, TxError> {
@@ -157,6 +344,7 @@ impl Header {
             completed: u(H_COMPLETED).unwrap_or(0) as usize,
             restored: u(H_RESTORED).unwrap_or(0) as usize,
             decision: s(H_REASONS).map(|r| serde_json::from_str(&r)).transpose().map_err(|_| bad(H_REASONS))?,
+            decided_at: u(H_DECIDED_AT),
             execution_arn: s(H_EXECUTION),
             usage: Usage {
                 calls: u(H_CALLS).unwrap_or(0),
@@ -165,6 +353,12 @@ impl Header {
                 write_units: n(H_WRITE_UNITS).unwrap_or(0.0),
             },
             body_hash: s(H_BODY_HASH).unwrap_or_default(),
+            attempt: u(H_ATTEMPT).unwrap_or(0) as u32,
+            attempt_started_at: u(H_ATTEMPT_STARTED).or(u(H_CREATED_AT)).unwrap_or(0),
+            retry_pending: matches!(item.get(H_RETRY), Some(AttributeValue::Bool(true))),
+            wait_for: s(H_WAIT_FOR).map(|w| serde_json::from_str(&w)).transpose().map_err(|_| bad(H_WAIT_FOR))?,
+            waited_ms: u(H_WAITED).unwrap_or(0),
+            attempts: s(H_ATTEMPTS).map(|a| serde_json::from_str(&a)).transpose().map_err(|_| bad(H_ATTEMPTS))?.unwrap_or_default(),
             id,
         })
     }
@@ -203,18 +397,37 @@ pub async fn read_header(store: &Store, m: &Meter, tx_id: &str) -> Result<Header
     }
 }
 
-/// A header write: `set` assignments (attribute name -> value), applied only while the header is in `state` and,
-/// when `watermark` is given, only while that watermark is below the new value. Bumps the version and adds `usage`.
-/// Returns false when the condition did not hold (another coordinator got there first, or the state moved on).
+/// A header write: `set` assignments (attribute name -> value), applied only while the header is as `expect` says
+/// and, when `watermark` is given, only while that watermark is below the new value. Bumps the version and adds
+/// `usage`. Returns false when the condition did not hold (another coordinator got there first, the state moved on,
+/// or another attempt started).
 pub async fn update_header(
     store: &Store,
     m: &Meter,
     tx_id: &str,
-    state: TxState,
+    expect: impl Into<Expect>,
     set: &[(&str, AttributeValue)],
     watermark: Option<(&str, usize)>,
     usage: &Usage,
 ) -> Result<bool, TxError> {
+    let w = HeaderWrite { set: set.to_vec(), watermark, ..HeaderWrite::default() };
+    write_header(store, m, tx_id, expect.into(), w, usage).await
+}
+
+/// The parts of a header write beyond the version, time and usage every one of them updates.
+#[derive(Debug, Default)]
+pub struct HeaderWrite<'a> {
+    pub set: Vec<(&'a str, AttributeValue)>,
+    pub remove: Vec<&'a str>,
+    /// Numbers added to attributes.
+    pub add: Vec<(&'a str, AttributeValue)>,
+    pub watermark: Option<(&'a str, usize)>,
+    /// Attributes that must exist (true) or must not (false).
+    pub require: Vec<(&'a str, bool)>,
+}
+
+/// One conditional header write (see [`update_header`]).
+pub async fn write_header(store: &Store, m: &Meter, tx_id: &str, expect: Expect, w: HeaderWrite<'_>, usage: &Usage) -> Result<bool, TxError> {
     let mut expr = String::from("SET #ver = #ver + :one, #upd = :now");
     let mut req = store
         .client
@@ -226,18 +439,44 @@ pub async fn update_header(
         .expression_attribute_names("#st", H_STATE)
         .expression_attribute_values(":one", n(1))
         .expression_attribute_values(":now", n(now_ms()))
-        .expression_attribute_values(":st", s(state.as_str()));
-    for (i, (k, v)) in set.iter().enumerate() {
+        .expression_attribute_values(":st", s(expect.state.as_str()));
+    for (i, (k, v)) in w.set.iter().enumerate() {
         expr.push_str(&format!(", #s{i} = :s{i}"));
         req = req.expression_attribute_names(format!("#s{i}"), *k).expression_attribute_values(format!(":s{i}"), v.clone());
     }
     let mut cond = String::from("#st = :st");
-    if let Some((wm, v)) = watermark {
+    match expect.attempt {
+        None => {}
+        Some(0) => {
+            cond.push_str(" AND attribute_not_exists(#att)");
+            req = req.expression_attribute_names("#att", H_ATTEMPT);
+        }
+        Some(a) => {
+            cond.push_str(" AND #att = :att");
+            req = req.expression_attribute_names("#att", H_ATTEMPT).expression_attribute_values(":att", n(a));
+        }
+    }
+    if let Some((wm, v)) = w.watermark {
         expr.push_str(", #wm = :wm");
         cond.push_str(" AND (attribute_not_exists(#wm) OR #wm < :wm)");
         req = req.expression_attribute_names("#wm", wm).expression_attribute_values(":wm", n(v));
     }
+    for (i, (k, exists)) in w.require.iter().enumerate() {
+        cond.push_str(&format!(" AND {}(#q{i})", if *exists { "attribute_exists" } else { "attribute_not_exists" }));
+        req = req.expression_attribute_names(format!("#q{i}"), *k);
+    }
+    if !w.remove.is_empty() {
+        let names: Vec<String> = (0..w.remove.len()).map(|i| format!("#r{i}")).collect();
+        expr.push_str(&format!(" REMOVE {}", names.join(", ")));
+        for (i, k) in w.remove.iter().enumerate() {
+            req = req.expression_attribute_names(format!("#r{i}"), *k);
+        }
+    }
     expr.push_str(" ADD #calls :calls, #writes :writes, #ru :ru, #wu :wu");
+    for (i, (k, v)) in w.add.iter().enumerate() {
+        expr.push_str(&format!(", #a{i} :a{i}"));
+        req = req.expression_attribute_names(format!("#a{i}"), *k).expression_attribute_values(format!(":a{i}"), v.clone());
+    }
     let req = req
         .update_expression(expr)
         .condition_expression(cond)
@@ -252,23 +491,98 @@ pub async fn update_header(
     Ok(matches!(store.update(m, req).await?, Written::Done(_)))
 }
 
-/// The decide step: moves a pending transaction to ROLLED_BACK and records why. Returns the state it is in after.
-pub async fn decide_rollback(store: &Store, m: &Meter, tx_id: &str, decision: &Decision) -> Result<TxState, TxError> {
+/// Adds to the time attempt `h` has waited for other transactions' locks, whatever state it is in now (a wait can
+/// end with the attempt rolled back).
+pub async fn add_waited(store: &Store, m: &Meter, h: &Header, ms: u64) -> Result<(), TxError> {
+    let (cond, attempt) = match h.attempt {
+        0 => ("attribute_exists(#id) AND attribute_not_exists(#att)", None),
+        a => ("attribute_exists(#id) AND #att = :att", Some(n(a))),
+    };
+    let req = store
+        .client
+        .update_item()
+        .table_name(&store.cfg.tx_table)
+        .set_key(Some(header_key(&h.id)))
+        .update_expression("ADD #w :w")
+        .condition_expression(cond)
+        .expression_attribute_names("#id", TX_PK)
+        .expression_attribute_names("#att", H_ATTEMPT)
+        .expression_attribute_names("#w", H_WAITED)
+        .expression_attribute_values(":w", n(ms));
+    let req = match attempt {
+        Some(a) => req.expression_attribute_values(":att", a),
+        None => req,
+    };
+    store.update(m, req).await.map(|_| ())
+}
+
+/// The decide step: moves a pending transaction to ROLLED_BACK and records why; with `attempt`, only while that
+/// attempt is under way. Returns the state it is in after.
+pub async fn decide_rollback(store: &Store, m: &Meter, tx_id: &str, attempt: Option<u32>, decision: &Decision) -> Result<TxState, TxError> {
     let reasons = serde_json::to_string(decision).expect("decisions serialise");
-    let ok = update_header(
-        store,
-        m,
-        tx_id,
-        TxState::Pending,
-        &[(H_STATE, s(TxState::RolledBack.as_str())), (H_REASONS, s(reasons))],
-        None,
-        &Usage::default(),
-    )
-    .await?;
-    if ok {
+    let mut w = HeaderWrite {
+        set: vec![(H_STATE, s(TxState::RolledBack.as_str())), (H_REASONS, s(reasons)), (H_DECIDED_AT, n(now_ms()))],
+        ..HeaderWrite::default()
+    };
+    if decision.retries() {
+        w.set.push((H_RETRY, AttributeValue::Bool(true)));
+    }
+    if write_header(store, m, tx_id, Expect { state: TxState::Pending, attempt }, w, &Usage::default()).await? {
         return Ok(TxState::RolledBack);
     }
     Ok(read_header(store, m, tx_id).await?.state)
+}
+
+/// Gives up the retry a rolled-back attempt was waiting for (`why`: the deadline passed, or nobody drives it): its
+/// reason becomes the transaction's, and the transaction ends as it stands. False when that was not to be done any
+/// more (another attempt started, or it was given up already).
+pub async fn give_up(store: &Store, m: &Meter, h: &Header, why: &str) -> Result<bool, TxError> {
+    let Some(d) = &h.decision else { return Ok(false) };
+    let reasons = serde_json::to_string(&d.given_up(why)).expect("decisions serialise");
+    let w = HeaderWrite { set: vec![(H_REASONS, s(reasons))], remove: vec![H_RETRY], require: vec![(H_RETRY, true)], ..HeaderWrite::default() };
+    write_header(store, m, &h.id, Expect { state: TxState::RolledBack, attempt: Some(h.attempt) }, w, &Usage::default()).await
+}
+
+/// Most attempts the header's history keeps.
+const ATTEMPTS_KEPT: usize = 100;
+
+/// Starts the next attempt of `h`, rolled back and released, whose retry is pending: PENDING again with every
+/// watermark cleared and the last attempt in the history; the new attempt first waits for the transaction that
+/// rolled the last one back. False when another coordinator did it first, or the retry was given up.
+pub async fn restart(store: &Store, m: &Meter, h: &Header) -> Result<bool, TxError> {
+    let now = now_ms();
+    let d = h.decision.clone().unwrap_or_default();
+    let retry = d.retry.as_ref();
+    let mut attempts = h.attempts.clone();
+    attempts.push(Attempt {
+        attempt: h.attempt + 1,
+        started_at_ms: h.attempt_started_at,
+        ended_at_ms: h.decided_at.unwrap_or(now),
+        waited_ms: h.waited_ms,
+        rolled_back_by: d.wounded_by.clone(),
+        item: retry.map(|r| r.item.clone()),
+        reason: retry.and_then(|r| r.reason.message.clone()).or(d.message.clone()).unwrap_or_default(),
+    });
+    if attempts.len() > ATTEMPTS_KEPT {
+        attempts.drain(..attempts.len() - ATTEMPTS_KEPT);
+    }
+    let mut w = HeaderWrite {
+        set: vec![
+            (H_STATE, s(TxState::Pending.as_str())),
+            (H_ATTEMPT, n(h.attempt + 1)),
+            (H_ATTEMPT_STARTED, n(now)),
+            (H_ATTEMPTS, s(serde_json::to_string(&attempts).expect("attempts serialise"))),
+        ],
+        remove: vec![H_RETRY, H_REASONS, H_DECIDED_AT, H_LOCK_STARTED, H_LOCKED, H_SAVED, H_APPLIED, H_RESTORED, H_PARENT_TICKET, H_WAITED, H_WAIT_FOR],
+        require: vec![(H_RETRY, true), (H_FINISHED_AT, false)],
+        ..HeaderWrite::default()
+    };
+    if let (Some(by), Some(r)) = (d.wounded_by.as_ref(), retry.filter(|r| r.wait)) {
+        let wait = WaitFor { holder: by.clone(), action: r.action, item: r.item.clone() };
+        w.remove.retain(|k| *k != H_WAIT_FOR);
+        w.set.push((H_WAIT_FOR, s(serde_json::to_string(&wait).expect("serialises"))));
+    }
+    write_header(store, m, &h.id, Expect { state: TxState::RolledBack, attempt: Some(h.attempt) }, w, &Usage::default()).await
 }
 
 fn expires_at(store: &Store, from_ms: u64) -> AttributeValue {
@@ -332,21 +646,33 @@ pub enum Image {
     Transient,
 }
 
-pub fn image_request(store: &Store, tx_id: &str, pos: usize, image: &Image, expires_ms: u64) -> WriteRequest {
+/// The image of lock-order position `pos`, saved by `attempt`.
+pub fn image_request(store: &Store, tx_id: &str, attempt: u32, pos: usize, image: &Image, expires_ms: u64) -> WriteRequest {
     let mut rec = record_key(tx_id, image_sk(pos));
     match image {
         Image::Existed(item) => rec.insert(I_ITEM.into(), AttributeValue::M(item.clone())),
         Image::Transient => rec.insert(I_TRANSIENT.into(), AttributeValue::Bool(true)),
     };
+    if attempt > 0 {
+        rec.insert(I_ATTEMPT.into(), n(attempt));
+    }
     rec.insert(ATTR_EXPIRES_AT.into(), expires_at(store, expires_ms));
     WriteRequest::builder().put_request(PutRequest::builder().set_item(Some(rec)).build().expect("item set")).build()
 }
 
-/// The saved images of the given lock-order positions (absent when none was saved).
-pub async fn read_images(store: &Store, m: &Meter, tx_id: &str, positions: &[usize]) -> Result<HashMap<usize, Image>, TxError> {
+/// The images `attempt` saved of the given lock-order positions (absent when it saved none: an image an earlier
+/// attempt saved shows the item before the transactions that changed it since, and is never restored).
+pub async fn read_images(store: &Store, m: &Meter, tx_id: &str, attempt: u32, positions: &[usize]) -> Result<HashMap<usize, Image>, TxError> {
     let keys: Vec<Item> = positions.iter().map(|p| record_key(tx_id, image_sk(*p))).collect();
     let mut out = HashMap::new();
     for rec in store.batch_get(m, &store.cfg.tx_table, keys).await? {
+        let saved_by = match rec.get(I_ATTEMPT) {
+            Some(AttributeValue::N(v)) => v.parse::<u32>().map_err(|_| TxError::Internal(format!("image of {tx_id}: attempt {v}")))?,
+            _ => 0,
+        };
+        if saved_by != attempt {
+            continue;
+        }
         let Some(AttributeValue::S(sk)) = rec.get(TX_SK) else { continue };
         let Some(pos) = sk.strip_prefix(SK_IMAGE_PREFIX).and_then(|p| p.parse::<usize>().ok()) else { continue };
         let img = match rec.get(I_ITEM) {
@@ -359,8 +685,8 @@ pub async fn read_images(store: &Store, m: &Meter, tx_id: &str, positions: &[usi
 }
 
 /// One image, for committed reads.
-pub async fn read_image(store: &Store, m: &Meter, tx_id: &str, pos: usize) -> Result<Option<Image>, TxError> {
-    Ok(read_images(store, m, tx_id, &[pos]).await?.remove(&pos))
+pub async fn read_image(store: &Store, m: &Meter, tx_id: &str, attempt: u32, pos: usize) -> Result<Option<Image>, TxError> {
+    Ok(read_images(store, m, tx_id, attempt, &[pos]).await?.remove(&pos))
 }
 
 pub fn token_key(token: &str) -> Item {
@@ -412,4 +738,37 @@ pub fn lock_holder(item: &Item) -> Option<&str> {
 
 pub fn flag(item: &Item, attr: &str) -> bool {
     matches!(item.get(attr), Some(AttributeValue::Bool(true)))
+}
+
+/// The action (and its lock-order position) of transaction `tx_id` on `table`/`key`: a binary search over the
+/// batches, which are in lock order, reading one batch's request pages per step.
+pub async fn find_action(store: &Store, m: &Meter, tx_id: &str, table: &str, key: &Item) -> Result<Option<(usize, Action)>, TxError> {
+    let plan = read_plan(store, m, tx_id).await?;
+    let names = store.schema(m, table).await?.key_names;
+    let target = key_order(table, key, &names);
+    let order = |a: &Action| {
+        let a = a.clone();
+        async move {
+            let names = store.schema(m, &a.table).await?.key_names;
+            Ok::<_, TxError>(key_order(&a.table, &a.key, &names))
+        }
+    };
+    // The last batch whose first action does not sort after the key.
+    let (mut lo, mut hi) = (0, plan.batch_count());
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        let batch = read_batch(store, m, tx_id, &plan, mid).await?;
+        let Some((_, first)) = batch.first() else { break };
+        if order(first).await? <= target {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    for (pos, a) in read_batch(store, m, tx_id, &plan, lo).await? {
+        if a.table == table && order(&a).await? == target {
+            return Ok(Some((pos, a)));
+        }
+    }
+    Ok(None)
 }

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Cancellation, TxError};
 use crate::phase::resume::{next_step, Step};
-use crate::records::{self, Header, TxState};
+use crate::records::{self, Attempt, Header, TxState};
 use crate::store::{Meter, Store, Usage};
 
 /// Batches done by each phase, out of [`Status::batches`].
@@ -27,9 +27,17 @@ pub struct Status {
     pub state: TxState,
     /// Whether every phase has run (locks released, records left to TTL).
     pub finished: bool,
-    /// The phase that runs next (`Lock`, `Save`, `Apply`, `Commit`, `Complete`, `Rollback`, `Release`, `Finished`) and
-    /// its batch.
+    /// The phase that runs next (`Lock`, `Save`, `Apply`, `Commit`, `Complete`, `Rollback`, `Retry`, `Release`,
+    /// `Finished`) and its batch.
     pub next: Step,
+    /// The attempt under way (or the last one), counted from 1. An attempt rolled back by another transaction's need
+    /// (an older one needed one of its items, or it was found stalled) is followed by another.
+    pub attempt: u32,
+    /// Milliseconds the attempt under way has waited for other transactions' locks.
+    pub waited_ms: u64,
+    /// The attempts before this one: when each ran, how long it waited, which transaction rolled it back, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<Attempt>,
     pub actions: usize,
     pub batches: usize,
     pub progress: Progress,
@@ -61,6 +69,9 @@ impl From<&Header> for Status {
             state: h.state,
             finished: h.finished(),
             next: next_step(h),
+            attempt: h.attempt + 1,
+            waited_ms: h.waited_ms,
+            attempts: h.attempts.clone(),
             actions: h.actions,
             batches: h.batches,
             progress: Progress { locked: h.locked, saved: h.saved, applied: h.applied, completed: h.completed, restored: h.restored },

@@ -52,11 +52,12 @@ impl Phase {
         }
     }
 
-    /// Whether `step` is this phase's work.
+    /// Whether `step` is this phase's work. Begin also starts every attempt after the first.
     fn owns(self, step: Step) -> bool {
         matches!(
             (self, step),
-            (Phase::Lock, Step::Lock(_))
+            (Phase::Begin, Step::Retry)
+                | (Phase::Lock, Step::Lock(_))
                 | (Phase::Save, Step::Save(_))
                 | (Phase::Apply, Step::Apply(_))
                 | (Phase::Commit, Step::Commit)
@@ -120,6 +121,8 @@ pub struct StepOutput {
     pub batches: usize,
     pub actions: usize,
     pub state: TxState,
+    /// Attempts so far, this one included.
+    pub attempts: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_seconds: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -135,6 +138,7 @@ impl StepOutput {
             Step::Commit => ("Commit", 0),
             Step::Complete(b) => ("Complete", b),
             Step::Rollback(b) => ("Rollback", b),
+            Step::Retry => ("Retry", 0),
             Step::Release => ("Release", 0),
             Step::Finished => ("Finished", 0),
         };
@@ -145,6 +149,7 @@ impl StepOutput {
             batches: h.batches,
             actions: h.actions,
             state: h.state,
+            attempts: h.attempt + 1,
             wait_seconds: None,
             contention: None,
         }
@@ -153,25 +158,27 @@ impl StepOutput {
 
 /// Handles one Task invocation of `phase`.
 pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) -> Result<StepOutput, TxError> {
-    if phase == Phase::Begin {
-        return handle_begin(store, input).await;
-    }
-    let input: PhaseInput = serde_json::from_value(input.clone()).map_err(|e| {
-        TxError::Validation(crate::error::Invalid {
-            action: None,
-            message: format!("{} expects {{\"TransactionId\": \"...\"}}: {e}", phase.name()),
-        })
-    })?;
-    let tx_id = input.transaction_id.as_str();
-    if input.abort {
-        let why = Decision::because(abort_reason(input.error.as_ref()));
-        let (h, _) = resume::resume(store, tx_id).await?;
-        if h.state == TxState::Pending {
-            rollback::rollback(store, tx_id, 0, Some(&why)).await?;
+    let (tx_id, contention) = if phase == Phase::Begin {
+        (begin_or_pick_up(store, input).await?, None)
+    } else {
+        let input: PhaseInput = serde_json::from_value(input.clone()).map_err(|e| {
+            TxError::Validation(crate::error::Invalid {
+                action: None,
+                message: format!("{} expects {{\"TransactionId\": \"...\"}}: {e}", phase.name()),
+            })
+        })?;
+        if input.abort {
+            let why = Decision::aborted(abort_reason(input.error.as_ref()));
+            let (h, _) = resume::resume(store, &input.transaction_id).await?;
+            if h.state == TxState::Pending {
+                rollback::rollback(store, &input.transaction_id, 0, Some(&why)).await?;
+            }
         }
-    }
+        (input.transaction_id, input.contention)
+    };
+    let tx_id = tx_id.as_str();
     let coordinator = Coordinator::new(store.clone());
-    let mut waiting = input.contention;
+    let mut waiting = contention;
     let mut batches = 0;
     loop {
         let (h, step) = resume::resume(store, tx_id).await?;
@@ -201,39 +208,42 @@ pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) 
                     return Ok(out);
                 }
             },
-            Outcome::Done | Outcome::Canceled | Outcome::Ended { .. } => waiting = None,
+            Outcome::Done | Outcome::Canceled | Outcome::Ended { .. } => {
+                if let Some(w) = waiting.take() {
+                    records::add_waited(store, &Meter::default(), &h, records::now_ms().saturating_sub(w.waiting_since_ms)).await?;
+                }
+            }
         }
     }
 }
 
-/// Release ends the execution: a committed transaction finishes, a rolled-back one fails with its reasons.
+/// Release ends the execution: a committed transaction finishes, a rolled-back one fails with its reasons
+/// (`TransactionCanceled`) or, when no action is to blame, `TransactionAborted`.
 fn released(h: &Header, step: Step) -> Result<StepOutput, TxError> {
-    match (step, h.cancellation()) {
-        (Step::Finished, Some(c)) => Err(TxError::Canceled(Box::new(c))),
+    match (step, h.rollback_error()) {
+        (Step::Finished, Some(e)) => Err(e),
         _ => Ok(StepOutput::at(h, step)),
     }
 }
 
-async fn handle_begin(store: &Store, input: &Value) -> Result<StepOutput, TxError> {
+/// Begin's input: the request itself, `{"Request": {...}, "ExecutionArn": "..."}` from the state machine, or
+/// `{"TransactionId"}` (in either) for a transaction already begun or staged. Returns the transaction's id.
+async fn begin_or_pick_up(store: &Store, input: &Value) -> Result<String, TxError> {
     let (request, arn) = match input.get("Request") {
         Some(r) if input.get("TransactItems").is_none() => (r, input.get("ExecutionArn").and_then(Value::as_str)),
         _ => (input, None),
     };
     let existing = request.as_object().filter(|o| o.len() == 1).and_then(|o| o.get("TransactionId")).and_then(Value::as_str);
-    let tx_id = match existing {
-        Some(id) => {
-            let (h, _) = resume::resume(store, id).await?;
-            if let Some(arn) = arn.filter(|a| !h.finished() && h.execution_arn.as_deref() != Some(*a)) {
-                // This execution now drives the transaction: the sweeper asks it, not the one before, whether it runs.
-                let m = Meter::default();
-                records::update_header(store, &m, id, h.state, &[(H_EXECUTION, records::s(arn))], None, &m.usage()).await?;
-            }
-            id.to_string()
-        }
-        None => begin::begin_with_execution(store, request, arn).await?.transaction_id,
+    let Some(id) = existing else {
+        return Ok(begin::begin_with_execution(store, request, arn).await?.transaction_id);
     };
-    let (h, step) = resume::resume(store, &tx_id).await?;
-    Ok(StepOutput::at(&h, step))
+    let (h, _) = resume::resume(store, id).await?;
+    if let Some(arn) = arn.filter(|a| !h.finished() && h.execution_arn.as_deref() != Some(*a)) {
+        // This execution now drives the transaction: the sweeper asks it, not the one before, whether it runs.
+        let m = Meter::default();
+        records::update_header(store, &m, id, h.state, &[(H_EXECUTION, records::s(arn))], None, &m.usage()).await?;
+    }
+    Ok(id.to_string())
 }
 
 /// Backoff while waiting for a holder: about 1 s at first, growing with the time waited up to 10 s, with jitter so

@@ -152,11 +152,17 @@ impl Sweeper {
             }
         }
         if h.state == TxState::Pending {
-            let d = Decision::because(format!(
+            let d = Decision::aborted(format!(
                 "abandoned: no execution was driving it and it made no progress for {} s",
                 self.stale_after.as_secs()
             ));
-            if records::decide_rollback(&self.store, &m, id, &d).await? == TxState::RolledBack {
+            if records::decide_rollback(&self.store, &m, id, Some(h.attempt), &d).await? == TxState::RolledBack {
+                report.rolled_back.push(id.to_string());
+            }
+        } else if h.retry_pending {
+            // Nobody drives it any more, so no other attempt will start: it ends with the reason it carries.
+            let why = format!("no other attempt started within {} s: nothing was driving the transaction", self.stale_after.as_secs());
+            if records::give_up(&self.store, &m, &h, &why).await? {
                 report.rolled_back.push(id.to_string());
             }
         }
@@ -177,7 +183,7 @@ impl Sweeper {
                 let coordinator = Coordinator::new(self.store.clone());
                 let outcome = match tokio::time::timeout(left, coordinator.drive(id)).await {
                     Ok(Ok(done)) => format!("{:?}", done.state),
-                    Ok(Err(TxError::Canceled(_))) => "RolledBack".to_string(),
+                    Ok(Err(TxError::Canceled(_) | TxError::Aborted(_))) => "RolledBack".to_string(),
                     Ok(Err(e)) => return Err(e),
                     Err(_) => {
                         report.more = true;

@@ -18,8 +18,31 @@ use serde_json::{json, Value};
 
 use crate::{nv, sv, Env};
 
+/// What runs each transfer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Driver {
+    /// `Coordinator::run`, in this process.
+    Library,
+    /// One execution of the state machine each, on the local stack (`tools/sfn-local.mjs`).
+    StateMachine,
+    /// Native `TransactWriteItems` (at most 100 actions), sent again by the client after a `TransactionConflict`, with
+    /// backoff, as DynamoDB's documentation advises: the baseline for contention.
+    Native,
+}
+
+impl Driver {
+    pub fn name(self) -> &'static str {
+        match self {
+            Driver::Library => "dynamo-saga in-process",
+            Driver::StateMachine => "dynamo-saga state machine",
+            Driver::Native => "native TransactWriteItems with client retries",
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Params {
+    pub driver: Driver,
     pub accounts: usize,
     pub workers: usize,
     pub transfers_per_worker: usize,
@@ -42,15 +65,18 @@ pub struct Outcome {
     pub plain_blocked: usize,
     pub slowest: Duration,
     pub elapsed: Duration,
+    /// Each transfer's time to end, in the order they ended.
+    pub times: Vec<Duration>,
+    /// The transfers' transaction ids (dynamo-saga drivers).
+    pub ids: Vec<String>,
+    /// `TransactWriteItems` calls the native driver sent again after a conflict.
+    pub native_retries: usize,
     /// Committed transfers per account, and plain writes that succeeded per account.
     txns: HashMap<usize, i64>,
     visits: HashMap<usize, i64>,
 }
 
 pub const START_BALANCE: i64 = 1_000;
-/// Attempts a worker makes at one transfer, not counting those rolled back by an older transfer (see
-/// `Coordinator::run_retrying`).
-pub const MAX_ATTEMPTS: u32 = 10;
 
 fn acct(i: usize) -> String {
     format!("acct-{i:04}")
@@ -84,6 +110,60 @@ fn transfer(env: &Env, p: &Params, rng: &mut StdRng) -> (Value, Vec<usize>) {
     (json!({"TransactItems": items, "Options": {"DeadlineSeconds": p.deadline_seconds}}), picked)
 }
 
+/// Runs one transfer to its end with `driver`; its transaction id when it committed (and how many times a native
+/// call was sent again).
+async fn transfer_once(driver: Driver, coord: &Coordinator, body: &Value, retries: &mut usize) -> Result<String, TxError> {
+    match driver {
+        Driver::Library => coord.run(body).await.map(|c| c.transaction_id),
+        Driver::Native => native_with_retries(coord.store(), body, retries).await.map(|_| "native".to_owned()),
+        Driver::StateMachine => {
+            let ex = crate::stack::stack().await.execute(body).await;
+            match (ex.status.as_str(), ex.error.as_deref()) {
+                ("SUCCEEDED", _) => Ok(ex.output["TransactionId"].as_str().expect("TransactionId").to_owned()),
+                (_, Some("TransactionCanceled")) => {
+                    Err(TxError::Canceled(Box::new(serde_json::from_value(ex.cancellation().expect("a named cancellation")).unwrap())))
+                }
+                _ => panic!("a transfer's execution failed instead of ending: {ex:?}"),
+            }
+        }
+    }
+}
+
+/// `TransactWriteItems`, sent again after a cancellation for `TransactionConflict` (or throttling) with full-jitter
+/// backoff from 25 ms to 1.6 s, until it commits or fails a condition.
+async fn native_with_retries(store: &dynamo_saga::Store, body: &Value, retries: &mut usize) -> Result<(), TxError> {
+    use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+    let items: Vec<_> = body["TransactItems"].as_array().unwrap().iter().map(crate::native_item).collect();
+    assert!(items.len() <= 100, "native TransactWriteItems takes at most 100 actions");
+    let mut attempt = 0;
+    loop {
+        match store.client.transact_write_items().set_transact_items(Some(items.clone())).send().await {
+            Ok(_) => return Ok(()),
+            Err(e) => match e.into_service_error() {
+                TransactWriteItemsError::TransactionCanceledException(c) => {
+                    let reasons: Vec<dynamo_saga::CancellationReason> = c
+                        .cancellation_reasons()
+                        .iter()
+                        .map(|r| dynamo_saga::CancellationReason {
+                            code: r.code().unwrap_or("None").to_owned(),
+                            message: r.message().map(str::to_owned),
+                            item: None,
+                        })
+                        .collect();
+                    if reasons.iter().any(|r| r.code == "ConditionalCheckFailed") {
+                        return Err(TxError::Canceled(Box::new(dynamo_saga::Cancellation::new("native", reasons))));
+                    }
+                }
+                TransactWriteItemsError::TransactionInProgressException(_) | TransactWriteItemsError::ProvisionedThroughputExceededException(_) => {}
+                other => panic!("native TransactWriteItems failed: {other:?}"),
+            },
+        }
+        attempt += 1;
+        *retries += 1;
+        dynamo_saga::store::backoff(attempt).await;
+    }
+}
+
 pub async fn run(env: &Env, p: &Params) -> Outcome {
     let started = Instant::now();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -94,19 +174,26 @@ pub async fn run(env: &Env, p: &Params) -> Outcome {
             let mut out = Outcome::default();
             for _ in 0..p.transfers_per_worker {
                 let (body, picked) = transfer(env, p, &mut rng);
-                // As a client of DynamoDB does with TransactionConflict, a transfer cancelled by a conflict (not by
-                // its own condition) is sent again; each attempt keeps the first one's age.
+                // A transfer rolled back by an older one is not cancelled: it tries again by itself, keeping its age.
                 let t = Instant::now();
                 let limit = Duration::from_secs(p.deadline_seconds + 60);
-                let result = tokio::time::timeout(limit, coord.run_retrying(&body, MAX_ATTEMPTS)).await.expect("a transfer never ends: livelock");
+                let result = tokio::time::timeout(limit, transfer_once(p.driver, &coord, &body, &mut out.native_retries)).await.expect("a transfer never ends: livelock");
                 out.slowest = out.slowest.max(t.elapsed());
+                out.times.push(t.elapsed());
                 match result {
-                    Ok(_) => {
+                    Ok(id) => {
                         out.committed += 1;
+                        out.ids.push(id);
                         picked.iter().for_each(|i| *out.txns.entry(*i).or_default() += 1);
                     }
-                    Err(TxError::Canceled(c)) if c.failed().any(|(_, r)| r.code == "ConditionalCheckFailed") => out.condition_failed += 1,
-                    Err(TxError::Canceled(_)) => out.gave_up += 1,
+                    Err(TxError::Canceled(c)) if crate::assert_named(&c).failed().any(|(_, r)| r.code == "ConditionalCheckFailed") => {
+                        out.condition_failed += 1;
+                        out.ids.push(c.transaction_id.clone());
+                    }
+                    Err(TxError::Canceled(c)) => {
+                        out.gave_up += 1;
+                        out.ids.push(c.transaction_id.clone());
+                    }
                     Err(e) => panic!("a transfer failed instead of ending: {e}"),
                 }
             }
@@ -159,14 +246,18 @@ pub async fn run(env: &Env, p: &Params) -> Outcome {
         total.plain_ok += o.plain_ok;
         total.plain_blocked += o.plain_blocked;
         total.slowest = total.slowest.max(o.slowest);
+        total.times.extend(o.times);
+        total.ids.extend(o.ids);
+        total.native_retries += o.native_retries;
         o.txns.iter().for_each(|(k, v)| *total.txns.entry(*k).or_default() += v);
         o.visits.iter().for_each(|(k, v)| *total.visits.entry(*k).or_default() += v);
     }
     total
 }
 
-/// Checks every invariant; returns a one-line summary.
-pub async fn check(env: &Env, p: &Params, o: &Outcome) -> String {
+/// Checks every invariant; returns a one-line summary and the number of attempts the transfers took (with the
+/// native driver, the calls sent).
+pub async fn check(env: &Env, p: &Params, o: &Outcome) -> (String, u64) {
     let items = env.scan(&env.a).await;
     let num = |v: &Value, k: &str| v[k]["N"].as_str().unwrap().parse::<i64>().unwrap();
     let mut total = 0;
@@ -179,25 +270,31 @@ pub async fn check(env: &Env, p: &Params, o: &Outcome) -> String {
     }
     assert_eq!(total, START_BALANCE * p.accounts as i64, "total balance conserved");
     assert_eq!(o.committed + o.condition_failed + o.gave_up, p.workers * p.transfers_per_worker, "every transfer ended");
-    // Every transaction (each attempt is one) ended, and none ran past its deadline by more than a rollback takes.
-    let mut attempts = 0;
+    // Every transaction ended, and none ran past its deadline by more than a rollback takes.
+    let (mut transactions, mut attempts) = (0, 0);
     for rec in env.tx_records().await {
-        if rec.get("sk").and_then(|v| v.as_s().ok()).map(String::as_str) != Some(dynamo_saga::constants::SK_HEADER) {
+        let text = |k: &str| rec.get(k).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+        if text("sk") != dynamo_saga::constants::SK_HEADER || !o.ids.contains(&text("id")) {
             continue;
         }
-        attempts += 1;
         let n = |k: &str| rec.get(k).and_then(|v| v.as_n().ok()).and_then(|v| v.parse::<u64>().ok());
+        transactions += 1;
+        attempts += 1 + n(dynamo_saga::constants::H_ATTEMPT).unwrap_or(0);
         let finished = n("finishedAt").unwrap_or_else(|| panic!("a transaction never ended: {rec:?}"));
         let deadline = n("deadline").expect("deadline");
         assert!(finished <= deadline + 30_000, "a transaction ran past its deadline: {rec:?}");
     }
+    if p.driver != Driver::Native {
+        assert_eq!(transactions, p.workers * p.transfers_per_worker, "one transaction per transfer, however many attempts");
+    }
     let summary = format!(
-        "{} transfers over {} accounts, {}-{} accounts each, by {} workers: {} committed, {} refused by their own condition, {} given up (after {MAX_ATTEMPTS} attempts or past the deadline); {} plain writes ({} held off by a lock); slowest transfer {:.1} s; {:.1} s in all; total balance conserved, no lost update",
+        "{} transfers over {} accounts, {}-{} accounts each, by {} workers ({}): {} committed, {} refused by their own condition, {} given up (a wait past LockWaitSeconds or the deadline); {} plain writes ({} held off by a lock); slowest transfer {:.1} s; {:.1} s in all; total balance conserved, no lost update",
         p.workers * p.transfers_per_worker,
         p.accounts,
         p.min_k,
         p.max_k,
         p.workers,
+        p.driver.name(),
         o.committed,
         o.condition_failed,
         o.gave_up,
@@ -207,5 +304,8 @@ pub async fn check(env: &Env, p: &Params, o: &Outcome) -> String {
         o.elapsed.as_secs_f64()
     );
     env.assert_clean().await;
-    format!("{summary}; {attempts} transactions in all, each ended within its deadline")
+    if p.driver == Driver::Native {
+        attempts = (p.workers * p.transfers_per_worker + o.native_retries) as u64;
+    }
+    (format!("{summary}; {attempts} attempts in all, each transfer ended within its deadline"), attempts)
 }

@@ -23,8 +23,9 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_sdk_dynamodb::Client;
 use dynamo_saga::constants::*;
+use dynamo_saga::records::Decision;
 use dynamo_saga::value::{item_from_json, item_to_json, Item};
-use dynamo_saga::{Config, Store};
+use dynamo_saga::{Cancellation, Config, Store, TxError};
 use serde_json::Value;
 use tokio::sync::OnceCell;
 
@@ -157,7 +158,8 @@ impl Env {
         out
     }
 
-    /// Asserts no item of the data tables carries a reserved attribute (a lock, a flag).
+    /// Asserts no item of the data tables carries a reserved attribute (a lock, a flag), and that every transaction
+    /// of the transactions table that ended rolled back says why (see [`assert_rollbacks_named`]).
     pub async fn assert_clean(&self) {
         for (t, items) in self.snapshot().await {
             for (k, v) in items {
@@ -165,6 +167,7 @@ impl Env {
                 assert!(names.is_empty(), "{t} {k} still carries {names:?}: {v}");
             }
         }
+        assert_rollbacks_named(&self.tx_records().await);
     }
 
     /// The rows of every parent's FIFO queue (seed 004), without the ticket counters.
@@ -184,6 +187,60 @@ impl Env {
                 Some(k) if !k.is_empty() => start = Some(k),
                 _ => return out,
             }
+        }
+    }
+}
+
+/// Fails the test when a cancellation does not say what to act on: DynamoDB names the failing actions of a
+/// cancelled transaction, and so must dynamo-saga (an action's reason with its message, or the `Parent` item's).
+/// Every suite that sees a cancellation passes it through here.
+pub fn assert_named(c: &Cancellation) -> &Cancellation {
+    assert!(c.is_named(), "a cancellation without a named action or parent: {c:?}");
+    for (i, r) in c.failed() {
+        assert!(r.message.as_deref().is_some_and(|m| !m.is_empty()), "TransactItems[{i}] is cancelled without a message: {c:?}");
+    }
+    if let Some(p) = &c.parent_cancellation_reason {
+        assert!(p.code != "None" && p.message.as_deref().is_some_and(|m| !m.is_empty()), "a parent reason without a message: {c:?}");
+    }
+    c
+}
+
+/// [`assert_named`] for the JSON of a cancellation (an execution's failure cause).
+pub fn assert_named_json(v: &Value) {
+    let c: Cancellation = serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("not a cancellation ({e}): {v}"));
+    assert_named(&c);
+}
+
+/// The cancellation of a transaction that rolled back, checked by [`assert_named`]; panics on any other result.
+pub fn canceled<T: std::fmt::Debug>(r: Result<T, TxError>) -> Box<Cancellation> {
+    match r {
+        Err(TxError::Canceled(c)) => {
+            assert_named(&c);
+            c
+        }
+        other => panic!("expected TransactionCanceled, got {other:?}"),
+    }
+}
+
+/// Every finished, rolled-back transaction among the transactions table's `records` says why: a cancellation that
+/// names an action or the parent, or an abort with its message (`TransactionAborted`: its driver gave up or
+/// stopped). None is left with a retry it will never make.
+pub fn assert_rollbacks_named(records: &[Item]) {
+    for rec in records {
+        let text = |k: &str| rec.get(k).and_then(|v| v.as_s().ok()).cloned();
+        if text(TX_SK).as_deref() != Some(SK_HEADER) || text(H_STATE).as_deref() != Some("ROLLED_BACK") || !rec.contains_key(H_FINISHED_AT) {
+            continue;
+        }
+        let id = text(TX_PK).unwrap_or_default();
+        assert!(!rec.contains_key(H_RETRY), "{id} finished with a retry pending: {rec:?}");
+        let d: Decision = serde_json::from_str(&text(H_REASONS).unwrap_or_else(|| panic!("{id} rolled back without reasons: {rec:?}"))).unwrap();
+        let actions = rec.get(H_ACTIONS).and_then(|v| v.as_n().ok()).and_then(|v| v.parse::<usize>().ok()).unwrap_or_else(|| panic!("{id}: {H_ACTIONS}"));
+        match d.error(&id, actions) {
+            TxError::Canceled(c) => {
+                assert_named(&c);
+            }
+            TxError::Aborted(a) => assert!(d.message.as_deref().is_some_and(|m| !m.is_empty()), "{id} aborted without a message: {a:?}"),
+            other => panic!("{id}: {other:?}"),
         }
     }
 }

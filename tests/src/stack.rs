@@ -102,6 +102,8 @@ pub struct Execution {
     pub error: Option<String>,
     pub cause: Option<String>,
     pub transitions: u64,
+    /// How many times the execution entered each state, by name.
+    pub state_entries: std::collections::BTreeMap<String, u64>,
     pub history_events: u64,
     pub task_calls: u64,
     pub duration_ms: u64,
@@ -109,10 +111,16 @@ pub struct Execution {
 
 impl Execution {
     /// The cancellation a `TransactionCanceled` failure carries: the Lambda error's message, itself JSON
-    /// (`TransactionId`, `Message`, `CancellationReasons`).
+    /// (`TransactionId`, `Message`, `CancellationReasons`, `ParentCancellationReason`), checked by
+    /// [`crate::assert_named_json`].
     pub fn cancellation(&self) -> Option<Value> {
+        if self.error.as_deref() != Some("TransactionCanceled") {
+            return None;
+        }
         let cause: Value = serde_json::from_str(self.cause.as_deref()?).ok()?;
-        serde_json::from_str(cause.get("errorMessage")?.as_str()?).ok()
+        let c: Value = serde_json::from_str(cause.get("errorMessage")?.as_str()?).ok()?;
+        crate::assert_named_json(&c);
+        Some(c)
     }
 }
 
@@ -169,16 +177,22 @@ impl Stack {
             .unwrap_or_else(|_| panic!("sfn-local printed {}", String::from_utf8_lossy(&out.stdout)));
         let n = |k: &str| v[k].as_u64().unwrap_or(0);
         let s = |k: &str| v[k].as_str().map(String::from);
-        Execution {
+        let ex = Execution {
             status: s("status").unwrap_or_default(),
             output: v["output"].clone(),
             error: s("error"),
             cause: s("cause"),
             transitions: n("transitions"),
+            state_entries: serde_json::from_value(v["stateEntries"].clone()).unwrap_or_default(),
             history_events: n("historyEvents"),
             task_calls: n("taskCalls"),
             duration_ms: n("durationMs"),
+        };
+        // Every execution that ends cancelled must say which action (or the parent) and why.
+        if ex.error.as_deref() == Some("TransactionCanceled") {
+            assert!(ex.cancellation().is_some(), "a TransactionCanceled execution whose cause is not a cancellation: {ex:?}");
         }
+        ex
     }
 
     /// Makes the next call of `phase` for transaction `tx_id` die after `writes` DynamoDB writes (debug builds of

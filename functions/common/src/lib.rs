@@ -3,9 +3,10 @@
 //! - Configuration (`SAGA_*` environment variables) and the DynamoDB client are built once per cold start.
 //! - Logs are JSON lines, each invocation in a span carrying the Lambda request id and the transaction id.
 //! - Errors reach Step Functions under the stable names of [`TxError::name`] (`ValidationError`, `Contended`,
-//!   `TransactionCanceled`, `Throttled`, ...), which the state machine's Retry and Catch match. A cancelled
-//!   transaction's error message is the JSON of its cancellation (`TransactionId`, `Message`,
-//!   `CancellationReasons`), which becomes the execution's failure cause.
+//!   `TransactionCanceled`, `TransactionAborted`, `Throttled`, ...), which the state machine's Retry and Catch
+//!   match. A cancelled transaction's error message is the JSON of its cancellation (`TransactionId`, `Message`,
+//!   `CancellationReasons`, and `ParentCancellationReason` when the parent was the reason), an aborted one's
+//!   `{"TransactionId", "Message"}`; it becomes the execution's failure cause.
 //! - Debug builds only: `SAGA_FAULT_FILE` names a file holding `<Phase> <k>`; the next call of that phase claims the
 //!   file and dies after its k-th DynamoDB write with `InjectedFault`, as a Lambda timeout would. A file named
 //!   `<SAGA_FAULT_FILE>.<TransactionId>` does the same for that transaction only. Release builds ignore both.
@@ -31,6 +32,7 @@ impl From<PhaseError> for Diagnostic {
     fn from(e: PhaseError) -> Diagnostic {
         let message = match &e.0 {
             TxError::Canceled(c) => serde_json::to_string(c).unwrap_or_else(|_| c.message.clone()),
+            TxError::Aborted(a) => serde_json::to_string(a).unwrap_or_else(|_| a.message.clone()),
             other => other.to_string(),
         };
         Diagnostic { error_type: e.0.name().to_string(), error_message: message }

@@ -15,6 +15,7 @@ use crate::expr::{self, ClauseKind};
 use crate::records::{flag, Decision};
 use crate::request::Op;
 use crate::store::Transacted;
+use crate::value;
 
 /// What one TransactWriteItems attempt came to.
 enum Group {
@@ -65,13 +66,13 @@ pub async fn apply(store: &Store, tx_id: &str, batch: usize) -> Result<Report, T
             Group::Applied | Group::Rejected(_) => {}
             Group::Stop(o) => return Ok(Report::new(o, &m)),
             Group::Failed(failed) => {
-                let outcome = decided(store, &m, tx_id, &Decision { failed, ..Decision::default() }).await?;
+                let outcome = decided(store, &m, &h, &Decision::actions(failed)).await?;
                 return Ok(Report::new(outcome, &m));
             }
         }
     }
     beat_parent(store, &m, &h).await?;
-    let outcome = progress(store, &m, tx_id, TxState::Pending, H_APPLIED, batch + 1).await?.unwrap_or(Outcome::Done);
+    let outcome = progress(store, &m, &h, H_APPLIED, batch + 1).await?.unwrap_or(Outcome::Done);
     Ok(Report::new(outcome, &m))
 }
 
@@ -99,7 +100,7 @@ async fn apply_group(store: &Store, m: &Meter, h: &Header, todo: &[&Action]) -> 
         };
         let offset = usize::from(!fence_inline);
         if !fence_inline && reasons.first().is_some_and(|r| r.0 == CancellationReason::CONDITIONAL_CHECK_FAILED) {
-            return fence_failed(store, m, h).await;
+            return fence_failed(store, m, h, None).await;
         }
         let mut done = Vec::new();
         let mut failed = Vec::new();
@@ -109,9 +110,9 @@ async fn apply_group(store: &Store, m: &Meter, h: &Header, todo: &[&Action]) -> 
                 CancellationReason::CONDITIONAL_CHECK_FAILED => {
                     let item = item.as_ref();
                     match item.and_then(lock_holder) {
-                        Some(t) if t == h.id && item.is_some_and(|i| flag(i, ATTR_APPLIED)) => done.push(a.index),
+                        Some(t) if t == h.owner() && item.is_some_and(|i| flag(i, ATTR_APPLIED)) => done.push(a.index),
                         // The lock is gone or another's (or, inline, the parent fence failed): stop here.
-                        _ => return fence_failed(store, m, h).await,
+                        _ => return fence_failed(store, m, h, Some(a)).await,
                     }
                 }
                 "None" => {}
@@ -129,14 +130,21 @@ async fn apply_group(store: &Store, m: &Meter, h: &Header, todo: &[&Action]) -> 
     Err(TxError::DynamoDb { op: "TransactWriteItems", message: "apply kept being cancelled".into() })
 }
 
-/// The fence failed: either the transaction was decided (stop, nothing written) or the parent lock was lost (roll back).
-async fn fence_failed(store: &Store, m: &Meter, h: &Header) -> Result<Group, TxError> {
+/// The fence failed: either the attempt was decided (stop, nothing written) or it lost a lock, the parent's or
+/// `item`'s (roll back, and try again: that was not the request's doing).
+async fn fence_failed(store: &Store, m: &Meter, h: &Header, item: Option<&Action>) -> Result<Group, TxError> {
     let now = records::read_header(store, m, &h.id).await?;
-    if now.state != TxState::Pending {
+    if now.state != TxState::Pending || now.attempt != h.attempt {
         return Ok(Group::Stop(Outcome::Ended { state: now.state }));
     }
-    let d = Decision::because("the transaction lost its lock (parent lockToken or an item lock) before apply");
-    Ok(Group::Stop(decided(store, m, &h.id, &d).await?))
+    let (action, what) = match (item, &h.parent) {
+        (Some(a), _) if !h.parent.as_ref().is_some_and(|p| same_item(p, a)) => (Some(a.index), value::key_display(&a.table, &a.key)),
+        (_, Some(p)) => (None, value::key_display(&p.table_name, &p.key)),
+        (Some(a), None) => (Some(a.index), value::key_display(&a.table, &a.key)),
+        (None, None) => return Err(TxError::Internal("the header fence failed on a pending attempt".into())),
+    };
+    let d = Decision::retry(None, action, &what, format!("the lock on {what} was lost before apply"));
+    Ok(Group::Stop(decided(store, m, h, &d).await?))
 }
 
 fn fence(store: &Store, h: &Header) -> Result<TransactWriteItem, TxError> {
@@ -146,13 +154,21 @@ fn fence(store: &Store, h: &Header) -> Result<TransactWriteItem, TxError> {
             .set_key(Some(p.key.clone()))
             .condition_expression(format!("{} = {}", ph::PARENT_TOKEN, ph::TX))
             .expression_attribute_names(ph::PARENT_TOKEN, PARENT_LOCK_TOKEN)
-            .expression_attribute_values(ph::TX, s(&h.id)),
-        None => ConditionCheck::builder()
-            .table_name(&store.cfg.tx_table)
-            .set_key(Some(records::header_key(&h.id)))
-            .condition_expression(format!("{} = {}", ph::STATE, ph::PENDING))
-            .expression_attribute_names(ph::STATE, H_STATE)
-            .expression_attribute_values(ph::PENDING, s(TxState::Pending.as_str())),
+            .expression_attribute_values(ph::TX, s(h.owner())),
+        None => {
+            let b = ConditionCheck::builder()
+                .table_name(&store.cfg.tx_table)
+                .set_key(Some(records::header_key(&h.id)))
+                .expression_attribute_names(ph::STATE, H_STATE)
+                .expression_attribute_names(ph::ATTEMPT, H_ATTEMPT)
+                .expression_attribute_values(ph::PENDING, s(TxState::Pending.as_str()));
+            if h.attempt == 0 {
+                b.condition_expression(format!("{} = {} AND attribute_not_exists({})", ph::STATE, ph::PENDING, ph::ATTEMPT))
+            } else {
+                b.condition_expression(format!("{} = {} AND {} = {}", ph::STATE, ph::PENDING, ph::ATTEMPT, ph::ATTEMPT_N))
+                    .expression_attribute_values(ph::ATTEMPT_N, n(h.attempt))
+            }
+        }
     };
     let cc = cc.build().map_err(|e| TxError::Internal(e.to_string()))?;
     Ok(TransactWriteItem::builder().condition_check(cc).build())
@@ -172,11 +188,11 @@ fn write_item(h: &Header, a: &Action, lease_seconds: u64) -> Result<TransactWrit
                 (None, Some(t)) => t.item(&a.key, &h.id),
                 (None, None) => return Err(internal(format!("{} has nothing to put", a.describe()))),
             };
-            item.insert(ATTR_LOCK.into(), s(&h.id));
+            item.insert(ATTR_LOCK.into(), s(h.owner()));
             item.insert(ATTR_LOCKED_AT.into(), now());
             item.insert(ATTR_APPLIED.into(), AttributeValue::Bool(true));
             if inline_fence {
-                item.insert(PARENT_LOCK_TOKEN.into(), s(&h.id));
+                item.insert(PARENT_LOCK_TOKEN.into(), s(h.owner()));
                 item.insert(PARENT_LOCKED_AT.into(), now());
                 item.insert(PARENT_LEASE.into(), n(lease_seconds));
                 item.insert(PARENT_RVN.into(), new_rvn());
@@ -187,7 +203,7 @@ fn write_item(h: &Header, a: &Action, lease_seconds: u64) -> Result<TransactWrit
                 .condition_expression(cond)
                 .expression_attribute_names(ph::LOCK, ATTR_LOCK)
                 .expression_attribute_names(ph::APPLIED, ATTR_APPLIED)
-                .expression_attribute_values(ph::TX, s(&h.id))
+                .expression_attribute_values(ph::TX, s(h.owner()))
                 .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
             if inline_fence {
                 b = b.expression_attribute_names(ph::PARENT_TOKEN, PARENT_LOCK_TOKEN);
@@ -209,7 +225,7 @@ fn write_item(h: &Header, a: &Action, lease_seconds: u64) -> Result<TransactWrit
                 .set_expression_attribute_values(Some(values))
                 .expression_attribute_names(ph::LOCK, ATTR_LOCK)
                 .expression_attribute_names(ph::APPLIED, ATTR_APPLIED)
-                .expression_attribute_values(ph::TX, s(&h.id))
+                .expression_attribute_values(ph::TX, s(h.owner()))
                 .expression_attribute_values(ph::TRUE, AttributeValue::Bool(true))
                 .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
             if inline_fence {

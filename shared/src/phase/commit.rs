@@ -24,7 +24,7 @@ pub async fn commit(store: &Store, tx_id: &str) -> Result<Report, TxError> {
     let usage = m.usage();
     let committed = match &h.parent {
         None => {
-            records::update_header(store, &m, tx_id, TxState::Pending, &[(H_STATE, s(TxState::Committed.as_str()))], None, &usage)
+            records::update_header(store, &m, tx_id, records::Expect::at(&h), &[(H_STATE, s(TxState::Committed.as_str()))], None, &usage)
                 .await?
         }
         Some(p) => {
@@ -33,31 +33,39 @@ pub async fn commit(store: &Store, tx_id: &str) -> Result<Report, TxError> {
                 .set_key(Some(p.key.clone()))
                 .condition_expression(format!("{} = {}", ph::PARENT_TOKEN, ph::TX))
                 .expression_attribute_names(ph::PARENT_TOKEN, PARENT_LOCK_TOKEN)
-                .expression_attribute_values(ph::TX, s(tx_id))
+                .expression_attribute_values(ph::TX, s(h.owner()))
                 .build()
                 .map_err(|e| TxError::Internal(e.to_string()))?;
-            let update = Update::builder()
+            let (attempt_cond, attempt_value) = match h.attempt {
+                0 => (format!("attribute_not_exists({})", ph::ATTEMPT), None),
+                a => (format!("{} = {}", ph::ATTEMPT, ph::ATTEMPT_N), Some(n(a))),
+            };
+            let mut update = Update::builder()
                 .table_name(&store.cfg.tx_table)
                 .set_key(Some(records::header_key(tx_id)))
                 .update_expression(format!("SET {} = :c, #ver = #ver + :one, #upd = {}", ph::STATE, ph::NOW))
-                .condition_expression(format!("{} = {}", ph::STATE, ph::PENDING))
+                .condition_expression(format!("{} = {} AND {attempt_cond}", ph::STATE, ph::PENDING))
                 .expression_attribute_names(ph::STATE, H_STATE)
+                .expression_attribute_names(ph::ATTEMPT, H_ATTEMPT)
                 .expression_attribute_names("#ver", H_VERSION)
                 .expression_attribute_names("#upd", H_UPDATED_AT)
                 .expression_attribute_values(":c", s(TxState::Committed.as_str()))
                 .expression_attribute_values(":one", n(1))
                 .expression_attribute_values(ph::NOW, now())
-                .expression_attribute_values(ph::PENDING, s(TxState::Pending.as_str()))
-                .build()
-                .map_err(|e| TxError::Internal(e.to_string()))?;
+                .expression_attribute_values(ph::PENDING, s(TxState::Pending.as_str()));
+            if let Some(v) = attempt_value {
+                update = update.expression_attribute_values(ph::ATTEMPT_N, v);
+            }
+            let update = update.build().map_err(|e| TxError::Internal(e.to_string()))?;
             let req = store.client.transact_write_items().transact_items(
                 TransactWriteItem::builder().condition_check(check).build(),
             ).transact_items(TransactWriteItem::builder().update(update).build());
             match store.transact(&m, req).await? {
                 Transacted::Done => true,
                 Transacted::Canceled(r) if r.first().is_some_and(|r| r.0 == "ConditionalCheckFailed") => {
-                    let d = Decision::because("the parent lock was lost before commit");
-                    return Ok(Report::new(decided(store, &m, tx_id, &d).await?, &m));
+                    let what = crate::value::key_display(&p.table_name, &p.key);
+                    let d = Decision::retry(None, None, &what, format!("the lock on the Parent item {what} was lost before commit"));
+                    return Ok(Report::new(decided(store, &m, &h, &d).await?, &m));
                 }
                 Transacted::Canceled(_) => false,
                 Transacted::Rejected(msg) => return Err(TxError::DynamoDb { op: "TransactWriteItems", message: msg }),
@@ -68,6 +76,6 @@ pub async fn commit(store: &Store, tx_id: &str) -> Result<Report, TxError> {
         tracing::info!(tx_id, "committed");
         return Ok(Report::new(Outcome::Done, &m));
     }
-    let h = records::read_header(store, &m, tx_id).await?;
-    Ok(Report::new(if h.state == TxState::Committed { Outcome::Done } else { Outcome::Ended { state: h.state } }, &m))
+    let now = records::read_header(store, &m, tx_id).await?;
+    Ok(Report::new(if now.state == TxState::Committed { Outcome::Done } else { Outcome::Ended { state: now.state } }, &m))
 }

@@ -15,18 +15,19 @@ pub async fn complete(store: &Store, tx_id: &str, batch: usize) -> Result<Report
     }
     let plan = records::read_plan(store, &m, tx_id).await?;
     let actions = records::read_batch(store, &m, tx_id, &plan, batch).await?;
+    let owner = h.owner();
     concurrently(actions, store.cfg.concurrency, |(_, a)| {
-        let m = &m;
+        let (m, owner) = (&m, &owner);
         async move {
             let how = match (&a.op, &a.tombstone) {
                 (Op::Delete, Some(t)) => Release::Expire(t.ttl_attribute.clone(), t.expires_at(now_ms())),
                 (Op::Delete, None) => Release::Delete,
                 _ => Release::Keep,
             };
-            release_item(store, m, tx_id, &a, how).await
+            release_item(store, m, owner, &a, how).await
         }
     })
     .await?;
-    let outcome = progress(store, &m, tx_id, TxState::Committed, H_COMPLETED, batch + 1).await?.unwrap_or(Outcome::Done);
+    let outcome = progress(store, &m, &h, H_COMPLETED, batch + 1).await?.unwrap_or(Outcome::Done);
     Ok(Report::new(outcome, &m))
 }

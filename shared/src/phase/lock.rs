@@ -33,25 +33,26 @@ pub async fn lock(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
     if h.locked > batch {
         return Ok(Report::new(Outcome::Done, &m));
     }
-    if now_ms() > h.deadline {
-        let d = Decision::because(format!("the deadline passed before batch {batch} was locked"));
-        return Ok(Report::new(decided(store, &m, tx_id, &d).await?, &m));
-    }
     if batch == 0 {
+        // Another attempt first waits, holding nothing, for the transaction that rolled the last one back to end;
+        // starting at once would take the locks that one is waiting for.
+        if let Some(w) = &h.wait_for {
+            if running(store, &m, &w.holder).await? {
+                let c = Contention { holder: w.holder.clone(), action: w.action, item: w.item.clone(), key: None, locked: false };
+                return Ok(Report::new(Outcome::Contended(c), &m));
+            }
+        }
         if let Some(p) = &h.parent {
             // FIFO: take a ticket, and try for the parent only when nobody is queued ahead.
             let ticket = queue::enqueue(store, &m, &h, p).await?;
             if let Some(holder) = queue::ahead(store, &m, tx_id, p, ticket).await? {
-                let c = Contention { holder, action: None, item: value::key_display(&p.table_name, &p.key) };
+                let c = Contention { holder, action: None, item: value::key_display(&p.table_name, &p.key), key: None, locked: false };
                 return Ok(Report::new(Outcome::Contended(c), &m));
             }
-            match lock_parent(store, &m, tx_id, p).await? {
+            match lock_parent(store, &m, &h, p).await? {
                 ItemLock::Locked => queue::leave(store, &m, &records::Header { parent_ticket: Some(ticket), ..h.clone() }).await?,
                 ItemLock::Contended(c) => return Ok(Report::new(Outcome::Contended(c), &m)),
-                ItemLock::Failed(r) => {
-                    let d = Decision::because(r.message.unwrap_or_default());
-                    return Ok(Report::new(decided(store, &m, tx_id, &d).await?, &m));
-                }
+                ItemLock::Failed(r) => return Ok(Report::new(decided(store, &m, &h, &Decision::parent(r)).await?, &m)),
             }
         }
     }
@@ -67,9 +68,7 @@ pub async fn lock(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
                 lock_batch(store, &m, &h, &plan, b, &mut failed, &mut Vec::new()).await?;
             }
         }
-        failed.sort_by_key(|(i, _)| *i);
-        let d = Decision { failed, ..Decision::default() };
-        return Ok(Report::new(decided(store, &m, tx_id, &d).await?, &m));
+        return Ok(Report::new(decided(store, &m, &h, &Decision::actions(failed)).await?, &m));
     }
     if !contention.is_empty() {
         contention.sort_by_key(|c| c.action);
@@ -81,13 +80,14 @@ pub async fn lock(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
     if batch > 0 {
         beat_parent(store, &m, &h).await?;
     }
-    if let Some(ended) = progress(store, &m, tx_id, TxState::Pending, H_LOCKED, batch + 1).await? {
+    if let Some(ended) = progress(store, &m, &h, H_LOCKED, batch + 1).await? {
         // The transaction was decided while this run was taking locks: whoever decided it may already have passed
         // these items, so let go of them here.
         let actions = records::read_batch(store, &m, tx_id, &plan, batch).await?;
+        let owner = h.owner();
         concurrently(actions, store.cfg.concurrency, |(_, a)| {
-            let m = &m;
-            async move { release_item(store, m, tx_id, &a, Release::Keep).await }
+            let (m, owner) = (&m, &owner);
+            async move { release_item(store, m, owner, &a, Release::Keep).await }
         })
         .await?;
         return Ok(Report::new(ended, &m));
@@ -106,14 +106,16 @@ async fn lock_batch(
     contention: &mut Vec<Contention>,
 ) -> Result<(), TxError> {
     if h.lock_started <= batch
-        && !records::update_header(store, m, &h.id, TxState::Pending, &[], Some((H_LOCK_STARTED, batch + 1)), &Default::default()).await?
-        && records::read_header(store, m, &h.id).await?.state != TxState::Pending
+        && !records::update_header(store, m, &h.id, records::Expect::at(h), &[], Some((H_LOCK_STARTED, batch + 1)), &Default::default()).await?
     {
-        return Ok(());
+        let now = records::read_header(store, m, &h.id).await?;
+        if now.state != TxState::Pending || now.attempt != h.attempt {
+            return Ok(());
+        }
     }
     let actions = records::read_batch(store, m, &h.id, plan, batch).await?;
     let results = concurrently(actions, store.cfg.concurrency, |(_, a)| async move {
-        let r = lock_item(store, m, &h.id, &a).await?;
+        let r = lock_item(store, m, h, &a).await?;
         Ok((a, r))
     })
     .await?;
@@ -147,7 +149,8 @@ enum Found {
 /// the tombstone kept in [`ATTR_STONE`] to be put back unless the transaction writes the item. The caller's condition
 /// is evaluated on the tombstone with every attribute it reads redirected to one that never exists, except a
 /// `Ratchet`'s, which compares against the tombstone's timestamp.
-async fn lock_item(store: &Store, m: &Meter, tx_id: &str, a: &Action) -> Result<ItemLock, TxError> {
+async fn lock_item(store: &Store, m: &Meter, h: &Header, a: &Action) -> Result<ItemLock, TxError> {
+    let owner = h.owner();
     let pk = store.schema(m, &a.table).await?.key_names[0].clone();
     let absent_guess = a.op == Op::Put
         && a.condition.as_deref().is_some_and(|c| c.replace(crate::request::RATCHET_CONDITION, "").contains("attribute_not_exists"));
@@ -164,18 +167,27 @@ async fn lock_item(store: &Store, m: &Meter, tx_id: &str, a: &Action) -> Result<
                     );
                     return Ok(ItemLock::Failed(CancellationReason::new(CancellationReason::VALIDATION_ERROR, msg)));
                 }
-                lock_tombstone(store, m, tx_id, a, stone, caller.as_deref()).await?
+                lock_tombstone(store, m, &owner, a, stone, caller.as_deref()).await?
             }
-            _ => lock_plain(store, m, tx_id, a, &pk, found == Found::Absent).await?,
+            _ => lock_plain(store, m, &owner, a, &pk, found == Found::Absent).await?,
         };
         let Some(old) = old else { return Ok(ItemLock::Locked) };
         let next = match (&old, lock_holder_of(&old)) {
-            (_, Some(h)) if h == tx_id => return Ok(ItemLock::Locked),
-            (_, Some(h)) => {
+            (_, Some(o)) if o == owner => return Ok(ItemLock::Locked),
+            (_, Some(o)) if records::parse_owner(o).0 == h.id => {
+                // A late worker of an earlier attempt of this transaction locked it after that attempt was rolled
+                // back: let that lock go and try again.
+                release_key(store, m, o, &a.table, &a.key, Release::Keep).await?;
+                found = Found::Present;
+                continue;
+            }
+            (_, Some(o)) => {
                 return Ok(ItemLock::Contended(Contention {
-                    holder: h.to_string(),
+                    holder: o.to_string(),
                     action: Some(a.index),
                     item: value::key_display(&a.table, &a.key),
+                    key: Some((a.table.clone(), a.key.clone())),
+                    locked: true,
                 }))
             }
             (None, None) => Found::Absent,
@@ -194,8 +206,9 @@ async fn lock_item(store: &Store, m: &Meter, tx_id: &str, a: &Action) -> Result<
     Err(TxError::Contended { holder: "unknown".into(), item: value::key_display(&a.table, &a.key) })
 }
 
-/// Locks an item that is absent or present (not a tombstone). `Ok(None)` when locked, otherwise the item as it was.
-async fn lock_plain(store: &Store, m: &Meter, tx_id: &str, a: &Action, pk: &str, absent: bool) -> Result<Option<Option<Item>>, TxError> {
+/// Locks an item that is absent or present (not a tombstone) for `owner` (the attempt's lock value). `Ok(None)` when
+/// locked, otherwise the item as it was.
+async fn lock_plain(store: &Store, m: &Meter, owner: &str, a: &Action, pk: &str, absent: bool) -> Result<Option<Option<Item>>, TxError> {
     let refs = match &a.condition {
         Some(c) => expr::parse_condition(c).map_err(|e| TxError::Internal(format!("stored condition: {e}")))?,
         None => Default::default(),
@@ -227,7 +240,7 @@ async fn lock_plain(store: &Store, m: &Meter, tx_id: &str, a: &Action, pk: &str,
         .expression_attribute_names(ph::PK, pk)
         .expression_attribute_names(ph::LOCK, ATTR_LOCK)
         .expression_attribute_names(ph::LOCKED_AT, ATTR_LOCKED_AT)
-        .expression_attribute_values(ph::TX, s(tx_id))
+        .expression_attribute_values(ph::TX, s(owner))
         .expression_attribute_values(ph::NOW, now());
     req = if absent {
         req.expression_attribute_names(ph::TRANSIENT, ATTR_TRANSIENT).expression_attribute_values(ph::TRUE, AttributeValue::Bool(true))
@@ -258,7 +271,7 @@ const LOCK_CONDITION_BYTES: usize = 200;
 async fn lock_tombstone(
     store: &Store,
     m: &Meter,
-    tx_id: &str,
+    owner: &str,
     a: &Action,
     stone: &Item,
     caller: Option<&str>,
@@ -273,7 +286,7 @@ async fn lock_tombstone(
         cond = expr::and(&cond, c);
     }
     let mut item = a.key.clone();
-    item.insert(ATTR_LOCK.into(), s(tx_id));
+    item.insert(ATTR_LOCK.into(), s(owner));
     item.insert(ATTR_LOCKED_AT.into(), now());
     item.insert(ATTR_TRANSIENT.into(), AttributeValue::Bool(true));
     item.insert(ATTR_STONE.into(), AttributeValue::M(stone.clone()));
@@ -301,9 +314,39 @@ fn lock_holder_of(old: &Option<crate::value::Item>) -> Option<&str> {
     old.as_ref().and_then(lock_holder)
 }
 
+/// Whether transaction `tx_id` has not ended yet (it may be pending, or decided and not finished).
+async fn running(store: &Store, m: &Meter, tx_id: &str) -> Result<bool, TxError> {
+    match records::read_header(store, m, tx_id).await {
+        Ok(h) => Ok(!h.finished()),
+        Err(TxError::NotFound(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// The parent lock (seed 003): `lockToken` on the parent item, which must exist, with seed 001's lease and record
-/// version number.
-async fn lock_parent(store: &Store, m: &Meter, tx_id: &str, p: &Parent) -> Result<ItemLock, TxError> {
+/// version number. A lock an earlier attempt of this transaction left is let go first.
+async fn lock_parent(store: &Store, m: &Meter, h: &Header, p: &Parent) -> Result<ItemLock, TxError> {
+    let owner = h.owner();
+    for _ in 0..3 {
+        let l = match lock_parent_once(store, m, &owner, p).await? {
+            ParentLock::Done(l) => return Ok(l),
+            ParentLock::Held(l) => l,
+        };
+        if records::parse_owner(&l.holder).0 != h.id {
+            return Ok(ItemLock::Contended(Contention { holder: l.holder, action: None, item: value::key_display(&p.table_name, &p.key), key: None, locked: true }));
+        }
+        unlock_parent(store, m, p, &l.holder).await?;
+    }
+    Err(TxError::Contended { holder: h.id.clone(), item: value::key_display(&p.table_name, &p.key) })
+}
+
+enum ParentLock {
+    Done(ItemLock),
+    /// Held by another lock value.
+    Held(records::ParentLockAttrs),
+}
+
+async fn lock_parent_once(store: &Store, m: &Meter, owner: &str, p: &Parent) -> Result<ParentLock, TxError> {
     let pk = store.schema(m, &p.table_name).await?.key_names[0].clone();
     let req = store
         .client
@@ -325,7 +368,7 @@ async fn lock_parent(store: &Store, m: &Meter, tx_id: &str, p: &Parent) -> Resul
         .expression_attribute_names(ph::PARENT_AT, PARENT_LOCKED_AT)
         .expression_attribute_names(ph::PARENT_LEASE, PARENT_LEASE)
         .expression_attribute_names(ph::PARENT_RVN, PARENT_RVN)
-        .expression_attribute_values(ph::TX, s(tx_id))
+        .expression_attribute_values(ph::TX, s(owner))
         .expression_attribute_values(ph::NOW, now())
         .expression_attribute_values(ph::LEASE, n(store.cfg.lease.as_secs()))
         .expression_attribute_values(ph::RVN, new_rvn());
@@ -336,13 +379,13 @@ async fn lock_parent(store: &Store, m: &Meter, tx_id: &str, p: &Parent) -> Resul
         ))
     };
     Ok(match store.update(m, req).await? {
-        Written::Done(_) => ItemLock::Locked,
-        Written::ConditionFailed(None) => missing(),
+        Written::Done(_) => ParentLock::Done(ItemLock::Locked),
+        Written::ConditionFailed(None) => ParentLock::Done(missing()),
         // A tombstone, or a lock item standing in for one: the parent does not exist.
-        Written::ConditionFailed(Some(old)) if is_tombstone(&old) || old.contains_key(ATTR_STONE) => missing(),
+        Written::ConditionFailed(Some(old)) if is_tombstone(&old) || old.contains_key(ATTR_STONE) => ParentLock::Done(missing()),
         Written::ConditionFailed(Some(old)) => match records::ParentLockAttrs::of(&old) {
-            Some(l) if l.holder == tx_id => ItemLock::Locked,
-            Some(l) => ItemLock::Contended(Contention { holder: l.holder, action: None, item: value::key_display(&p.table_name, &p.key) }),
+            Some(l) if l.holder == owner => ParentLock::Done(ItemLock::Locked),
+            Some(l) => ParentLock::Held(l),
             None => return Err(TxError::Internal("the parent lock condition failed on an unlocked parent".into())),
         },
     })

@@ -13,6 +13,7 @@ pub mod lock;
 pub mod queue;
 pub mod release;
 pub mod resume;
+pub mod retry;
 pub mod rollback;
 pub mod save;
 
@@ -42,6 +43,13 @@ pub struct Contention {
     pub action: Option<usize>,
     /// The contended item, for messages.
     pub item: String,
+    /// The contended item's table and key, when it is one of the request's (not sent to the state machine).
+    #[serde(skip)]
+    pub key: Option<(String, Item)>,
+    /// Whether `holder` was read from a lock (an attempt's lock value, see [`records::owner`]) rather than from a
+    /// queue row or the transaction an attempt waits for (a transaction id).
+    #[serde(skip)]
+    pub locked: bool,
 }
 
 /// What a phase run came to. Errors are for what must be retried or caught; these are normal outcomes.
@@ -99,6 +107,8 @@ pub(crate) mod ph {
     pub const NOW: &str = ":_sagaNow";
     pub const TRUE: &str = ":_sagaTrue";
     pub const PENDING: &str = ":_sagaPending";
+    pub const ATTEMPT: &str = "#_sagaAttempt";
+    pub const ATTEMPT_N: &str = ":_sagaAttempt";
 }
 
 /// Reads the header and checks the transaction is in `state`; otherwise the phase ends with nothing written.
@@ -110,23 +120,16 @@ async fn header_in(store: &Store, m: &Meter, tx_id: &str, state: TxState) -> Res
     Ok(Ok(h))
 }
 
-/// Records a batch's progress on the header (the watermark only moves forward) together with the run's usage.
-/// Returns `Some(outcome)` when the header has left `state`, which means the run must stop.
-async fn progress(
-    store: &Store,
-    m: &Meter,
-    tx_id: &str,
-    state: TxState,
-    watermark: &str,
-    value: usize,
-) -> Result<Option<Outcome>, TxError> {
+/// Records a batch's progress on the header `h` was read from (the watermark only moves forward) together with the
+/// run's usage. Returns `Some(outcome)` when the header has left `h`'s state or attempt, which means the run must stop.
+async fn progress(store: &Store, m: &Meter, h: &Header, watermark: &str, value: usize) -> Result<Option<Outcome>, TxError> {
     let usage = m.usage();
-    if records::update_header(store, m, tx_id, state, &[], Some((watermark, value)), &usage).await? {
+    if records::update_header(store, m, &h.id, records::Expect::at(h), &[], Some((watermark, value)), &usage).await? {
         return Ok(None);
     }
-    let h = records::read_header(store, m, tx_id).await?;
-    if h.state != state {
-        return Ok(Some(Outcome::Ended { state: h.state }));
+    let now = records::read_header(store, m, &h.id).await?;
+    if now.state != h.state || now.attempt != h.attempt {
+        return Ok(Some(Outcome::Ended { state: now.state }));
     }
     Ok(None)
 }
@@ -161,9 +164,10 @@ pub(crate) enum Release {
     Expire(String, AttributeValue),
 }
 
-/// Lets go of one item, only while `tx_id` holds it: a late or repeated release changes nothing.
-pub(crate) async fn release_item(store: &Store, m: &Meter, tx_id: &str, a: &Action, how: Release) -> Result<(), TxError> {
-    release_key(store, m, tx_id, &a.table, &a.key, how).await
+/// Lets go of one item, only while `owner` (an attempt's lock value) holds it: a late or repeated release changes
+/// nothing.
+pub(crate) async fn release_item(store: &Store, m: &Meter, owner: &str, a: &Action, how: Release) -> Result<(), TxError> {
+    release_key(store, m, owner, &a.table, &a.key, how).await
 }
 
 /// `REMOVE` of every attribute a lock leaves on an item, with their names: what Keep and Expire share.
@@ -179,7 +183,7 @@ fn unlock_clause(req: UpdateItemFluentBuilder) -> (UpdateItemFluentBuilder, Stri
 }
 
 /// [`release_item`] by table and key.
-pub(crate) async fn release_key(store: &Store, m: &Meter, tx_id: &str, table: &str, key: &Item, how: Release) -> Result<(), TxError> {
+pub(crate) async fn release_key(store: &Store, m: &Meter, owner: &str, table: &str, key: &Item, how: Release) -> Result<(), TxError> {
     let c = &store.client;
     match how {
         Release::Keep => {
@@ -190,11 +194,11 @@ pub(crate) async fn release_key(store: &Store, m: &Meter, tx_id: &str, table: &s
                     "{} = {} AND (attribute_not_exists({}) OR attribute_exists({}))",
                     ph::LOCK, ph::TX, ph::TRANSIENT, ph::APPLIED
                 ))
-                .expression_attribute_values(ph::TX, s(tx_id));
+                .expression_attribute_values(ph::TX, s(owner));
             if let Written::ConditionFailed(Some(old)) = store.update(m, req).await? {
-                if lock_holder(&old) == Some(tx_id) {
+                if lock_holder(&old) == Some(owner) {
                     // Created only to hold the lock and never written: it must not outlive the transaction.
-                    Box::pin(release_key(store, m, tx_id, table, key, Release::Delete)).await?;
+                    Box::pin(release_key(store, m, owner, table, key, Release::Delete)).await?;
                 }
             }
         }
@@ -206,12 +210,12 @@ pub(crate) async fn release_key(store: &Store, m: &Meter, tx_id: &str, table: &s
                 .condition_expression(format!("{} = {} AND attribute_not_exists({})", ph::LOCK, ph::TX, ph::STONE))
                 .expression_attribute_names(ph::LOCK, ATTR_LOCK)
                 .expression_attribute_names(ph::STONE, ATTR_STONE)
-                .expression_attribute_values(ph::TX, s(tx_id));
+                .expression_attribute_values(ph::TX, s(owner));
             if let Written::ConditionFailed(Some(old)) = store.delete(m, req).await? {
                 if let (Some(tx), Some(AttributeValue::M(stone))) = (lock_holder(&old), old.get(ATTR_STONE)) {
-                    if tx == tx_id {
+                    if tx == owner {
                         // The item stood in for a tombstone: deleting it leaves the tombstone.
-                        Box::pin(release_key(store, m, tx_id, table, key, Release::Restore(stone.clone()))).await?;
+                        Box::pin(release_key(store, m, owner, table, key, Release::Restore(stone.clone()))).await?;
                     }
                 }
             }
@@ -222,15 +226,15 @@ pub(crate) async fn release_key(store: &Store, m: &Meter, tx_id: &str, table: &s
                 .update_expression(format!("SET #_sagaTtl = :_sagaTtl {unlock}"))
                 .condition_expression(format!("{} = {}", ph::LOCK, ph::TX))
                 .expression_attribute_names("#_sagaTtl", attr)
-                .expression_attribute_values(ph::TX, s(tx_id))
+                .expression_attribute_values(ph::TX, s(owner))
                 .expression_attribute_values(":_sagaTtl", at);
             match store.update(m, req).await {
                 Ok(_) => {}
                 // The table's indexes refuse the time to live (an index key of another type): a tombstone that never
                 // expires is better than a committed transaction that cannot finish.
                 Err(TxError::DynamoDb { message, .. }) if message.starts_with("ValidationException") => {
-                    tracing::warn!(tx_id, table, %message, "the tombstone's time to live was refused; it is kept without one");
-                    Box::pin(release_key(store, m, tx_id, table, key, Release::Keep)).await?;
+                    tracing::warn!(owner, table, %message, "the tombstone's time to live was refused; it is kept without one");
+                    Box::pin(release_key(store, m, owner, table, key, Release::Keep)).await?;
                 }
                 Err(e) => return Err(e),
             }
@@ -242,14 +246,15 @@ pub(crate) async fn release_key(store: &Store, m: &Meter, tx_id: &str, table: &s
                 .set_item(Some(item))
                 .condition_expression(format!("{} = {}", ph::LOCK, ph::TX))
                 .expression_attribute_names(ph::LOCK, ATTR_LOCK)
-                .expression_attribute_values(ph::TX, s(tx_id));
+                .expression_attribute_values(ph::TX, s(owner));
             store.put(m, req).await?;
         }
     }
     Ok(())
 }
 
-/// Lets go of the parent lock (token, time, lease and record version number) while `holder` holds it.
+/// Lets go of the parent lock (token, time, lease and record version number) while `holder` (an attempt's lock
+/// value) holds it.
 pub(crate) async fn unlock_parent(store: &Store, m: &Meter, p: &Parent, holder: &str) -> Result<(), TxError> {
     let req = store
         .client
@@ -266,14 +271,21 @@ pub(crate) async fn unlock_parent(store: &Store, m: &Meter, p: &Parent, holder: 
     store.update(m, req).await.map(|_| ())
 }
 
+/// Lets go of `h`'s attempt's place in its parent's queue and of the parent lock, when it has a parent.
+pub(crate) async fn release_parent(store: &Store, m: &Meter, h: &Header) -> Result<(), TxError> {
+    let Some(p) = &h.parent else { return Ok(()) };
+    queue::leave(store, m, h).await?;
+    unlock_parent(store, m, p, &h.owner()).await
+}
+
 /// A new record version number for the parent item: random, and small enough to survive a JSON number in the state
 /// machine (53 bits).
 pub(crate) fn new_rvn() -> AttributeValue {
     n((ulid::Ulid::new().random() as u64) & ((1 << 53) - 1))
 }
 
-/// Seed 001's heartbeat on the parent item: a new record version number, only while `h` holds the parent (a
-/// transaction not holding it yet, or that lost it, writes nothing).
+/// Seed 001's heartbeat on the parent item: a new record version number, only while `h`'s attempt holds the parent
+/// (a transaction not holding it yet, or that lost it, writes nothing).
 pub async fn beat_parent(store: &Store, m: &Meter, h: &Header) -> Result<(), TxError> {
     let Some(p) = &h.parent else { return Ok(()) };
     let req = store
@@ -285,7 +297,7 @@ pub async fn beat_parent(store: &Store, m: &Meter, h: &Header) -> Result<(), TxE
         .condition_expression(format!("{} = {}", ph::PARENT_TOKEN, ph::TX))
         .expression_attribute_names(ph::PARENT_TOKEN, PARENT_LOCK_TOKEN)
         .expression_attribute_names(ph::PARENT_RVN, PARENT_RVN)
-        .expression_attribute_values(ph::TX, s(&h.id))
+        .expression_attribute_values(ph::TX, s(h.owner()))
         .expression_attribute_values(ph::RVN, new_rvn());
     store.update(m, req).await.map(|_| ())
 }
@@ -294,7 +306,7 @@ pub async fn beat_parent(store: &Store, m: &Meter, h: &Header) -> Result<(), TxE
 /// header version, and when it holds a parent a new record version number on it, or when it waits for one a
 /// refreshed queue row. False when `h` is no longer pending.
 pub async fn heartbeat(store: &Store, m: &Meter, h: &Header) -> Result<bool, TxError> {
-    if !records::update_header(store, m, &h.id, TxState::Pending, &[], None, &m.usage()).await? {
+    if !records::update_header(store, m, &h.id, records::Expect::at(h), &[], None, &m.usage()).await? {
         return Ok(false);
     }
     beat_parent(store, m, h).await?;
@@ -302,9 +314,9 @@ pub async fn heartbeat(store: &Store, m: &Meter, h: &Header) -> Result<bool, TxE
     Ok(true)
 }
 
-/// Decides the rollback; reports `Canceled` when this run (or another) rolled it back.
-async fn decided(store: &Store, m: &Meter, tx_id: &str, d: &records::Decision) -> Result<Outcome, TxError> {
-    Ok(match records::decide_rollback(store, m, tx_id, d).await? {
+/// Decides the rollback of `h`'s attempt; reports `Canceled` when this run (or another) rolled it back.
+async fn decided(store: &Store, m: &Meter, h: &Header, d: &records::Decision) -> Result<Outcome, TxError> {
+    Ok(match records::decide_rollback(store, m, &h.id, Some(h.attempt), d).await? {
         TxState::RolledBack => Outcome::Canceled,
         state => Outcome::Ended { state },
     })

@@ -53,7 +53,7 @@ pub(crate) async fn enqueue(store: &Store, m: &Meter, h: &Header, p: &Parent) ->
         _ => return Err(TxError::Internal("the queue counter did not move".into())),
     };
     put_row(store, m, &q, ticket, &h.id).await?;
-    records::update_header(store, m, &h.id, TxState::Pending, &[(H_PARENT_TICKET, n(ticket))], None, &Usage::default()).await?;
+    records::update_header(store, m, &h.id, records::Expect::at(h), &[(H_PARENT_TICKET, n(ticket))], None, &Usage::default()).await?;
     Ok(ticket)
 }
 

@@ -17,10 +17,10 @@ pub async fn release(store: &Store, tx_id: &str) -> Result<Report, TxError> {
     if !done {
         return Err(TxError::Internal(format!("release of transaction {tx_id} before its items were released")));
     }
-    if let Some(p) = &h.parent {
-        queue::leave(store, &m, &h).await?;
-        unlock_parent(store, &m, p, tx_id).await?;
+    if h.retry_pending {
+        return Err(TxError::Internal(format!("release of transaction {tx_id}, which is to start another attempt")));
     }
+    release_parent(store, &m, &h).await?;
     let now_ms = now_ms();
     let usage = m.usage();
     let req = store

@@ -15,13 +15,17 @@ pub enum Step {
     Commit,
     Complete(usize),
     Rollback(usize),
+    /// Start another attempt, or give up when none can start: the last one was rolled back and released, and not by
+    /// the request's own doing.
+    Retry,
     Release,
     Finished,
 }
 
 /// Lock every batch first (so a failing condition anywhere cancels before anything changes), save every batch, apply
 /// every batch, commit, complete every batch, release. Each phase runs over all batches before the next starts, so a
-/// phase Lambda can do many batches in one call.
+/// phase Lambda can do many batches in one call. An attempt rolled back for a reason that was not the request's own
+/// is rolled back, then retried (or given up), then released.
 pub fn next_step(h: &Header) -> Step {
     if h.finished() {
         return Step::Finished;
@@ -33,6 +37,7 @@ pub fn next_step(h: &Header) -> Step {
         TxState::Pending => Step::Commit,
         TxState::Committed if h.completed < h.batches => Step::Complete(h.completed),
         TxState::RolledBack if h.restored < h.batches => Step::Rollback(h.restored),
+        TxState::RolledBack if h.retry_pending => Step::Retry,
         TxState::Committed | TxState::RolledBack => Step::Release,
     }
 }

@@ -12,8 +12,8 @@ pub async fn rollback(store: &Store, tx_id: &str, batch: usize, why: Option<&Dec
     let m = Meter::default();
     let mut h = records::read_header(store, &m, tx_id).await?;
     if h.state == TxState::Pending {
-        let d = why.cloned().unwrap_or_else(|| Decision::because("rolled back on request"));
-        if records::decide_rollback(store, &m, tx_id, &d).await? != TxState::RolledBack {
+        let d = why.cloned().unwrap_or_else(|| Decision::aborted("rolled back on request"));
+        if records::decide_rollback(store, &m, tx_id, Some(h.attempt), &d).await? != TxState::RolledBack {
             h = records::read_header(store, &m, tx_id).await?;
             return Ok(Report::new(Outcome::Ended { state: h.state }, &m));
         }
@@ -29,7 +29,7 @@ pub async fn rollback(store: &Store, tx_id: &str, batch: usize, why: Option<&Dec
         let plan = records::read_plan(store, &m, tx_id).await?;
         let actions = records::read_batch(store, &m, tx_id, &plan, batch).await?;
         let positions: Vec<usize> = actions.iter().filter(|(_, a)| a.op.writes()).map(|(p, _)| *p).collect();
-        let mut images = records::read_images(store, &m, tx_id, &positions).await?;
+        let mut images = records::read_images(store, &m, tx_id, h.attempt, &positions).await?;
         let work: Vec<(Action, Release)> = actions
             .into_iter()
             .map(|(pos, a)| {
@@ -41,12 +41,18 @@ pub async fn rollback(store: &Store, tx_id: &str, batch: usize, why: Option<&Dec
                 (a, how)
             })
             .collect();
+        let owner = h.owner();
         concurrently(work, store.cfg.concurrency, |(a, how)| {
-            let m = &m;
-            async move { release_item(store, m, tx_id, &a, how).await }
+            let (m, owner) = (&m, &owner);
+            async move { release_item(store, m, owner, &a, how).await }
         })
         .await?;
     }
-    let outcome = progress(store, &m, tx_id, TxState::RolledBack, H_RESTORED, batch + 1).await?.unwrap_or(Outcome::Done);
+    if batch + 1 == h.batches {
+        // Everything the attempt held goes with its last batch, the parent too: nothing is held while another
+        // attempt is awaited.
+        release_parent(store, &m, &h).await?;
+    }
+    let outcome = progress(store, &m, &h, H_RESTORED, batch + 1).await?.unwrap_or(Outcome::Done);
     Ok(Report::new(outcome, &m))
 }

@@ -37,15 +37,16 @@ pub async fn save(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
             current.insert(key_order(table, &item, &schema.key_names), item);
         }
     }
+    let owner = h.owner();
     let mut writes = Vec::new();
     for (pos, a) in &actions {
         let schema = store.schema(&m, &a.table).await?;
         let item = current.remove(&key_order(&a.table, &a.key, &schema.key_names));
-        let Some(item) = item.filter(|i| lock_holder(i) == Some(tx_id)) else {
+        let Some(item) = item.filter(|i| lock_holder(i) == Some(owner.as_str())) else {
             // Not ours any more: only a decided transaction loses its locks.
-            let h = records::read_header(store, &m, tx_id).await?;
-            if h.state != TxState::Pending {
-                return Ok(Report::new(Outcome::Ended { state: h.state }, &m));
+            let now = records::read_header(store, &m, tx_id).await?;
+            if now.state != TxState::Pending || now.attempt != h.attempt {
+                return Ok(Report::new(Outcome::Ended { state: now.state }, &m));
             }
             return Err(TxError::Internal(format!("{} is not locked by pending transaction {tx_id}", a.describe())));
         };
@@ -58,10 +59,10 @@ pub async fn save(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
             (true, _) => Image::Transient,
             (false, _) => Image::Existed(records::strip_reserved(item)),
         };
-        writes.push(records::image_request(store, tx_id, *pos, &image, h.deadline));
+        writes.push(records::image_request(store, tx_id, h.attempt, *pos, &image, h.deadline));
     }
     store.batch_write(&m, &store.cfg.tx_table, writes).await?;
     beat_parent(store, &m, &h).await?;
-    let outcome = progress(store, &m, tx_id, TxState::Pending, H_SAVED, batch + 1).await?.unwrap_or(Outcome::Done);
+    let outcome = progress(store, &m, &h, H_SAVED, batch + 1).await?.unwrap_or(Outcome::Done);
     Ok(Report::new(outcome, &m))
 }

@@ -23,6 +23,7 @@ async fn main() {
         std::process::exit(2);
     }
     let p = Params {
+        driver: harness::bank::Driver::Library,
         accounts: arg(&args, "--accounts", 500) as usize,
         workers: arg(&args, "--workers", 8) as usize,
         transfers_per_worker: arg(&args, "--transfers", 10) as usize,
@@ -40,5 +41,5 @@ async fn main() {
     seed(&env, &p).await;
     println!("soak: {p:?}");
     let outcome = run(&env, &p).await;
-    println!("soak: {}", check(&env, &p, &outcome).await);
+    println!("soak: {}", check(&env, &p, &outcome).await.0);
 }
