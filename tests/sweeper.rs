@@ -112,6 +112,22 @@ async fn fake_step_functions() -> (String, Arc<Mutex<Vec<Value>>>) {
     (url, started)
 }
 
+const SM_ARN: &str = "arn:aws:states:us-east-1:000000000000:stateMachine:sm";
+
+/// A sweeper of transactions stale after 10 ms that recovers through [`fake_step_functions`]; and what that started.
+async fn sweeper_with_step_functions(env: &Env) -> (Sweeper, Arc<Mutex<Vec<Value>>>) {
+    let (url, started) = fake_step_functions().await;
+    let conf = aws_sdk_sfn::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .endpoint_url(url)
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
+        .build();
+    let mut sw = sweeper(env, Duration::from_millis(10));
+    sw.state_machine = Some(StateMachine { client: aws_sdk_sfn::Client::from_conf(conf), arn: SM_ARN.to_string() });
+    (sw, started)
+}
+
 #[tokio::test]
 async fn leaves_running_executions_alone_and_starts_recovery_executions_for_the_rest() {
     let env = Env::new("sweepsfn").await;
@@ -121,16 +137,8 @@ async fn leaves_running_executions_alone_and_starts_recovery_executions_for_the_
     let (dead, _) = abandoned(&env, "d", "lock", Some(dead_arn)).await;
     tokio::time::sleep(Duration::from_millis(20)).await;
 
-    let (url, started) = fake_step_functions().await;
-    let conf = aws_sdk_sfn::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .endpoint_url(url)
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
-        .build();
-    let mut sw = sweeper(&env, Duration::from_millis(10));
-    let sm_arn = "arn:aws:states:us-east-1:000000000000:stateMachine:sm".to_string();
-    sw.state_machine = Some(StateMachine { client: aws_sdk_sfn::Client::from_conf(conf), arn: sm_arn.clone() });
+    let (sw, started) = sweeper_with_step_functions(&env).await;
+    let sm_arn = SM_ARN.to_string();
     let report = sw.sweep().await.unwrap();
 
     assert_eq!(report.running, vec![running.clone()], "{report:?}");
@@ -150,5 +158,31 @@ async fn leaves_running_executions_alone_and_starts_recovery_executions_for_the_
     // What the recovery execution does: Begin picks the transaction up by id, and the phases roll it back.
     Coordinator::new(env.store.clone()).drive(&dead).await.expect_err("rolled back");
     Coordinator::new(env.store.clone()).drive(&running).await.expect("the running one still finishes");
+    env.assert_clean().await;
+}
+
+/// Express workflows (the template's `WorkflowType: EXPRESS`) have no `DescribeExecution`: the sweeper does not ask,
+/// and recovers a transaction whose Express execution left it unmoved for `stale_after` as one whose execution ended
+/// (an Express execution lasts 5 minutes at most). The stand-in would answer RUNNING for this ARN had it been asked.
+#[tokio::test]
+async fn recovers_a_transaction_of_an_express_execution_without_asking_for_it() {
+    let env = Env::new("sweepexpress").await;
+    let express_arn = "arn:aws:states:us-east-1:000000000000:express:sm:running-express-1:5f0c6a52-6f4c-4a55-9d1b-2b3c4d5e6f70";
+    assert!(dynamo_saga::sweeper::is_express(express_arn));
+    assert!(!dynamo_saga::sweeper::is_express("arn:aws:states:us-east-1:000000000000:execution:sm:express"));
+    let (tx, before) = abandoned(&env, "x", "apply", Some(express_arn)).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let (sw, started) = sweeper_with_step_functions(&env).await;
+    let report = sw.sweep().await.unwrap();
+    assert!(report.running.is_empty(), "{report:?}");
+    assert_eq!(report.rolled_back, vec![tx.clone()], "{report:?}");
+    assert_eq!(started.lock().unwrap().len(), 1, "one recovery execution");
+    Coordinator::new(env.store.clone()).drive(&tx).await.expect_err("rolled back");
+    let now = serde_json::to_value(env.snapshot().await).unwrap();
+    for (table, items) in before.as_object().unwrap() {
+        for (k, v) in items.as_object().unwrap() {
+            assert_eq!(&now[table][k], v, "{k} restored");
+        }
+    }
     env.assert_clean().await;
 }

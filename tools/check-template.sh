@@ -5,7 +5,9 @@
 #  1. sam validate --lint    template.yaml (the SAM transform, then cfn-lint)
 #  2. asl-validator          statemachine/transaction.asl.json, with every ${...} placeholder replaced by a dummy
 #                            Lambda ARN (what SAM's DefinitionSubstitutions do at deploy time)
-#  3. tools/check_policies.py no "*" resource on DynamoDB or Step Functions actions, IAM auth on the API
+#  3. tools/check_policies.py no "*" resource on DynamoDB, Step Functions, SQS, SNS, CloudWatch or Logs actions,
+#                            IAM auth on the API, an encrypted dead-letter queue for EventBridge requests, alarms
+#                            only under EnableAlarms and notifying only AlarmTopicArn
 #  4. JSON syntax            every events/*.json, and events/sm-250.json is what events/generate.py writes
 #
 # Tools are installed once into .local/ (git-ignored): aws-sam-cli and cfn-lint in the venv .local/venv,
@@ -66,9 +68,9 @@ else
   echo "placeholders match DefinitionSubstitutions: $(echo $used)"
 fi
 
-step "least privilege and IAM auth (tools/check_policies.py)"
+step "least privilege, IAM auth, dead-letter queue and alarms (tools/check_policies.py)"
 "$venv/bin/python" tools/check_policies.py --self-test || fail "check_policies.py cannot catch what it checks for"
-"$venv/bin/python" tools/check_policies.py || fail "template.yaml grants too much or leaves the API open"
+"$venv/bin/python" tools/check_policies.py || fail "template.yaml grants too much, leaves the API open, or fails an operations check"
 
 step "JSON syntax of events/*.json"
 n=0
