@@ -6,7 +6,9 @@
 #                       [--item-bytes 940] [--seed000-max N] [--out DIR]
 # --lambda first builds every function for Lambda (release, arm64, zips in target/lambda/), so the zip sizes are
 # reported too; a cold build takes 10-25 minutes on 2 cores. --functions-only measures the functions again (init time,
-# zip sizes) and rewrites the report with the other figures of the last run, from docs/benchmarks.json.
+# zip sizes) and rewrites the report with the other figures of the last run, from docs/benchmarks.json;
+# --contention-only does the same for the contention section (native with client retries, dynamo-saga in-process and
+# through the state machine, on the same transfers).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -17,6 +19,7 @@ for a in "$@"; do
   case $a in
     --lambda) lambda=1 ;;
     --functions-only) only=1; args+=("$a") ;;
+    --contention-only) args+=("$a") ;;
     *) args+=("$a") ;;
   esac
 done
@@ -37,6 +40,6 @@ if [ "$only" = 1 ]; then
 fi
 name="bench-$$"
 trap 'tools/stack.sh stop "$name"' EXIT
-settings=$(tools/stack.sh start "$name")
+settings=$(tools/stack.sh start "$name" $$)
 set -a; . "$settings"; set +a
 target/bench-run/bench "${args[@]}"

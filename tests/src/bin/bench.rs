@@ -13,6 +13,11 @@
 //! ([`dynamo_saga::billing`]: DynamoDB Local under-reports transactional capacity), and on a plain store, for the wall
 //! time. With the local stack's settings in the environment (`LAMBDA_ENDPOINT`, ...), it also runs updates through the
 //! state machine and counts state transitions; and it measures the functions' init time and, when built, zip sizes.
+//!
+//! Contention: bank transfers sent by 8 clients at a time over 50 shared accounts. 32 transfers of 2 to 99 accounts
+//! (so native can run them) by native `TransactWriteItems` with client retries, by dynamo-saga in-process and through
+//! the state machine; and 16 transfers of 2 to 150 accounts, beyond native, by dynamo-saga both ways: transfers
+//! committed per second and the time each took to end.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -123,6 +128,27 @@ struct MachineRow {
     usd: f64,
 }
 
+/// One way of running the contention workload.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ContentionRow {
+    #[serde(default)]
+    workload: String,
+    way: String,
+    transfers: usize,
+    committed: usize,
+    /// Refused by their own condition (`bal >= :need`).
+    refused: usize,
+    /// Ended otherwise (a wait past `LockWaitSeconds` or the deadline).
+    gave_up: usize,
+    /// Attempts in all (native: calls sent).
+    attempts: u64,
+    elapsed_ms: f64,
+    committed_per_s: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct FunctionRow {
@@ -139,12 +165,14 @@ struct Args {
     seed000_max: usize,
     /// Measure the functions again and rewrite the report with the other figures of the last run (its JSON).
     functions_only: bool,
+    /// Measure contention again and rewrite the report with the other figures of the last run (its JSON).
+    contention_only: bool,
 }
 
 fn args() -> Args {
-    let mut a = Args { sizes: vec![10, 100, 1000, 10_000], kinds: Kind::all().to_vec(), item_bytes: 940, out: harness::root().join("docs"), seed000_max: 10_000, functions_only: false };
+    let mut a = Args { sizes: vec![10, 100, 1000, 10_000], kinds: Kind::all().to_vec(), item_bytes: 940, out: harness::root().join("docs"), seed000_max: 10_000, functions_only: false, contention_only: false };
     let mut it = std::env::args().skip(1);
-    let usage = "usage: bench [--sizes 10,100,1000,10000] [--kinds update,insert,delete,check] [--item-bytes 940] [--seed000-max N] [--out DIR] [--functions-only]";
+    let usage = "usage: bench [--sizes 10,100,1000,10000] [--kinds update,insert,delete,check] [--item-bytes 940] [--seed000-max N] [--out DIR] [--functions-only | --contention-only]";
     while let Some(flag) = it.next() {
         let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value\n{usage}"));
         match flag.as_str() {
@@ -159,6 +187,7 @@ fn args() -> Args {
             "--seed000-max" => a.seed000_max = value().parse().expect("a number of actions"),
             "--out" => a.out = PathBuf::from(value()),
             "--functions-only" => a.functions_only = true,
+            "--contention-only" => a.contention_only = true,
             "-h" | "--help" => {
                 println!("{usage}");
                 std::process::exit(0)
@@ -335,6 +364,52 @@ async fn functions() -> Vec<FunctionRow> {
     rows
 }
 
+/// The contention workloads, each run the same way (same seed, so the same transfers) by each driver on fresh accounts.
+async fn contention() -> Vec<ContentionRow> {
+    use harness::bank::{check, run, seed, Driver, Params};
+    let mut rows = Vec::new();
+    let within = Params { driver: Driver::Native, accounts: 50, workers: 8, transfers_per_worker: 4, min_k: 2, max_k: 99, plain_writers: 0, deadline_seconds: 600, seed: 3 };
+    let beyond = Params { transfers_per_worker: 2, max_k: 150, ..within.clone() };
+    let runs = [
+        ("32 transfers of 2-99 accounts", &within, Driver::Native),
+        ("32 transfers of 2-99 accounts", &within, Driver::Library),
+        ("32 transfers of 2-99 accounts", &within, Driver::StateMachine),
+        ("16 transfers of 2-150 accounts", &beyond, Driver::Library),
+        ("16 transfers of 2-150 accounts", &beyond, Driver::StateMachine),
+    ];
+    for (workload, params, driver) in runs {
+        if driver == Driver::StateMachine && std::env::var("LAMBDA_ENDPOINT").is_err() {
+            eprintln!("contention through the state machine: skipped (no local stack; tools/bench.sh starts one)");
+            continue;
+        }
+        let name = format!("bench-contention-{}", rows.len());
+        let env = if driver == Driver::StateMachine { Env::on_stack(&name).await } else { Env::new(&name).await };
+        let p = Params { driver, ..params.clone() };
+        seed(&env, &p).await;
+        let o = run(&env, &p).await;
+        let (summary, attempts) = check(&env, &p, &o).await;
+        eprintln!("contention, {}: {summary}", driver.name());
+        let mut times: Vec<f64> = o.times.iter().map(|t| t.as_secs_f64() * 1000.0).collect();
+        times.sort_by(f64::total_cmp);
+        let pct = |q: f64| times[((times.len() as f64 * q).ceil() as usize).clamp(1, times.len()) - 1];
+        let secs = o.elapsed.as_secs_f64();
+        rows.push(ContentionRow {
+            workload: workload.to_owned(),
+            way: driver.name().to_owned(),
+            transfers: p.workers * p.transfers_per_worker,
+            committed: o.committed,
+            refused: o.condition_failed,
+            gave_up: o.gave_up,
+            attempts,
+            elapsed_ms: secs * 1000.0,
+            committed_per_s: o.committed as f64 / secs,
+            p50_ms: pct(0.5),
+            p99_ms: pct(0.99),
+        });
+    }
+    rows
+}
+
 fn f1(x: f64) -> String {
     format!("{x:.1}")
 }
@@ -343,7 +418,31 @@ fn by<'a>(rows: &'a [Row], kind: Kind, n: usize, method: Method) -> Option<&'a R
     rows.iter().find(|r| r.kind == kind && r.actions == n && r.method == method)
 }
 
-fn markdown(a: &Args, rows: &[Row], machine: &[MachineRow], funcs: &[FunctionRow], total: &Bill, when: &str) -> String {
+fn contention_markdown(rows: &[ContentionRow]) -> String {
+    let mut md = String::from(
+        "## Contention\n\nBank transfers (`ADD bal :d, txns :one`, debits guarded by `bal >= :need`) over 50 accounts, 8 clients at \
+         a time: 32 transfers of 2 to 99 accounts, which native can run, and 16 of 2 to 150, which it cannot; the same transfers \
+         (one seed) for each way, on fresh accounts. Native \
+         `TransactWriteItems` is sent again by its client after a `TransactionConflict`, with backoff from 25 ms to 1.6 s, \
+         until it commits or fails its condition; dynamo-saga needs no client retries: a transaction rolled back by an older \
+         one tries again by itself. The in-process coordinator is this optimised build; the state machine runs on the local \
+         stack (aws-local-stepfunctions, the functions as debug builds behind `cargo lambda watch`). Time to end is from \
+         sending a transfer to its outcome.\n\n\
+         | workload | way | transfers | committed | refused by their own condition | ended otherwise | attempts (native: calls) | committed per second | p50 time to end (ms) | p99 time to end (ms) | wall time (ms) |\n\
+         | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for r in rows {
+        md.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.0} | {:.0} | {:.0} |\n",
+            r.workload,
+            r.way, r.transfers, r.committed, r.refused, r.gave_up, r.attempts, r.committed_per_s, r.p50_ms, r.p99_ms, r.elapsed_ms
+        ));
+    }
+    md.push('\n');
+    md
+}
+
+fn markdown(a: &Args, rows: &[Row], machine: &[MachineRow], contention: &[ContentionRow], funcs: &[FunctionRow], total: &Bill, when: &str) -> String {
     let mut md = String::new();
     md.push_str("# Benchmarks\n\n");
     md.push_str(&format!(
@@ -412,6 +511,9 @@ fn markdown(a: &Args, rows: &[Row], machine: &[MachineRow], funcs: &[FunctionRow
             md.push_str(&format!("| {} | {} | {} | {} | {} | {:.6} |\n", r.actions, r.transitions, r.history_events, r.lambda_calls, r.duration_ms, r.usd));
         }
         md.push('\n');
+    }
+    if !contention.is_empty() {
+        md.push_str(&contention_markdown(contention));
     }
     md.push_str("## The Lambda functions\n\nInit duration as Lambda defines it (process start to the first request for an event), against a stand-in for the \
         Lambda Runtime API, best of 5, for the debug builds the local stack runs (x86_64). Zip sizes are of the release arm64 builds in \
@@ -512,6 +614,8 @@ struct Report {
     written: String,
     rows: Vec<Row>,
     state_machine: Vec<MachineRow>,
+    #[serde(default)]
+    contention: Vec<ContentionRow>,
     functions: Vec<FunctionRow>,
     non_transactional_cross_check: Bill,
 }
@@ -562,8 +666,9 @@ async fn main() {
     let started = Instant::now();
     let now = std::process::Command::new("date").arg("-u").arg("+%Y-%m-%d %H:%M UTC").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
     let json_path = a.out.join("benchmarks.json");
-    let mut report = if a.functions_only {
-        let text = std::fs::read_to_string(&json_path).unwrap_or_else(|e| panic!("--functions-only needs the last run's {}: {e}", json_path.display()));
+    let only = a.functions_only || a.contention_only;
+    let mut report = if only {
+        let text = std::fs::read_to_string(&json_path).unwrap_or_else(|e| panic!("--functions-only and --contention-only need the last run's {}: {e}", json_path.display()));
         let r: Report = serde_json::from_str(&text).expect("benchmarks.json of this version");
         a.sizes = r.sizes.clone();
         a.kinds = r.kinds.clone();
@@ -582,14 +687,24 @@ async fn main() {
             written: now.clone(),
             rows,
             state_machine,
+            contention: Vec::new(),
             functions: Vec::new(),
             non_transactional_cross_check: total,
         }
     };
-    report.functions = functions().await;
-    let when = if a.functions_only { format!("{} (the functions on {now})", report.written) } else { now };
+    if !a.functions_only {
+        report.contention = contention().await;
+    }
+    if !a.contention_only {
+        report.functions = functions().await;
+    }
+    let when = match (a.functions_only, a.contention_only) {
+        (true, _) => format!("{} (the functions on {now})", report.written),
+        (_, true) => format!("{} (contention on {now})", report.written),
+        _ => now,
+    };
     std::fs::create_dir_all(&a.out).expect("create the output directory");
-    let md = markdown(&a, &report.rows, &report.state_machine, &report.functions, &report.non_transactional_cross_check, &when);
+    let md = markdown(&a, &report.rows, &report.state_machine, &report.contention, &report.functions, &report.non_transactional_cross_check, &when);
     std::fs::write(a.out.join("benchmarks.md"), &md).expect("write benchmarks.md");
     std::fs::write(&json_path, serde_json::to_string_pretty(&report).unwrap()).expect("write benchmarks.json");
     std::fs::write(a.out.join("benchmarks.svg"), svg(&a, &report.rows)).expect("write benchmarks.svg");
