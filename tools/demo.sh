@@ -10,6 +10,6 @@ bash tools/stack.sh install
 cargo build -q -p dynamo-saga-tests --bin demo
 name="demo-$$"
 trap 'tools/stack.sh stop "$name"' EXIT
-settings=$(tools/stack.sh start "$name")
+settings=$(tools/stack.sh start "$name" $$)
 set -a; . "$settings"; set +a
 target/debug/demo

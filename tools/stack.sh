@@ -2,7 +2,10 @@
 # The local stack: DynamoDB Local and every Lambda function behind a local Lambda Invoke API (`cargo lambda watch`).
 # Step Functions runs in-process per execution (tools/sfn-local.mjs, aws-local-stepfunctions) against it.
 #   tools/stack.sh install       install what the stack needs (java, the DynamoDB Local jar, cargo-lambda, node packages)
-#   tools/stack.sh start NAME    start a stack; prints the file of its settings (KEY=VALUE lines, also valid shell)
+#   tools/stack.sh start NAME [OWNER_PID]
+#                                start a stack; prints the file of its settings (KEY=VALUE lines, also valid shell).
+#                                With OWNER_PID, the stack is stopped once that process has ended, however it ended
+#                                (killed outright included), by a watchdog in a session of its own.
 #   tools/stack.sh stop NAME     stop it
 # The functions may write the tables Orders, Inventory (events/), shop (the demo) and t-* (tests), unless
 # SAGA_ALLOWED_TABLES says otherwise; SAGA_MAX_ACTIONS (default 100000) and SAGA_LEASE_SECONDS pass through too.
@@ -26,7 +29,7 @@ install() {
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 start() {
-  local name=$1 dir="$root/.local/stack/$1"
+  local name=$1 dir="$root/.local/stack/$1" owner=${2:-}
   install
   stop "$name"
   mkdir -p "$dir"
@@ -79,11 +82,21 @@ SAGA_TABLE=${SAGA_TABLE:-saga-transactions}
 SAGA_FAULT_FILE=$dir/fault
 SAGA_MAX_ACTIONS=${SAGA_MAX_ACTIONS:-100000}
 EOF
+  if [ -n "$owner" ]; then
+    setsid nohup sh -c "while kill -0 $owner 2>/dev/null; do sleep 2; done; exec \"$root/tools/stack.sh\" stop \"$name\"" \
+      </dev/null >/dev/null 2>&1 &
+    echo $! >"$dir/watchdog.pid"
+  fi
   echo "$dir/settings"
 }
 
 stop() {
   local dir="$root/.local/stack/$1"
+  if [ -f "$dir/watchdog.pid" ]; then
+    local w; w=$(cat "$dir/watchdog.pid")
+    rm -f "$dir/watchdog.pid"
+    [ "$w" != "$$" ] && kill "$w" 2>/dev/null || true
+  fi
   if [ -f "$dir/lambda.pid" ]; then
     local pid; pid=$(cat "$dir/lambda.pid")
     pkill -P "$pid" 2>/dev/null || true
@@ -99,7 +112,7 @@ stop() {
 
 case "${1:-}" in
   install) install ;;
-  start) start "${2:?name}" ;;
+  start) start "${2:?name}" "${3:-}" ;;
   stop) stop "${2:?name}" ;;
-  *) echo "usage: $0 install | start NAME | stop NAME" >&2; exit 2 ;;
+  *) echo "usage: $0 install | start NAME [OWNER_PID] | stop NAME" >&2; exit 2 ;;
 esac

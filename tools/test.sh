@@ -14,7 +14,8 @@ rm -f "$SAGA_REPORT"
 trap 'tools/stack.sh stop "$name"; rm -f "$SAGA_REPORT"' EXIT
 # The stack's limit on actions (tests/src/stack.rs TEST_MAX_ACTIONS): above the 10,000-action test, and low enough that
 # a request over it still fits a Lambda payload.
-settings=$(SAGA_MAX_ACTIONS=12000 tools/stack.sh start "$name")
+# The stack is also stopped if this script is killed outright (its watchdog waits for this process).
+settings=$(SAGA_MAX_ACTIONS=12000 tools/stack.sh start "$name" $$)
 set -a; . "$settings"; set +a
 cargo test --workspace -- --test-threads 4
 echo
