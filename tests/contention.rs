@@ -687,3 +687,27 @@ async fn a_later_attempt_never_restores_an_earlier_attempts_image() {
     assert_eq!(n_of(&env, "x000").await, 10, "the first attempt's image (n = 0) was not put back over the older one's write");
     env.assert_clean().await;
 }
+
+/// A Rollback phase call that runs late or twice (a Lambda retried after a timeout while the first call still runs)
+/// after its transaction has started its next attempt must not end that attempt: without the state machine's Abort
+/// reason it leaves a pending transaction alone, writing nothing.
+#[tokio::test]
+async fn a_late_rollback_call_leaves_the_next_attempt_alone() {
+    let env = Env::new("laterollback").await;
+    let pks = keys("l", 2);
+    seed(&env, &pks).await;
+    let ids = begin_in_order(&env, &[adds(&env, &pks[..1], 10, None), adds(&env, &pks, 1, None)]).await;
+    let (older, younger) = (&ids[0], &ids[1]);
+    assert_eq!(lock::lock(&env.store, younger, 0).await.unwrap().outcome, Outcome::Done);
+    wound(&env, younger, older, "l000").await;
+    Coordinator::new(env.store.clone()).drive(older).await.expect("the older one commits");
+    assert_eq!(dynamo_saga::phase::retry::retry(&env.store, younger).await.unwrap().outcome, Outcome::Done);
+    assert_eq!(lock::lock(&env.store, younger, 0).await.unwrap().outcome, Outcome::Done);
+    let late = dynamo_saga::phase::rollback::rollback(&env.store, younger, 0, None).await.unwrap();
+    assert_eq!(late.usage.writes, 0, "a late rollback call wrote: {late:?}");
+    let st = status_of(&env, younger).await;
+    assert_eq!((st.state, st.attempt), (TxState::Pending, 2), "{st:?}");
+    Coordinator::new(env.store.clone()).drive(younger).await.expect("the second attempt commits");
+    assert_eq!([n_of(&env, "l000").await, n_of(&env, "l001").await], [11, 1]);
+    env.assert_clean().await;
+}

@@ -1,5 +1,5 @@
-//! rollback: decide the transaction `ROLLED_BACK` if it is still pending, then, batch by batch, put every saved image
-//! back, delete every item the transaction created, and unlock the rest.
+//! rollback: with a reason (the state machine's Abort), decide the transaction `ROLLED_BACK` if it is still pending;
+//! then, batch by batch, put every saved image back, delete every item the transaction created, and unlock the rest.
 //!
 //! Only batches whose locking had started are visited; every write is conditional on this transaction's lock, so an
 //! item restored once is never touched again.
@@ -7,13 +7,15 @@
 use super::*;
 use crate::records::{Decision, Image};
 
-/// Rolls back batch `batch`. `why` is recorded when this call is the one that decides the rollback.
+/// Rolls back batch `batch`. `why` decides the rollback of a pending transaction, and is recorded. Without it, a
+/// pending transaction is left alone: the rollback it was called for has ended, and the transaction has started its
+/// next attempt since (a late or repeated call of this phase must not end that attempt).
 pub async fn rollback(store: &Store, tx_id: &str, batch: usize, why: Option<&Decision>) -> Result<Report, TxError> {
     let m = Meter::default();
     let mut h = records::read_header(store, &m, tx_id).await?;
     if h.state == TxState::Pending {
-        let d = why.cloned().unwrap_or_else(|| Decision::aborted("rolled back on request"));
-        if records::decide_rollback(store, &m, tx_id, Some(h.attempt), &d).await? != TxState::RolledBack {
+        let Some(d) = why else { return Ok(Report::new(Outcome::Ended { state: h.state }, &m)) };
+        if records::decide_rollback(store, &m, tx_id, Some(h.attempt), d).await? != TxState::RolledBack {
             h = records::read_header(store, &m, tx_id).await?;
             return Ok(Report::new(Outcome::Ended { state: h.state }, &m));
         }
