@@ -1,6 +1,6 @@
 //! Every file in `events/` used as `events/README.md` says, on the local stack: function events through the local
 //! Lambda Invoke API (what `sam local invoke -e` sends), state machine inputs, API Gateway and EventBridge events
-//! through the state machine. The tables are the ones the README names (`Orders`, `Inventory`).
+//! through the state machine (an EventBridge event through the rule's InputTransformer as `template.yaml` writes it). The tables are the ones the README names (`Orders`, `Inventory`).
 
 use harness::stack::{stack, Stack};
 use harness::{create_table, scan, sv};
@@ -152,9 +152,68 @@ async fn every_sample_event_works_as_documented() {
     assert_eq!(st.execute(&input).await.status, "SUCCEEDED");
     assert_eq!(status_of(st, "widget-6").await.as_deref(), Some("SOLD"));
     let eb = event("eventbridge-transaction.json");
-    assert_eq!(st.execute(&eb["detail"]).await.status, "SUCCEEDED");
+    let first = st.execute(&eventbridge_input(&eb)).await;
+    assert_eq!(first.status, "SUCCEEDED", "{first:?}");
     // EventBridge may deliver twice: the same ClientRequestToken gives the same transaction, applied once.
-    let twice = st.execute(&eb["detail"]).await;
-    assert_eq!(twice.status, "SUCCEEDED", "{twice:?}");
+    let twice = st.execute(&eventbridge_input(&eb)).await;
+    assert_eq!((twice.status.as_str(), &twice.output["TransactionId"]), ("SUCCEEDED", &first.output["TransactionId"]), "{twice:?}");
     assert_eq!(status_of(st, "widget-7").await.as_deref(), Some("SOLD"));
+
+    // An event whose request has no ClientRequestToken: the event's id stands in for one, so a redelivery of the same
+    // event applies nothing twice, and another event is another transaction.
+    let pk = format!("eb-counter-{}", event_id());
+    let add = |id: &str| json!({"id": id, "detail-type": "TransactWriteItems", "source": "dynamo-saga", "detail": {"TransactItems": [
+        {"Update": {"TableName": "Orders", "Key": {"pk": sv(&pk)}, "UpdateExpression": "ADD n :one",
+            "ExpressionAttributeValues": {":one": {"N": "1"}}}}]}});
+    let counter = || async {
+        let c = st.client();
+        let key = dynamo_saga::value::item_from_json(&json!({"pk": sv(&pk)})).unwrap();
+        c.get_item().table_name("Orders").set_key(Some(key)).consistent_read(true).send().await.unwrap().item.and_then(|i| i.get("n").cloned())
+    };
+    let one = add(&event_id());
+    let runs = [st.execute(&eventbridge_input(&one)).await, st.execute(&eventbridge_input(&one)).await];
+    for r in &runs {
+        assert_eq!(r.status, "SUCCEEDED", "{r:?}");
+    }
+    assert_eq!(runs[0].output["TransactionId"], runs[1].output["TransactionId"], "a redelivered event is the same transaction");
+    assert_eq!(counter().await, Some(aws_sdk_dynamodb::types::AttributeValue::N("1".into())), "applied once");
+    let other = st.execute(&eventbridge_input(&add(&event_id()))).await;
+    assert_ne!(other.output["TransactionId"], runs[0].output["TransactionId"], "{other:?}");
+    assert_eq!(counter().await, Some(aws_sdk_dynamodb::types::AttributeValue::N("2".into())));
+}
+
+/// A new event id, shaped as EventBridge's (a UUID).
+fn event_id() -> String {
+    let h = format!("{:032x}", rand::random::<u128>());
+    format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
+}
+
+/// The execution input the EventBridge rule of `template.yaml` makes of `event`: its InputTransformer's InputTemplate,
+/// read from the template, with each variable replaced as EventBridge does (a variable outside quotes becomes the
+/// JSON of the value its InputPathsMap path selects, a string as a quoted JSON string).
+fn eventbridge_input(event: &Value) -> Value {
+    let template = std::fs::read_to_string(harness::root().join("template.yaml")).unwrap();
+    let rule = &template[template.find("TransactWriteItemsEvent:").expect("the rule's event")..];
+    let section = &rule[rule.find("InputTransformer:").expect("an InputTransformer")..];
+    let mut lines = section.lines().skip(1);
+    let mut paths = Vec::new();
+    let mut input_template = None;
+    while let Some(line) = lines.next() {
+        let t = line.trim();
+        if let Some(rest) = t.strip_prefix("InputTemplate:") {
+            input_template = Some(rest.trim().trim_matches('\'').to_owned());
+            break;
+        }
+        if let Some((name, path)) = t.split_once(": $.") {
+            paths.push((name.to_owned(), path.to_owned()));
+        }
+    }
+    let mut text = input_template.expect("an InputTemplate");
+    assert!(!paths.is_empty(), "InputPathsMap");
+    for (name, path) in paths {
+        let value = path.split('.').fold(event, |v, k| &v[k]);
+        assert!(!value.is_null(), "the event has no {path}");
+        text = text.replace(&format!("<{name}>"), &serde_json::to_string(value).unwrap());
+    }
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("the InputTemplate does not make JSON ({e}): {text}"))
 }
