@@ -89,8 +89,7 @@ async fn crash_matrix_by(name: &str, n: usize, commit_path: bool, recovery: Reco
     let clean = Coordinator::new(counter.clone()).run(&body).await;
     assert_eq!(clean.is_ok(), commit_path);
     let total = counter.writes_sent().unwrap();
-    let full = std::env::var("SAGA_CRASH_FULL").is_ok_and(|v| v == "1");
-    let points: Vec<u64> = (0..total).filter(|k| full || (*k <= 24 && k % stride == 0) || k % (17 * stride) == 0 || *k + 6 >= total).collect();
+    let points = crash_points(total, stride);
     let mut violations = Vec::new();
     for &k in &points {
         let tag = format!("k{k}");
@@ -114,11 +113,7 @@ async fn crash_matrix_by(name: &str, n: usize, commit_path: bool, recovery: Reco
                 tx
             }
             Recovery::Sweeper => {
-                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-                let mut sweeper = Sweeper::new(env.store.clone());
-                sweeper.stale_after = std::time::Duration::from_millis(1);
-                let report = sweeper.sweep().await.unwrap();
-                assert!(report.failed.is_empty(), "crash point {k}: {report:?}");
+                let report = sweep_now(&env, k).await;
                 match report.finished.first() {
                     Some(f) => f.transaction_id.clone(),
                     None => {
@@ -142,11 +137,33 @@ async fn crash_matrix_by(name: &str, n: usize, commit_path: bool, recovery: Reco
         }
         late_coordinator_writes_nothing(&env, &tx).await;
     }
+    let path = if commit_path { "commit path" } else { "rollback path" };
+    finish_matrix(&env, name, n, path, points.len(), total, recovery, violations).await;
+}
+
+/// The crash points of a transaction of `total` writes: every one with `SAGA_CRASH_FULL=1`, otherwise every
+/// `stride`-th of the first 24, every `17 * stride`-th, and the last 6.
+fn crash_points(total: u64, stride: u64) -> Vec<u64> {
+    let full = std::env::var("SAGA_CRASH_FULL").is_ok_and(|v| v == "1");
+    (0..total).filter(|k| full || (*k <= 24 && k % stride == 0) || k % (17 * stride) == 0 || *k + 6 >= total).collect()
+}
+
+/// One sweep that finds every open transaction stale; none of them may fail to recover.
+async fn sweep_now(env: &Env, k: u64) -> dynamo_saga::sweeper::SweepReport {
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let mut sweeper = Sweeper::new(env.store.clone());
+    sweeper.stale_after = std::time::Duration::from_millis(1);
+    let report = sweeper.sweep().await.unwrap();
+    assert!(report.failed.is_empty(), "crash point {k}: {report:?}");
+    report
+}
+
+/// After a matrix: no lock left, its figure reported, and no violation.
+#[allow(clippy::too_many_arguments)]
+async fn finish_matrix(env: &Env, name: &str, n: usize, what: &str, points: usize, total: u64, recovery: Recovery, violations: Vec<String>) {
     env.assert_clean().await;
     harness::report(format!(
-        "crash {name}: {n} actions, {} path, {} crash points of {total} writes, recovered by the {}, {} violations",
-        if commit_path { "commit" } else { "rollback" },
-        points.len(),
+        "crash {name}: {n} actions, {what}, {points} crash points of {total} writes, recovered by the {}, {} violations",
         format!("{recovery:?}").to_lowercase(),
         violations.len()
     ));
@@ -282,8 +299,7 @@ async fn crash_matrix_retry(name: &str, n: usize, recovery: Recovery, stride: u6
     let counter = env.store.crash_after(u64::MAX);
     Coordinator::new(counter.clone()).drive(&tx).await.expect("a clean run of the next attempt commits");
     let total = counter.writes_sent().unwrap();
-    let full = std::env::var("SAGA_CRASH_FULL").is_ok_and(|v| v == "1");
-    let points: Vec<u64> = (0..total).filter(|k| full || (*k <= 24 && k % stride == 0) || k % (17 * stride) == 0 || *k + 6 >= total).collect();
+    let points = crash_points(total, stride);
     let mut violations = Vec::new();
     for &k in &points {
         let tag = format!("k{k}");
@@ -298,11 +314,7 @@ async fn crash_matrix_retry(name: &str, n: usize, recovery: Recovery, stride: u6
                 other => violations.push(format!("crash point {k}: a second driver got {other:?}")),
             },
             Recovery::Sweeper => {
-                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-                let mut sweeper = Sweeper::new(env.store.clone());
-                sweeper.stale_after = std::time::Duration::from_millis(1);
-                let report = sweeper.sweep().await.unwrap();
-                assert!(report.failed.is_empty(), "crash point {k}: {report:?}");
+                sweep_now(&env, k).await;
                 let h = read_header(&env.store, &Meter::default(), &tx).await.unwrap();
                 match h.state {
                     TxState::Committed => assert_mixed_committed(&env, &tag, n).await,
@@ -316,14 +328,7 @@ async fn crash_matrix_retry(name: &str, n: usize, recovery: Recovery, stride: u6
         }
         late_coordinator_writes_nothing(&env, &tx).await;
     }
-    env.assert_clean().await;
-    harness::report(format!(
-        "crash {name}: {n} actions, an attempt rolled back by an older transaction and retried, {} crash points of {total} writes, recovered by the {}, {} violations",
-        points.len(),
-        format!("{recovery:?}").to_lowercase(),
-        violations.len()
-    ));
-    assert!(violations.is_empty(), "{violations:#?}");
+    finish_matrix(&env, name, n, "an attempt rolled back by an older transaction and retried", points.len(), total, recovery, violations).await;
 }
 
 #[tokio::test]

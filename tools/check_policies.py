@@ -187,22 +187,20 @@ def check_statement(where, st, out, rules=(1, 4)):
     actions = st.get("Action", [])
     actions = actions if isinstance(actions, list) else [actions]
     actions = [a for a in actions if isinstance(a, str)]
+    def refuse_wildcards(chosen, is_wildcard, note=""):
+        if not chosen:
+            return
+        if "NotResource" in st:
+            out.append(f"{where}: NotResource with {chosen}")
+        for r in resources(st.get("Resource", "*")):
+            if is_wildcard(r):
+                out.append(f"{where}: {chosen} on a wildcard resource {r}{note}")
+
     if 1 in rules:
-        relevant = [a for a in actions if a.startswith(("dynamodb:", "states:")) or a == "*"]
-        if relevant:
-            if "NotResource" in st:
-                out.append(f"{where}: NotResource with {relevant}")
-            for r in resources(st.get("Resource", "*")):
-                if wildcard(r):
-                    out.append(f"{where}: {relevant} on a wildcard resource {r}")
+        refuse_wildcards([a for a in actions if a.startswith(("dynamodb:", "states:")) or a == "*"], wildcard)
     if 4 in rules:
         named = [a for a in actions if a.lower().startswith(NAMED_SERVICES) and a not in NO_RESOURCE_LEVEL]
-        if named:
-            if "NotResource" in st:
-                out.append(f"{where}: NotResource with {named}")
-            for r in resources(st.get("Resource", "*")):
-                if wildcard_named(r):
-                    out.append(f"{where}: {named} on a wildcard resource {r} (not in NO_RESOURCE_LEVEL)")
+        refuse_wildcards(named, wildcard_named, " (not in NO_RESOURCE_LEVEL)")
 
 
 def condition_refs(template, name, seen=None):

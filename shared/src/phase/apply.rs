@@ -137,11 +137,11 @@ async fn fence_failed(store: &Store, m: &Meter, h: &Header, item: Option<&Action
     if now.state != TxState::Pending || now.attempt != h.attempt {
         return Ok(Group::Stop(Outcome::Ended { state: now.state }));
     }
+    // The item's own lock, unless the item is the parent (whose write carries the fence inline); else the parent's.
     let (action, what) = match (item, &h.parent) {
-        (Some(a), _) if !h.parent.as_ref().is_some_and(|p| same_item(p, a)) => (Some(a.index), value::key_display(&a.table, &a.key)),
+        (Some(a), p) if !p.as_ref().is_some_and(|p| same_item(p, a)) => (Some(a.index), value::key_display(&a.table, &a.key)),
         (_, Some(p)) => (None, value::key_display(&p.table_name, &p.key)),
-        (Some(a), None) => (Some(a.index), value::key_display(&a.table, &a.key)),
-        (None, None) => return Err(TxError::Internal("the header fence failed on a pending attempt".into())),
+        (_, None) => return Err(TxError::Internal("the header fence failed on a pending attempt".into())),
     };
     let d = Decision::retry(None, action, &what, format!("the lock on {what} was lost before apply"));
     Ok(Group::Stop(decided(store, m, h, &d).await?))
