@@ -1,6 +1,7 @@
 //! Every file in `events/` used as `events/README.md` says, on the local stack: function events through the local
-//! Lambda Invoke API (what `sam local invoke -e` sends), state machine inputs, API Gateway and EventBridge events
-//! through the state machine (an EventBridge event through the rule's InputTransformer as `template.yaml` writes it). The tables are the ones the README names (`Orders`, `Inventory`).
+//! Lambda Invoke API (what `sam local invoke -e` sends), state machine inputs, API Gateway events through the API
+//! function (which starts executions on the stack's Step Functions endpoint) and EventBridge events through the state
+//! machine (through the rule's InputTransformer as `template.yaml` writes it). The tables are the ones the README names (`Orders`, `Inventory`).
 
 use harness::stack::{stack, Stack};
 use harness::{create_table, scan, sv};
@@ -146,11 +147,22 @@ async fn every_sample_event_works_as_documented() {
     let again = st.execute(&event("sm-250.json")).await;
     assert_eq!(again.error.as_deref(), Some("TransactionCanceled"), "a second run finds every unit sold: {again:?}");
 
-    // The API Gateway event's body and the EventBridge event's detail are the execution inputs.
-    let api = event("api-post-transactions.json");
-    let input: Value = serde_json::from_str(api["body"].as_str().unwrap()).unwrap();
-    assert_eq!(st.execute(&input).await.status, "SUCCEEDED");
+    // The API Gateway event: the API function begins the request and starts its execution, which commits it.
+    let started = step(st, "saga-stage", &event("api-post-transactions.json")).await;
+    assert_eq!(started["statusCode"], 200, "{started}");
+    let started: Value = serde_json::from_str(started["body"].as_str().unwrap()).unwrap();
+    let sfn = st.sfn_client();
+    let arn = started["ExecutionArn"].as_str().unwrap();
+    let mut waited = 0;
+    while sfn.describe_execution().execution_arn(arn).send().await.unwrap().status().as_str() == "RUNNING" {
+        assert!(waited < 600, "{arn} still runs after 2 minutes");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        waited += 1;
+    }
+    let done = sfn.describe_execution().execution_arn(arn).send().await.unwrap();
+    assert_eq!(done.status().as_str(), "SUCCEEDED", "{done:?}");
     assert_eq!(status_of(st, "widget-6").await.as_deref(), Some("SOLD"));
+    // The EventBridge event's detail is the execution input.
     let eb = event("eventbridge-transaction.json");
     let first = st.execute(&eventbridge_input(&eb)).await;
     assert_eq!(first.status, "SUCCEEDED", "{first:?}");

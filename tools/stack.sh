@@ -10,7 +10,10 @@
 # The functions may write the tables Orders, Inventory (events/), shop (the demo) and t-* (tests), unless
 # SAGA_ALLOWED_TABLES says otherwise; SAGA_MAX_ACTIONS (default 100000) and SAGA_LEASE_SECONDS pass through too.
 # A stack's settings: DYNAMODB_ENDPOINT, LAMBDA_ENDPOINT, SAGA_TABLE (the transactions table the functions use; the
-# caller creates it), SAGA_FAULT_FILE (debug builds: see functions/common), SAGA_MAX_ACTIONS, STACK_DIR.
+# caller creates it), SAGA_FAULT_FILE (debug builds: see functions/common), SAGA_MAX_ACTIONS, STACK_DIR, and
+# SFN_ENDPOINT with SAGA_STATE_MACHINE_ARN: a Step Functions endpoint (target/debug/stepfunctions-local) whose
+# StartExecution runs the real definition against this stack, which the functions (the API's POST /transactions, the
+# sweeper) are given as theirs.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -38,6 +41,8 @@ start() {
   local ddb; ddb=$(tools/dynamodb-local.sh start "$ddb_port")
   echo "$ddb_port" >"$dir/dynamodb.port"
   lambda_port=$(tools/free-port.sh)
+  local sfn_port; sfn_port=$(tools/free-port.sh)
+  local sfn_arn=arn:aws:states:us-east-1:000000000000:stateMachine:dynamo-saga-local
   cat >"$dir/functions.env" <<EOF
 AWS_REGION=us-east-1
 AWS_ACCESS_KEY_ID=local
@@ -48,10 +53,13 @@ SAGA_ALLOWED_TABLES=${SAGA_ALLOWED_TABLES:-Orders,Inventory,shop,t-*}
 SAGA_LEASE_SECONDS=${SAGA_LEASE_SECONDS:-30}
 SAGA_MAX_ACTIONS=${SAGA_MAX_ACTIONS:-100000}
 SAGA_FAULT_FILE=$dir/fault
+AWS_ENDPOINT_URL_SFN=http://127.0.0.1:$sfn_port
+SAGA_STATE_MACHINE_ARN=$sfn_arn
+SAGA_METRICS_NAMESPACE=DynamoSaga/local
 RUST_LOG=${RUST_LOG:-warn}
 EOF
   # The binaries are built first, by the same cargo the tests use, so the watcher finds them up to date.
-  cargo build -q $(printf -- '-p saga-%s ' "${functions[@]}")
+  cargo build -q $(printf -- '-p saga-%s ' "${functions[@]}") -p dynamo-saga-tests --bin stepfunctions-local
   PATH="$venv/bin:$PATH" nohup "$venv/bin/cargo-lambda" lambda watch --ignore-changes -q \
     --invoke-address 127.0.0.1 --invoke-port "$lambda_port" --concurrency 8 --env-file "$dir/functions.env" \
     >"$dir/lambda.log" 2>&1 &
@@ -81,7 +89,14 @@ LAMBDA_ENDPOINT=$endpoint
 SAGA_TABLE=${SAGA_TABLE:-saga-transactions}
 SAGA_FAULT_FILE=$dir/fault
 SAGA_MAX_ACTIONS=${SAGA_MAX_ACTIONS:-100000}
+SFN_ENDPOINT=http://127.0.0.1:$sfn_port
+SAGA_STATE_MACHINE_ARN=$sfn_arn
 EOF
+  (set -a; . "$dir/settings"; set +a
+    exec nohup target/debug/stepfunctions-local --port "$sfn_port" >"$dir/sfn.log" 2>&1) &
+  echo $! >"$dir/sfn.pid"
+  for _ in $(seq 1 100); do port_busy "$sfn_port" && break; sleep 0.1; done
+  port_busy "$sfn_port" || { echo "stack: the Step Functions endpoint did not start; see $dir/sfn.log" >&2; exit 1; }
   if [ -n "$owner" ]; then
     setsid nohup sh -c "while kill -0 $owner 2>/dev/null; do sleep 2; done; exec \"$root/tools/stack.sh\" stop \"$name\"" \
       </dev/null >/dev/null 2>&1 &
@@ -102,6 +117,10 @@ stop() {
     pkill -P "$pid" 2>/dev/null || true
     kill "$pid" 2>/dev/null || true
     rm -f "$dir/lambda.pid"
+  fi
+  if [ -f "$dir/sfn.pid" ]; then
+    kill "$(cat "$dir/sfn.pid")" 2>/dev/null || true
+    rm -f "$dir/sfn.pid"
   fi
   if [ -f "$dir/dynamodb.port" ]; then
     tools/dynamodb-local.sh stop "$(cat "$dir/dynamodb.port")"

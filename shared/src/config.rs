@@ -26,6 +26,12 @@ pub struct Config {
     pub default_lock_wait: Duration,
     /// Concurrent DynamoDB requests one phase run may have in flight.
     pub concurrency: usize,
+    /// Largest `Options.DeadlineSeconds` a request may ask for (and cap on `default_deadline`): 604,800 (a week), or
+    /// less where the driver cannot outlive it, such as an Express workflow's 5 minutes.
+    pub max_deadline: Duration,
+    /// The CloudWatch namespace the Release function writes each finished transaction's metrics to, as an EMF line
+    /// ([`crate::metrics`]); `None`: no metrics.
+    pub metrics_namespace: Option<String>,
 }
 
 impl Config {
@@ -40,6 +46,8 @@ impl Config {
             default_deadline: Duration::from_secs(900),
             default_lock_wait: Duration::from_secs(60),
             concurrency: 16,
+            max_deadline: Duration::from_secs(MAX_DEADLINE_SECONDS),
+            metrics_namespace: None,
         }
     }
 
@@ -50,7 +58,12 @@ impl Config {
 
     /// Reads the `SAGA_*` environment variables; fails early, naming the variable, when one is missing or malformed.
     pub fn from_env() -> Result<Self, TxError> {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+        Self::from_vars(|k| std::env::var(k).ok())
+    }
+
+    /// [`Config::from_env`] with `lookup` standing in for the environment.
+    pub fn from_vars(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, TxError> {
+        let var = |k: &str| lookup(k).filter(|v| !v.trim().is_empty());
         let num = |k: &str| -> Result<Option<u64>, TxError> {
             var(k)
                 .map(|v| v.trim().parse::<u64>().map_err(|_| TxError::Internal(format!("{k}={v:?} is not a whole number"))))
@@ -77,9 +90,15 @@ impl Config {
         if let Some(n) = num(ENV_RETENTION_SECONDS)? {
             c.retention = Duration::from_secs(n);
         }
+        if let Some(n) = num(ENV_MAX_DEADLINE_SECONDS)? {
+            c.max_deadline = Duration::from_secs(n.clamp(1, MAX_DEADLINE_SECONDS));
+        }
         if let Some(n) = num(ENV_DEADLINE_SECONDS)? {
             c.default_deadline = Duration::from_secs(n);
         }
+        // A default over the driver's limit would fail every transaction that does not set its own: the limit wins.
+        c.default_deadline = c.default_deadline.min(c.max_deadline);
+        c.metrics_namespace = var(ENV_METRICS_NAMESPACE).map(|v| v.trim().to_string());
         c.check()?;
         Ok(c)
     }
@@ -113,6 +132,35 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn from(vars: &[(&str, &str)]) -> Config {
+        Config::from_vars(|k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())).unwrap()
+    }
+
+    #[test]
+    fn an_express_limit_caps_the_default_deadline_and_refuses_longer_requests() {
+        let c = from(&[(ENV_TX_TABLE, "tx"), (ENV_DEADLINE_SECONDS, "900"), (ENV_MAX_DEADLINE_SECONDS, "240")]);
+        assert_eq!((c.default_deadline.as_secs(), c.max_deadline.as_secs()), (240, 240));
+        let items = serde_json::json!([{"ConditionCheck": {"TableName": "Orders", "Key": {"pk": {"S": "a"}}, "ConditionExpression": "attribute_exists(pk)"}}]);
+        let ask = |secs: Option<u64>| {
+            let mut body = serde_json::json!({ "TransactItems": items });
+            if let Some(s) = secs {
+                body["Options"] = serde_json::json!({ "DeadlineSeconds": s });
+            }
+            crate::request::parse(&body, &c).map(|p| p.options.deadline_seconds)
+        };
+        assert_eq!(ask(None).unwrap(), 240, "no DeadlineSeconds: the capped default");
+        assert_eq!(ask(Some(240)).unwrap(), 240);
+        let e = ask(Some(300)).unwrap_err();
+        assert_eq!(e.name(), "ValidationError");
+        assert!(e.to_string().contains("between 1 and 240") && e.to_string().contains("SAGA_MAX_DEADLINE_SECONDS"), "{e}");
+        let standard = from(&[(ENV_TX_TABLE, "tx")]);
+        assert_eq!((standard.default_deadline.as_secs(), standard.max_deadline.as_secs()), (900, 604_800));
+        assert!(standard.metrics_namespace.is_none());
+        let e = crate::request::parse(&serde_json::json!({"TransactItems": items, "Options": {"DeadlineSeconds": 604_801}}), &standard).unwrap_err();
+        assert!(e.to_string().contains("between 1 and 604800") && !e.to_string().contains("SAGA_MAX"), "{e}");
+        assert_eq!(from(&[(ENV_TX_TABLE, "tx"), (ENV_METRICS_NAMESPACE, "DynamoSaga/prod")]).metrics_namespace.as_deref(), Some("DynamoSaga/prod"));
+    }
 
     #[test]
     fn allow_list_entries_are_names_or_prefixes() {

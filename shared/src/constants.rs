@@ -154,3 +154,10 @@ pub const ENV_MAX_ACTIONS: &str = "SAGA_MAX_ACTIONS";
 pub const ENV_LEASE_SECONDS: &str = "SAGA_LEASE_SECONDS";
 pub const ENV_RETENTION_SECONDS: &str = "SAGA_RETENTION_SECONDS";
 pub const ENV_DEADLINE_SECONDS: &str = "SAGA_DEADLINE_SECONDS";
+/// Largest `Options.DeadlineSeconds` (default [`MAX_DEADLINE_SECONDS`]); the template sets 240 for Express workflows.
+pub const ENV_MAX_DEADLINE_SECONDS: &str = "SAGA_MAX_DEADLINE_SECONDS";
+/// The CloudWatch namespace of per-transaction metrics (CloudWatch EMF, written by the Release function); unset or
+/// empty: none.
+pub const ENV_METRICS_NAMESPACE: &str = "SAGA_METRICS_NAMESPACE";
+/// The longest deadline any transaction may have: a week.
+pub const MAX_DEADLINE_SECONDS: u64 = 7 * 24 * 3600;

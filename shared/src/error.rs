@@ -127,8 +127,8 @@ pub enum TxError {
     /// Another transaction holds a lock this one needs; wait and try the phase again.
     #[error("item {item} is locked by transaction {holder}")]
     Contended { holder: String, item: String },
-    /// DynamoDB kept throttling after the SDK's retries; try the phase again later.
-    #[error("throttled by DynamoDB: {0}")]
+    /// DynamoDB (or Step Functions, starting an execution) kept throttling after the SDK's retries; try again later.
+    #[error("throttled: {0}")]
     Throttled(String),
     /// No transaction has this id.
     #[error("transaction {0} not found")]

@@ -41,7 +41,10 @@
 //! - [`store`]: every DynamoDB call, with capacity accounting and test-only fault injection.
 //! - [`read`]: reads at the uncommitted and committed isolation levels, and a condition for writers outside the
 //!   protocol.
+//! - [`start`]: validating, beginning and starting a transaction's execution in one call (the API's `POST
+//!   /transactions`).
 //! - [`status`]: what a transaction is doing, for the status API and the CLI.
+//! - [`metrics`]: each finished transaction as one CloudWatch Embedded Metric Format line (the Release function's).
 //! - [`billing`]: the capacity DynamoDB bills for a call, by its documented rules (for the benchmark).
 
 pub mod billing;
@@ -50,12 +53,14 @@ pub mod constants;
 pub mod coordinator;
 pub mod error;
 pub mod expr;
+pub mod metrics;
 pub mod phase;
 pub mod plan;
 pub mod read;
 pub mod records;
 pub mod request;
 pub mod stage;
+pub mod start;
 pub mod status;
 pub mod step;
 pub mod store;

@@ -264,8 +264,10 @@ fn parse_options(v: Option<&Value>, cfg: &Config) -> Result<Options, TxError> {
             "LockWaitSeconds" => o.lock_wait_seconds = if x.is_null() { None } else { Some(n()?) },
             "DeadlineSeconds" => {
                 let d = n()?;
-                if d == 0 || d > 7 * 24 * 3600 {
-                    return Err(bad(None, "Options.DeadlineSeconds must be between 1 and 604800"));
+                let max = cfg.max_deadline.as_secs();
+                if d == 0 || d > max {
+                    let why = if max < MAX_DEADLINE_SECONDS { " (this deployment's limit: SAGA_MAX_DEADLINE_SECONDS)" } else { "" };
+                    return Err(bad(None, format!("Options.DeadlineSeconds must be between 1 and {max}{why}")));
                 }
                 o.deadline_seconds = d;
             }

@@ -183,6 +183,10 @@ pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) 
     loop {
         let (h, step) = resume::resume(store, tx_id).await?;
         if phase == Phase::Release && (batches > 0 || step == Step::Finished) {
+            if let Some(namespace) = store.cfg.metrics_namespace.as_deref().filter(|_| batches > 0 && step == Step::Finished) {
+                // This call finished the transaction: its one metrics line (a repeated Release finds it finished).
+                println!("{}", crate::metrics::record(&h, namespace, records::now_ms()));
+            }
             return released(&h, step);
         }
         if !phase.owns(step) || batches >= budget.max_batches || (batches > 0 && budget.left().is_zero()) {

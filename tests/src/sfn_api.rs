@@ -8,6 +8,18 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+/// A Step Functions client for the endpoint at `url`.
+pub fn client_for(url: &str) -> aws_sdk_sfn::Client {
+    use aws_sdk_sfn::config::{BehaviorVersion, Credentials, Region};
+    let conf = aws_sdk_sfn::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .endpoint_url(url)
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
+        .build();
+    aws_sdk_sfn::Client::from_conf(conf)
+}
+
 /// The state machine ARN [`on_stack`] answers to.
 pub const STATE_MACHINE_ARN: &str = "arn:aws:states:us-east-1:000000000000:stateMachine:dynamo-saga-local";
 
@@ -17,7 +29,16 @@ where
     F: Fn(String, Value) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Value> + Send,
 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    serve_on(0, handler).await
+}
+
+/// [`serve`] on a given local port (0: a free one).
+pub async fn serve_on<F, Fut>(port: u16, handler: F) -> String
+where
+    F: Fn(String, Value) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Value> + Send,
+{
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move {
         loop {
@@ -45,8 +66,11 @@ where
                         .lines()
                         .find_map(|l| l.strip_prefix("x-amz-target:").map(|v| v.trim().trim_start_matches("awsstepfunctions.").to_string()))
                         .unwrap_or_default();
-                    let reply = handler(op, body).await.to_string();
-                    let resp = format!("HTTP/1.1 200 OK\r\ncontent-type: application/x-amz-json-1.0\r\ncontent-length: {}\r\n\r\n{reply}", reply.len());
+                    let reply = handler(op, body).await;
+                    // An answer with `__type` is an error, which AWS JSON APIs send with a 400.
+                    let status = if reply.get("__type").is_some() { "400 Bad Request" } else { "200 OK" };
+                    let reply = reply.to_string();
+                    let resp = format!("HTTP/1.1 {status}\r\ncontent-type: application/x-amz-json-1.0\r\ncontent-length: {}\r\n\r\n{reply}", reply.len());
                     if sock.write_all(resp.as_bytes()).await.is_err() {
                         return;
                     }
@@ -61,11 +85,16 @@ where
 /// ([`crate::stack::Stack::execute`]) in the background, and whose `DescribeExecution` reports it. It runs on a
 /// thread of its own for the rest of the process, so it outlives the test (and the runtime) that asked for it.
 pub fn on_stack() -> String {
+    on_stack_at(0)
+}
+
+/// [`on_stack`] on a given local port (0: a free one).
+pub fn on_stack_at(port: u16) -> String {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
         rt.block_on(async {
-            tx.send(serve_stack().await).expect("send the endpoint");
+            tx.send(serve_stack(port).await).expect("send the endpoint");
             std::future::pending::<()>().await
         })
     });
@@ -73,9 +102,9 @@ pub fn on_stack() -> String {
 }
 
 /// [`on_stack`]'s server. Operation names arrive lowercased.
-async fn serve_stack() -> String {
+async fn serve_stack(port: u16) -> String {
     let runs: Arc<Mutex<HashMap<String, Value>>> = Arc::default();
-    serve(move |op, body| {
+    serve_on(port, move |op, body| {
         let runs = runs.clone();
         async move {
             match op.as_str() {
@@ -83,11 +112,19 @@ async fn serve_stack() -> String {
                     let name = body["name"].as_str().map(String::from).unwrap_or_else(|| ulid_like(&runs));
                     let arn = format!("arn:aws:states:us-east-1:000000000000:execution:dynamo-saga-local:{name}");
                     let input: Value = serde_json::from_str(body["input"].as_str().unwrap_or("{}")).unwrap_or(Value::Null);
-                    runs.lock().unwrap().insert(arn.clone(), json!({"status": "RUNNING"}));
+                    // Names are unique, as in a Standard workflow: the same name and input while the execution runs
+                    // is the same execution, anything else an error.
+                    if let Some(seen) = runs.lock().unwrap().get(&arn) {
+                        if seen["status"] == "RUNNING" && seen["input"].as_str() == Some(input.to_string().as_str()) {
+                            return json!({"executionArn": arn, "startDate": 1.7e9});
+                        }
+                        return json!({"__type": "ExecutionAlreadyExists", "message": format!("Execution Already Exists: '{arn}'")});
+                    }
+                    runs.lock().unwrap().insert(arn.clone(), json!({"status": "RUNNING", "input": input.to_string()}));
                     let (runs, key) = (runs.clone(), arn.clone());
                     tokio::spawn(async move {
                         let ex = crate::stack::stack().await.execute(&input).await;
-                        let mut done = json!({"status": ex.status});
+                        let mut done = json!({"status": ex.status, "input": input.to_string()});
                         if let Some(e) = ex.error {
                             done["error"] = json!(e);
                         }
@@ -100,6 +137,16 @@ async fn serve_stack() -> String {
                         runs.lock().unwrap().insert(key, done);
                     });
                     json!({"executionArn": arn, "startDate": 1.7e9})
+                }
+                "listexecutions" => {
+                    let executions: Vec<Value> = runs
+                        .lock()
+                        .unwrap()
+                        .iter()
+                        .map(|(arn, run)| json!({"executionArn": arn, "stateMachineArn": STATE_MACHINE_ARN,
+                            "name": arn.rsplit(':').next(), "status": run["status"], "startDate": 1.7e9}))
+                        .collect();
+                    json!({ "executions": executions })
                 }
                 "describeexecution" => {
                     let arn = body["executionArn"].as_str().unwrap_or("").to_string();

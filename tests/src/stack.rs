@@ -23,6 +23,10 @@ pub struct Stack {
     pub fault_file: PathBuf,
     /// The functions' `SAGA_MAX_ACTIONS`.
     pub max_actions: usize,
+    /// The stack's Step Functions endpoint (`target/debug/stepfunctions-local`), the functions' `AWS_ENDPOINT_URL_SFN`.
+    pub sfn: String,
+    /// The stack's directory: `lambda.log` holds what the functions wrote (their metrics lines among it).
+    pub dir: PathBuf,
 }
 
 /// The most actions a transaction may have on a stack the tests start: above the 10,000-action test, and low enough
@@ -35,7 +39,7 @@ pub async fn stack() -> &'static Stack {
     STACK
         .get_or_init(|| async {
             let settings = match std::env::var("LAMBDA_ENDPOINT") {
-                Ok(_) => ["DYNAMODB_ENDPOINT", "LAMBDA_ENDPOINT", "SAGA_TABLE", "SAGA_FAULT_FILE", "SAGA_MAX_ACTIONS"]
+                Ok(_) => ["DYNAMODB_ENDPOINT", "LAMBDA_ENDPOINT", "SAGA_TABLE", "SAGA_FAULT_FILE", "SAGA_MAX_ACTIONS", "SFN_ENDPOINT", "STACK_DIR"]
                     .iter()
                     .map(|k| (k.to_string(), std::env::var(k).unwrap_or_else(|_| panic!("{k} is not set"))))
                     .collect(),
@@ -47,6 +51,8 @@ pub async fn stack() -> &'static Stack {
                 tx_table: settings["SAGA_TABLE"].clone(),
                 fault_file: settings["SAGA_FAULT_FILE"].clone().into(),
                 max_actions: settings["SAGA_MAX_ACTIONS"].parse().expect("SAGA_MAX_ACTIONS is a number"),
+                sfn: settings["SFN_ENDPOINT"].clone(),
+                dir: settings["STACK_DIR"].clone().into(),
             };
             let client = st.client();
             if client.describe_table().table_name(&st.tx_table).send().await.is_err() {
@@ -106,6 +112,8 @@ pub struct Execution {
     pub state_entries: std::collections::BTreeMap<String, u64>,
     pub history_events: u64,
     pub task_calls: u64,
+    /// Each function's invocations, their durations in ms.
+    pub task_ms: std::collections::BTreeMap<String, Vec<u64>>,
     pub duration_ms: u64,
 }
 
@@ -134,6 +142,24 @@ pub struct FunctionError {
 impl Stack {
     pub fn client(&self) -> Client {
         client_for(&self.dynamodb)
+    }
+
+    /// The CloudWatch EMF line the Release function wrote when it finished `tx_id` (`None` if it wrote none), and how
+    /// many it wrote.
+    pub fn metrics_of(&self, tx_id: &str) -> (Option<Value>, usize) {
+        let log = std::fs::read_to_string(self.dir.join("lambda.log")).unwrap_or_default();
+        let lines: Vec<Value> = log
+            .lines()
+            .filter(|l| l.contains("\"_aws\"") && l.contains(tx_id))
+            .filter_map(|l| serde_json::from_str::<Value>(&l[l.find('{').unwrap_or(0)..]).ok())
+            .filter(|v| v["TransactionId"] == tx_id)
+            .collect();
+        (lines.first().cloned(), lines.len())
+    }
+
+    /// A Step Functions client for the stack's endpoint, the one its functions start executions on.
+    pub fn sfn_client(&self) -> aws_sdk_sfn::Client {
+        crate::sfn_api::client_for(&self.sfn)
     }
 
     /// Invokes a function through the local Lambda Invoke API, as `aws lambda invoke` or `sam local invoke` would.
@@ -186,6 +212,7 @@ impl Stack {
             state_entries: serde_json::from_value(v["stateEntries"].clone()).unwrap_or_default(),
             history_events: n("historyEvents"),
             task_calls: n("taskCalls"),
+            task_ms: serde_json::from_value(v["taskMs"].clone()).unwrap_or_default(),
             duration_ms: n("durationMs"),
         };
         // Every execution that ends cancelled must say which action (or the parent) and why.

@@ -1,4 +1,12 @@
-//! The staging API behind API Gateway (REST, Lambda proxy integration), for transactions larger than one request:
+//! The API's writing routes behind API Gateway (REST, Lambda proxy integration).
+//!
+//! - `POST /transactions` with a request (`TransactItems`, `ClientRequestToken`?, `Parent`?, `Options`?) or
+//!   `{"TransactionId"}` of a sealed staged transaction: validates and begins it, then starts the state machine's
+//!   execution named after it (`dynamo_saga::start`). 200 `{"TransactionId", "ExecutionArn"}` as soon as the
+//!   execution starts; a call repeated with the same `ClientRequestToken` gets the same two. `GET /transactions/{id}`
+//!   then tells how it goes. Needs `SAGA_STATE_MACHINE_ARN`.
+//!
+//! Staging, for transactions larger than one request:
 //!
 //! - `POST /transactions/staged` with `{"ClientRequestToken"?, "Parent"?, "Options"?}`: 201 `{"TransactionId"}`.
 //! - `PUT /transactions/staged/{id}/chunks/{chunk}` with `{"TransactItems": [...]}`: 200 `{"TransactionId", "Chunk",
@@ -10,6 +18,7 @@
 //! Errors answer 400 (`ValidationError`), 404 (`TransactionNotFound`), 429 (`Throttled`) or 500, with `{"__type", "message"}` as AWS
 //! JSON APIs do.
 
+use dynamo_saga::start::{self, Runner};
 use dynamo_saga::{stage, Store, TxError};
 use saga_lambda::Error;
 use serde_json::{json, Value};
@@ -18,15 +27,34 @@ fn bad(msg: impl Into<String>) -> TxError {
     TxError::invalid(None, msg)
 }
 
-async fn route(store: &Store, event: &Value) -> Result<(u16, Value), TxError> {
+/// The body of a proxy event as JSON; `{}` when there is none.
+fn body_of(event: &Value) -> Result<Value, TxError> {
+    let text = match event["body"].as_str() {
+        None | Some("") => return Ok(json!({})),
+        Some(text) if event["isBase64Encoded"].as_bool() == Some(true) => {
+            use base64::Engine;
+            let bytes = base64::engine::general_purpose::STANDARD.decode(text).map_err(|e| bad(format!("the body is not valid base64: {e}")))?;
+            String::from_utf8(bytes).map_err(|_| bad("the body is not UTF-8 text"))?
+        }
+        Some(text) => text.to_string(),
+    };
+    serde_json::from_str(&text).map_err(|e| bad(format!("the body is not valid JSON: {e}")))
+}
+
+async fn route(store: &Store, runner: Option<&Runner>, event: &Value) -> Result<(u16, Value), TxError> {
     let method = event["httpMethod"].as_str().unwrap_or("");
     let resource = event["resource"].as_str().unwrap_or("");
     let param = |k: &str| event["pathParameters"][k].as_str().unwrap_or("").to_string();
-    let body: Value = match event["body"].as_str() {
-        None | Some("") => json!({}),
-        Some(text) => serde_json::from_str(text).map_err(|e| bad(format!("the body is not valid JSON: {e}")))?,
-    };
+    let body = body_of(event)?;
     match (method, resource) {
+        ("POST", "/transactions") => {
+            let runner = runner.ok_or_else(|| TxError::Internal("SAGA_STATE_MACHINE_ARN is not set: this function cannot start executions".into()))?;
+            if !body.is_object() {
+                return Err(bad("the body must be a JSON object: a request with TransactItems, or {\"TransactionId\"}"));
+            }
+            let started = start::start(store, runner, &body).await?;
+            Ok((200, serde_json::to_value(started).expect("serialisable")))
+        }
         ("POST", "/transactions/staged") => {
             let id = stage::create(store, &body).await?;
             Ok((201, json!({ "TransactionId": id })))
@@ -53,5 +81,13 @@ async fn route(store: &Store, event: &Value) -> Result<(u16, Value), TxError> {
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    saga_lambda::serve_api("staging", |store, event| async move { route(&store, &event).await }).await
+    let runner = match std::env::var("SAGA_STATE_MACHINE_ARN") {
+        Ok(arn) if !arn.is_empty() => {
+            let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+            Some(Runner { client: aws_sdk_sfn::Client::new(&sdk), state_machine_arn: arn })
+        }
+        _ => None,
+    };
+    let runner = &runner;
+    saga_lambda::serve_api("API", |store, event| async move { route(&store, runner.as_ref(), &event).await }).await
 }

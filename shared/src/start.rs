@@ -1,0 +1,91 @@
+//! Starting a transaction for a caller that does not wait for it (the API's `POST /transactions`).
+//!
+//! The request is validated and begun here, before any execution exists, so a bad request is answered at once with
+//! the action and the reason and starts nothing. The execution that runs it is then started with
+//! `{"TransactionId": id}` and named after the transaction: a retried call (the same `ClientRequestToken`, so the same
+//! transaction) finds its execution already there instead of starting another. The request is stored by Begin, so it
+//! is not bound by the 256 KB of an execution input, only by what reaches this code.
+//!
+//! A transaction begun here whose execution could not be started (Step Functions throttled or failed) is not lost:
+//! calling again with the same token starts it, and the sweeper starts a recovery execution for it once it has
+//! stood still for its `SweepAfterSeconds`.
+
+use aws_sdk_sfn::error::ProvideErrorMetadata;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::error::TxError;
+use crate::phase::begin;
+use crate::records;
+use crate::store::{Meter, Store};
+
+/// What [`start`] did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Started {
+    pub transaction_id: String,
+    /// The execution named after the transaction: started by this call, or by an earlier one with the same request.
+    pub execution_arn: String,
+}
+
+/// The state machine that runs transactions.
+#[derive(Debug, Clone)]
+pub struct Runner {
+    pub client: aws_sdk_sfn::Client,
+    pub state_machine_arn: String,
+}
+
+/// `body` is a request (`TransactItems`, with `ClientRequestToken`, `Parent` and `Options` as `TransactWriteItems`
+/// and dynamo-saga take them) or `{"TransactionId"}` of a sealed staged transaction. Validates and begins the
+/// request (every check Begin makes; nothing is written for a bad one), then starts its execution.
+pub async fn start(store: &Store, runner: &Runner, body: &Value) -> Result<Started, TxError> {
+    let staged = body.as_object().filter(|o| o.len() == 1).and_then(|o| o.get("TransactionId"));
+    let id = match staged {
+        Some(Value::String(id)) => {
+            // Only a transaction that exists (a sealed staged one, or one begun before) is started.
+            records::read_header(store, &Meter::default(), id).await?;
+            id.clone()
+        }
+        Some(_) => return Err(TxError::invalid(None, "TransactionId must be a string")),
+        None => begin::begin(store, body).await?.transaction_id,
+    };
+    let sent = runner
+        .client
+        .start_execution()
+        .state_machine_arn(&runner.state_machine_arn)
+        .name(&id)
+        .input(json!({ "TransactionId": id }).to_string())
+        .send()
+        .await;
+    match sent {
+        Ok(out) => Ok(Started { transaction_id: id, execution_arn: out.execution_arn().to_string() }),
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_execution_already_exists()) => {
+            let execution_arn = execution_arn(&runner.state_machine_arn, &id);
+            Ok(Started { transaction_id: id, execution_arn })
+        }
+        Err(e) => {
+            let detail = aws_sdk_sfn::error::DisplayErrorContext(&e);
+            let message = format!("transaction {id} is begun, but StartExecution failed (call again to start it): {detail}");
+            match e.code() {
+                Some("ThrottlingException" | "ExecutionLimitExceeded") => Err(TxError::Throttled(message)),
+                _ => Err(TxError::Internal(message)),
+            }
+        }
+    }
+}
+
+/// The ARN of execution `name` of a state machine: `arn:<partition>:states:<region>:<account>:execution:<machine>:<name>`.
+pub fn execution_arn(state_machine_arn: &str, name: &str) -> String {
+    format!("{}:{name}", state_machine_arn.replacen(":stateMachine:", ":execution:", 1))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_execution_arn_is_the_state_machine_arn_with_execution_and_the_name() {
+        assert_eq!(
+            super::execution_arn("arn:aws:states:eu-west-1:123456789012:stateMachine:saga-transaction", "01JDQ4W5Z3ZC4V8Y9B7Q2X1N6M"),
+            "arn:aws:states:eu-west-1:123456789012:execution:saga-transaction:01JDQ4W5Z3ZC4V8Y9B7Q2X1N6M"
+        );
+    }
+}
