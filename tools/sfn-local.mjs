@@ -16,7 +16,8 @@
 //   --quiet            no progress lines on stderr
 //
 // stdout: one JSON object {status, output, error, cause, transitions, stateEntries (state name -> times entered),
-// historyEvents, taskCalls, durationMs, executionArn}; the Context Object's $$.Execution.Id is that made-up ARN (execution name local-<uuid>).
+// historyEvents, taskCalls, taskMs (function name -> the duration of each of its invocations, in ms), durationMs,
+// executionArn}; the Context Object's $$.Execution.Id is that made-up ARN (execution name local-<uuid>).
 // Exit code: 0 SUCCEEDED, 3 FAILED, 1 usage or runner error, 130/143 ABORTED by SIGINT/SIGTERM.
 // The package is installed into .local/sfn by tools/sfn-local-install.sh, which this runs when it is missing.
 import { spawnSync } from 'node:child_process';
@@ -165,6 +166,7 @@ function makeInvoker(endpoint, fnName, timeoutMs, runAbort, stats) {
   return async (input) => {
     if (runAbort.signal.aborted) throw new TaskError('States.Runtime', 'execution aborted');
     stats.taskCalls++;
+    const callStarted = Date.now();
     // The package gives up on a Task after its TimeoutSeconds but does not cancel it; cancel the request too.
     const signal = AbortSignal.any([runAbort.signal, AbortSignal.timeout(timeoutMs)]);
     let res;
@@ -177,6 +179,7 @@ function makeInvoker(endpoint, fnName, timeoutMs, runAbort, stats) {
         signal,
       });
       body = await res.text();
+      (stats.taskMs[fnName] ??= []).push(Date.now() - callStarted);
     } catch (e) {
       const reason = e.cause?.code ?? e.cause?.message ?? e.message;
       throw new TaskError('Lambda.ServiceException', `Invoke ${url} failed: ${reason}`);
@@ -263,7 +266,7 @@ async function run(opts) {
   }
 
   const runAbort = new AbortController();
-  const stats = { taskCalls: 0 };
+  const stats = { taskCalls: 0, taskMs: {} };
   const taskResourceLocalHandlers = {};
   const retryIntervalOverrides = {};
   const waitTimeOverrides = {};
@@ -384,6 +387,7 @@ async function run(opts) {
       stateEntries,
       historyEvents: historyEvents(counts),
       taskCalls: stats.taskCalls,
+      taskMs: stats.taskMs,
       durationMs: Date.now() - started,
       executionArn,
     },

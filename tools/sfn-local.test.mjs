@@ -54,6 +54,10 @@ test('a 3-batch transaction commits: every phase in order, one batch a call', as
   const fns = callsOf('committed-a').map((c) => c.fn.replace('saga-', ''));
   assert.deepEqual(fns, ['begin', ...Array(3).fill('lock'), ...Array(3).fill('save'), ...Array(3).fill('apply'), 'commit', ...Array(3).fill('complete'), 'release']);
   assert.equal(record.taskCalls, 15);
+  // Each invocation's duration, by function.
+  assert.deepEqual(Object.fromEntries(Object.entries(record.taskMs).map(([f, ms]) => [f, ms.length])),
+    { 'saga-begin': 1, 'saga-lock': 3, 'saga-save': 3, 'saga-apply': 3, 'saga-commit': 1, 'saga-complete': 3, 'saga-release': 1 });
+  assert.ok(Object.values(record.taskMs).flat().every((ms) => Number.isInteger(ms) && ms >= 0));
   // 15 Tasks, 14 Route visits, Released and Committed; each state entered and exited, 3 events per Lambda call.
   assert.equal(record.transitions, 31);
   assert.equal(record.historyEvents, 2 + 31 + 31 + 3 * 15);

@@ -33,6 +33,16 @@ use serde_json::{json, Value};
 
 /// Step Functions Standard Workflows: USD per state transition ($0.025 per 1,000).
 const USD_PER_TRANSITION: f64 = 0.025 / 1000.0;
+/// Express Workflows in US East (N. Virginia): $1.00 per million executions, and $0.00001667 per GB-second for the
+/// first 1,000 GB-hours a month, billed in 100 ms steps and 64 MB steps of memory (64 MB at least).
+const USD_PER_EXPRESS_EXECUTION: f64 = 1.0 / 1_000_000.0;
+const USD_PER_EXPRESS_GB_SECOND: f64 = 0.000_016_67;
+
+/// What an Express execution of `duration_ms` costs at the smallest memory step, 64 MB.
+fn express_usd(duration_ms: u64) -> f64 {
+    let billed_s = duration_ms.div_ceil(100).max(1) as f64 / 10.0;
+    USD_PER_EXPRESS_EXECUTION + billed_s * (64.0 / 1024.0) * USD_PER_EXPRESS_GB_SECOND
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -505,10 +515,18 @@ fn markdown(a: &Args, rows: &[Row], machine: &[MachineRow], contention: &[Conten
     }
     if !machine.is_empty() {
         md.push_str("## The state machine\n\nUpdates through `statemachine/transaction.asl.json` on the local stack (aws-local-stepfunctions, the Lambda functions \
-            as debug builds behind `cargo lambda watch`). Cost is Standard Workflows' $0.025 per 1,000 state transitions.\n\n");
-        md.push_str("| actions | state transitions | history events | Lambda calls | wall time (ms) | Step Functions cost per transaction (USD) |\n| ---: | ---: | ---: | ---: | ---: | ---: |\n");
+            as debug builds behind `cargo lambda watch`). Orchestration cost per transaction, US East (N. Virginia) prices: \
+            `STANDARD` is $0.025 per 1,000 state transitions; `EXPRESS` is $1.00 per million executions plus $0.00001667 per \
+            GB-second, in 100 ms steps at the smallest memory step (64 MB), priced here on the wall time measured on the local \
+            stack (debug functions on DynamoDB Local: real Lambda and DynamoDB would be faster, so cheaper). Neither includes \
+            the Lambda invocations or DynamoDB.\n\n");
+        md.push_str("| actions | state transitions | history events | Lambda calls | wall time (ms) | STANDARD cost per transaction (USD) | EXPRESS cost per transaction (USD) | STANDARD / EXPRESS |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
         for r in machine {
-            md.push_str(&format!("| {} | {} | {} | {} | {} | {:.6} |\n", r.actions, r.transitions, r.history_events, r.lambda_calls, r.duration_ms, r.usd));
+            let express = express_usd(r.duration_ms);
+            md.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {:.6} | {:.7} | {:.0}x |\n",
+                r.actions, r.transitions, r.history_events, r.lambda_calls, r.duration_ms, r.usd, express, r.usd / express
+            ));
         }
         md.push('\n');
     }
@@ -710,4 +728,16 @@ async fn main() {
     std::fs::write(a.out.join("benchmarks.svg"), svg(&a, &report.rows)).expect("write benchmarks.svg");
     println!("{md}");
     eprintln!("wrote {}/benchmarks.{{md,json,svg}} in {:.0} s", a.out.display(), started.elapsed().as_secs_f64());
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_express_execution_is_billed_per_start_and_per_started_100_ms_at_64_mb() {
+        let per_100_ms = 0.1 * (64.0 / 1024.0) * 0.000_016_67;
+        for (ms, steps) in [(0, 1), (1, 1), (100, 1), (101, 2), (275, 3), (59_655, 597)] {
+            let want = 1e-6 + steps as f64 * per_100_ms;
+            assert!((super::express_usd(ms) - want).abs() < 1e-15, "{ms} ms: {} != {want}", super::express_usd(ms));
+        }
+    }
 }
