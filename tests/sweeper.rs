@@ -6,7 +6,6 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aws_sdk_sfn::config::{BehaviorVersion, Credentials, Region};
 use dynamo_saga::phase::{apply, commit, lock, save};
 use dynamo_saga::records::read_header;
 use dynamo_saga::store::Meter;
@@ -117,14 +116,8 @@ const SM_ARN: &str = "arn:aws:states:us-east-1:000000000000:stateMachine:sm";
 /// A sweeper of transactions stale after 10 ms that recovers through [`fake_step_functions`]; and what that started.
 async fn sweeper_with_step_functions(env: &Env) -> (Sweeper, Arc<Mutex<Vec<Value>>>) {
     let (url, started) = fake_step_functions().await;
-    let conf = aws_sdk_sfn::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .endpoint_url(url)
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
-        .build();
     let mut sw = sweeper(env, Duration::from_millis(10));
-    sw.state_machine = Some(StateMachine { client: aws_sdk_sfn::Client::from_conf(conf), arn: SM_ARN.to_string() });
+    sw.state_machine = Some(StateMachine { client: harness::sfn_api::client_for(&url), arn: SM_ARN.to_string() });
     (sw, started)
 }
 
