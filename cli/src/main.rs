@@ -254,16 +254,7 @@ async fn submit(a: &Args) -> Result<i32, Failure> {
     let final_status = match sm {
         Some(sm) => {
             let id = stage_request(&store, &body).await?;
-            let out = sm
-                .client
-                .start_execution()
-                .state_machine_arn(&sm.arn)
-                .name(&id)
-                .input(json!({ "TransactionId": id }).to_string())
-                .send()
-                .await
-                .map_err(|e| Failure(4, format!("StartExecution: {}", aws_sdk_sfn::error::DisplayErrorContext(&e))))?;
-            let arn = out.execution_arn().to_string();
+            let arn = dynamo_saga::start::start(&store, &sm, &json!({ "TransactionId": id })).await?.execution_arn;
             if !a.json {
                 eprintln!("transaction {id}: execution {arn}");
             }

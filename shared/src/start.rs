@@ -18,6 +18,7 @@ use crate::error::TxError;
 use crate::phase::begin;
 use crate::records;
 use crate::store::{Meter, Store};
+use crate::sweeper::StateMachine;
 
 /// What [`start`] did.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -28,17 +29,10 @@ pub struct Started {
     pub execution_arn: String,
 }
 
-/// The state machine that runs transactions.
-#[derive(Debug, Clone)]
-pub struct Runner {
-    pub client: aws_sdk_sfn::Client,
-    pub state_machine_arn: String,
-}
-
 /// `body` is a request (`TransactItems`, with `ClientRequestToken`, `Parent` and `Options` as `TransactWriteItems`
 /// and dynamo-saga take them) or `{"TransactionId"}` of a sealed staged transaction. Validates and begins the
 /// request (every check Begin makes; nothing is written for a bad one), then starts its execution.
-pub async fn start(store: &Store, runner: &Runner, body: &Value) -> Result<Started, TxError> {
+pub async fn start(store: &Store, sm: &StateMachine, body: &Value) -> Result<Started, TxError> {
     let staged = body.as_object().filter(|o| o.len() == 1).and_then(|o| o.get("TransactionId"));
     let id = match staged {
         Some(Value::String(id)) => {
@@ -49,10 +43,10 @@ pub async fn start(store: &Store, runner: &Runner, body: &Value) -> Result<Start
         Some(_) => return Err(TxError::invalid(None, "TransactionId must be a string")),
         None => begin::begin(store, body).await?.transaction_id,
     };
-    let sent = runner
+    let sent = sm
         .client
         .start_execution()
-        .state_machine_arn(&runner.state_machine_arn)
+        .state_machine_arn(&sm.arn)
         .name(&id)
         .input(json!({ "TransactionId": id }).to_string())
         .send()
@@ -60,7 +54,7 @@ pub async fn start(store: &Store, runner: &Runner, body: &Value) -> Result<Start
     match sent {
         Ok(out) => Ok(Started { transaction_id: id, execution_arn: out.execution_arn().to_string() }),
         Err(e) if e.as_service_error().is_some_and(|s| s.is_execution_already_exists()) => {
-            let execution_arn = execution_arn(&runner.state_machine_arn, &id);
+            let execution_arn = execution_arn(&sm.arn, &id);
             Ok(Started { transaction_id: id, execution_arn })
         }
         Err(e) => {

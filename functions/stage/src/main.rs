@@ -18,7 +18,8 @@
 //! Errors answer 400 (`ValidationError`), 404 (`TransactionNotFound`), 429 (`Throttled`) or 500, with `{"__type", "message"}` as AWS
 //! JSON APIs do.
 
-use dynamo_saga::start::{self, Runner};
+use dynamo_saga::start;
+use dynamo_saga::sweeper::StateMachine;
 use dynamo_saga::{stage, Store, TxError};
 use saga_lambda::Error;
 use serde_json::{json, Value};
@@ -41,7 +42,7 @@ fn body_of(event: &Value) -> Result<Value, TxError> {
     serde_json::from_str(&text).map_err(|e| bad(format!("the body is not valid JSON: {e}")))
 }
 
-async fn route(store: &Store, runner: Option<&Runner>, event: &Value) -> Result<(u16, Value), TxError> {
+async fn route(store: &Store, runner: Option<&StateMachine>, event: &Value) -> Result<(u16, Value), TxError> {
     let method = event["httpMethod"].as_str().unwrap_or("");
     let resource = event["resource"].as_str().unwrap_or("");
     let param = |k: &str| event["pathParameters"][k].as_str().unwrap_or("").to_string();
@@ -84,7 +85,7 @@ async fn main() -> Result<(), Error> {
     let runner = match std::env::var("SAGA_STATE_MACHINE_ARN") {
         Ok(arn) if !arn.is_empty() => {
             let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-            Some(Runner { client: aws_sdk_sfn::Client::new(&sdk), state_machine_arn: arn })
+            Some(StateMachine { client: aws_sdk_sfn::Client::new(&sdk), arn })
         }
         _ => None,
     };
