@@ -8,20 +8,30 @@
 # reported too; a cold build takes 10-25 minutes on 2 cores. --functions-only measures the functions again (init time,
 # zip sizes) and rewrites the report with the other figures of the last run, from docs/benchmarks.json;
 # --contention-only does the same for the contention section (native with client retries, dynamo-saga in-process and
-# through the state machine, on the same transfers).
+# through the state machine, on the same transfers); --largest-only does the same for the largest transaction the
+# template allows (--largest-actions, default 100,000 updates), staged through the API function and run through the
+# state machine on a stack of optimised function builds (SAGA_STACK_PROFILE=release), with each function's call times,
+# CPU time and peak memory. A full run ends with that step. The largest run takes about N minutes.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 lambda=0
 only=0
+largest_only=0
+largest_args=()
+largest_n=100000
 args=()
-for a in "$@"; do
-  case $a in
+while [ $# -gt 0 ]; do
+  case $1 in
     --lambda) lambda=1 ;;
-    --functions-only) only=1; args+=("$a") ;;
-    --contention-only) args+=("$a") ;;
-    *) args+=("$a") ;;
+    --functions-only) only=1; args+=("$1") ;;
+    --contention-only) args+=("$1") ;;
+    --largest-only) largest_only=1 ;;
+    --largest-actions) largest_n=${2:?--largest-actions needs a number}; largest_args+=("$1" "$2"); shift ;;
+    --out | --item-bytes) largest_args+=("$1" "${2:?$1 needs a value}"); args+=("$1" "$2"); shift ;;
+    *) args+=("$1") ;;
   esac
+  shift
 done
 bash tools/stack.sh install
 if [ "$lambda" = 1 ]; then
@@ -38,8 +48,23 @@ if [ "$only" = 1 ]; then
   cargo build -q $(for f in functions/*/; do n=$(basename "$f"); [ "$n" = common ] || printf -- '-p saga-%s ' "$n"; done)
   exec target/bench-run/bench "${args[@]}"
 fi
+# The largest transaction, on a stack of its own whose functions are optimised builds: the peak memory of each
+# function's process is then that run's alone, and its call times are not a debug build's.
+largest_name="bench-largest-$$"
+largest() {
+  trap 'tools/stack.sh stop "$largest_name"' EXIT
+  local settings
+  settings=$(SAGA_STACK_PROFILE=release SAGA_MAX_ACTIONS=$((largest_n > 100000 ? largest_n : 100000)) tools/stack.sh start "$largest_name" $$)
+  (set -a; . "$settings"; set +a; exec target/bench-run/bench --largest-only "${largest_args[@]}")
+  tools/stack.sh stop "$largest_name"
+}
+if [ "$largest_only" = 1 ]; then
+  largest
+  exit 0
+fi
 name="bench-$$"
 trap 'tools/stack.sh stop "$name"' EXIT
 settings=$(tools/stack.sh start "$name" $$)
-set -a; . "$settings"; set +a
-target/bench-run/bench "${args[@]}"
+(set -a; . "$settings"; set +a; exec target/bench-run/bench "${args[@]}")
+tools/stack.sh stop "$name"
+largest

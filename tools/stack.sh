@@ -9,6 +9,8 @@
 #   tools/stack.sh stop NAME     stop it
 # The functions may write the tables Orders, Inventory (events/), shop (the demo) and t-* (tests), unless
 # SAGA_ALLOWED_TABLES says otherwise; SAGA_MAX_ACTIONS (default 100000) and SAGA_LEASE_SECONDS pass through too.
+# SAGA_STACK_PROFILE=release runs the functions as optimised builds (target/release, without fault injection) instead
+# of debug builds: the benchmark measures time and memory per call that way.
 # A stack's settings: DYNAMODB_ENDPOINT, LAMBDA_ENDPOINT, SAGA_TABLE (the transactions table the functions use; the
 # caller creates it), SAGA_FAULT_FILE (debug builds: see functions/common), SAGA_MAX_ACTIONS, STACK_DIR, and
 # SFN_ENDPOINT with SAGA_STATE_MACHINE_ARN: a Step Functions endpoint (target/debug/stepfunctions-local) whose
@@ -59,8 +61,15 @@ SAGA_METRICS_NAMESPACE=DynamoSaga/local
 RUST_LOG=${RUST_LOG:-warn}
 EOF
   # The binaries are built first, by the same cargo the tests use, so the watcher finds them up to date.
-  cargo build -q $(printf -- '-p saga-%s ' "${functions[@]}") -p dynamo-saga-tests --bin stepfunctions-local
-  PATH="$venv/bin:$PATH" nohup "$venv/bin/cargo-lambda" lambda watch --ignore-changes -q \
+  local profile=()
+  case ${SAGA_STACK_PROFILE:-debug} in
+    debug) ;;
+    release) profile=(--release) ;;
+    *) echo "stack: SAGA_STACK_PROFILE is debug or release, not ${SAGA_STACK_PROFILE}" >&2; exit 2 ;;
+  esac
+  cargo build -q "${profile[@]}" $(printf -- '-p saga-%s ' "${functions[@]}")
+  cargo build -q -p dynamo-saga-tests --bin stepfunctions-local
+  PATH="$venv/bin:$PATH" nohup "$venv/bin/cargo-lambda" lambda watch --ignore-changes -q "${profile[@]}" \
     --invoke-address 127.0.0.1 --invoke-port "$lambda_port" --concurrency 8 --env-file "$dir/functions.env" \
     >"$dir/lambda.log" 2>&1 &
   echo $! >"$dir/lambda.pid"

@@ -132,6 +132,66 @@ impl Execution {
     }
 }
 
+/// What one function's processes have used so far, from `/proc` (Linux).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ProcessUse {
+    /// The largest peak resident set (`VmHWM`) of any of its processes, in KiB: what Lambda's "Max Memory Used" reports.
+    pub peak_rss_kib: u64,
+    /// User and system CPU time of all its processes, in ms.
+    pub cpu_ms: u64,
+    pub processes: usize,
+}
+
+/// One process's parent and CPU time in clock ticks (user and system), from `/proc/<pid>/stat`.
+fn proc_stat(pid: u32) -> Option<(u32, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold spaces: the fields that follow come after the last ')'.
+    let rest: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+    let ppid = rest.get(1)?.parse().ok()?;
+    let ticks = rest.get(11)?.parse::<u64>().ok()? + rest.get(12)?.parse::<u64>().ok()?;
+    Some((ppid, ticks))
+}
+
+/// Each function's processes among `root`'s descendants, by binary name (`saga-lock`, ...).
+pub fn function_use_under(root_pid: u32) -> std::collections::BTreeMap<String, ProcessUse> {
+    let ticks_per_s: u64 = Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100);
+    let procs: Vec<(u32, u32, u64)> = std::fs::read_dir("/proc")
+        .map(|d| d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|pid| proc_stat(pid).map(|(ppid, ticks)| (pid, ppid, ticks)))
+        .collect();
+    let mut family = std::collections::BTreeSet::from([root_pid]);
+    loop {
+        let before = family.len();
+        family.extend(procs.iter().filter(|(_, ppid, _)| family.contains(ppid)).map(|(pid, _, _)| *pid).collect::<Vec<_>>());
+        if family.len() == before {
+            break;
+        }
+    }
+    let mut out: std::collections::BTreeMap<String, ProcessUse> = Default::default();
+    for (pid, _, ticks) in procs.iter().filter(|(pid, _, _)| *pid != root_pid && family.contains(pid)) {
+        let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else { continue };
+        let Some(name) = exe.file_name().and_then(|n| n.to_str()).filter(|n| n.starts_with("saga-")) else { continue };
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let hwm = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        let u = out.entry(name.to_string()).or_default();
+        u.peak_rss_kib = u.peak_rss_kib.max(hwm);
+        u.cpu_ms += ticks * 1000 / ticks_per_s;
+        u.processes += 1;
+    }
+    out
+}
+
 /// A Lambda function error: its `errorType` and `errorMessage`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FunctionError {
@@ -155,6 +215,13 @@ impl Stack {
             .filter(|v| v["TransactionId"] == tx_id)
             .collect();
         (lines.first().cloned(), lines.len())
+    }
+
+    /// Each function's processes behind the stack's `cargo lambda watch`, by binary name: peak memory and CPU time so
+    /// far (`cargo lambda watch` keeps a function's process between invocations, as Lambda keeps an environment).
+    pub fn function_use(&self) -> std::collections::BTreeMap<String, ProcessUse> {
+        let pid = std::fs::read_to_string(self.dir.join("lambda.pid")).ok().and_then(|p| p.trim().parse().ok());
+        pid.map(function_use_under).unwrap_or_default()
     }
 
     /// A Step Functions client for the stack's endpoint, the one its functions start executions on.

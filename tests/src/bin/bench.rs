@@ -38,6 +38,11 @@ const USD_PER_TRANSITION: f64 = 0.025 / 1000.0;
 const USD_PER_EXPRESS_EXECUTION: f64 = 1.0 / 1_000_000.0;
 const USD_PER_EXPRESS_GB_SECOND: f64 = 0.000_016_67;
 
+/// Lambda on arm64 in US East (N. Virginia): $0.0000133334 per GB-second (billed per ms) and $0.20 per million
+/// requests.
+const USD_PER_LAMBDA_GB_SECOND: f64 = 0.000_013_333_4;
+const USD_PER_LAMBDA_REQUEST: f64 = 0.20 / 1_000_000.0;
+
 /// What an Express execution of `duration_ms` costs at the smallest memory step, 64 MB.
 fn express_usd(duration_ms: u64) -> f64 {
     let billed_s = duration_ms.div_ceil(100).max(1) as f64 / 10.0;
@@ -138,6 +143,48 @@ struct MachineRow {
     usd: f64,
 }
 
+/// The largest transaction the template allows, staged through the API function and run through the state machine
+/// on a stack of optimised function builds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LargestRun {
+    /// When it ran.
+    written: String,
+    actions: usize,
+    item_bytes: usize,
+    /// The request's JSON, in bytes, and the chunks it was appended in.
+    request_bytes: usize,
+    chunks: usize,
+    /// The slowest `PUT .../chunks/{chunk}` call, all of them, and the seal call, wall time (ms).
+    append_max_ms: u64,
+    append_total_ms: u64,
+    seal_ms: u64,
+    transitions: u64,
+    history_events: u64,
+    lambda_calls: u64,
+    duration_ms: u64,
+    /// What DynamoDB Local reported for the transaction's calls (low for its transactional calls).
+    write_units_reported: f64,
+    read_units_reported: f64,
+    functions: Vec<FunctionUse>,
+}
+
+/// One function's calls in the largest run, with its deployed settings from `template.yaml`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FunctionUse {
+    function: String,
+    calls: usize,
+    max_ms: u64,
+    total_ms: u64,
+    /// CPU time of the function's processes over the run (user and system), from the first append on.
+    cpu_ms: u64,
+    /// Peak resident memory of the function's process (what Lambda reports as Max Memory Used).
+    peak_mib: f64,
+    memory_mb: u64,
+    timeout_s: u64,
+}
+
 /// One way of running the contention workload.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -177,12 +224,16 @@ struct Args {
     functions_only: bool,
     /// Measure contention again and rewrite the report with the other figures of the last run (its JSON).
     contention_only: bool,
+    /// Run only the largest transaction through the state machine and rewrite the report with the other figures of
+    /// the last run (its JSON).
+    largest_only: bool,
+    largest_actions: usize,
 }
 
 fn args() -> Args {
-    let mut a = Args { sizes: vec![10, 100, 1000, 10_000], kinds: Kind::all().to_vec(), item_bytes: 940, out: harness::root().join("docs"), seed000_max: 10_000, functions_only: false, contention_only: false };
+    let mut a = Args { sizes: vec![10, 100, 1000, 10_000], kinds: Kind::all().to_vec(), item_bytes: 940, out: harness::root().join("docs"), seed000_max: 10_000, functions_only: false, contention_only: false, largest_only: false, largest_actions: 100_000 };
     let mut it = std::env::args().skip(1);
-    let usage = "usage: bench [--sizes 10,100,1000,10000] [--kinds update,insert,delete,check] [--item-bytes 940] [--seed000-max N] [--out DIR] [--functions-only | --contention-only]";
+    let usage = "usage: bench [--sizes 10,100,1000,10000] [--kinds update,insert,delete,check] [--item-bytes 940] [--seed000-max N] [--out DIR] [--functions-only | --contention-only | --largest-only [--largest-actions 100000]]";
     while let Some(flag) = it.next() {
         let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value\n{usage}"));
         match flag.as_str() {
@@ -198,6 +249,8 @@ fn args() -> Args {
             "--out" => a.out = PathBuf::from(value()),
             "--functions-only" => a.functions_only = true,
             "--contention-only" => a.contention_only = true,
+            "--largest-only" => a.largest_only = true,
+            "--largest-actions" => a.largest_actions = value().parse().expect("a number of actions"),
             "-h" | "--help" => {
                 println!("{usage}");
                 std::process::exit(0)
@@ -312,6 +365,151 @@ async fn machine(n: usize, bytes: usize) -> MachineRow {
         lambda_calls: ex.task_calls,
         duration_ms: ex.duration_ms,
         usd: ex.transitions as f64 * USD_PER_TRANSITION,
+    }
+}
+
+/// Each function's `MemorySize` (MB) and `Timeout` (s) in `template.yaml`, by binary name: its own, else the Globals'.
+fn deployed_settings() -> std::collections::BTreeMap<String, (u64, u64)> {
+    let text = std::fs::read_to_string(harness::root().join("template.yaml")).expect("template.yaml");
+    let value = |line: &str, key: &str| line.trim().strip_prefix(key).and_then(|v| v.trim().parse::<u64>().ok());
+    let (mut memory, mut timeout) = (0, 0);
+    let mut in_globals = false;
+    let mut out = std::collections::BTreeMap::new();
+    let mut current: Option<(String, Option<u64>, Option<u64>)> = None;
+    let mut finish = |c: Option<(String, Option<u64>, Option<u64>)>, memory: u64, timeout: u64| {
+        if let Some((bin, m, t)) = c {
+            out.insert(bin, (m.unwrap_or(memory), t.unwrap_or(timeout)));
+        }
+    };
+    for line in text.lines() {
+        if !line.starts_with(' ') && !line.is_empty() {
+            in_globals = line.starts_with("Globals:");
+        }
+        if line.starts_with("  ") && !line.starts_with("   ") && line.trim_end().ends_with(':') {
+            finish(current.take(), memory, timeout);
+        }
+        if in_globals {
+            memory = value(line, "MemorySize:").unwrap_or(memory);
+            timeout = value(line, "Timeout:").unwrap_or(timeout);
+        } else if let Some(bin) = line.trim().strip_prefix("Binary:") {
+            current = Some((bin.trim().to_string(), None, None));
+        } else if let Some(c) = current.as_mut() {
+            c.1 = value(line, "MemorySize:").or(c.1);
+            c.2 = value(line, "Timeout:").or(c.2);
+        }
+    }
+    finish(current.take(), memory, timeout);
+    out
+}
+
+/// The largest transaction through the API function and the state machine: `n` updates staged in chunks (the request
+/// is far over a Lambda payload), sealed, then run by its id. Each function's calls are timed, and its process's peak
+/// memory and CPU time read from `/proc`.
+async fn largest(n: usize, bytes: usize, when: &str) -> LargestRun {
+    let st = harness::stack::stack().await;
+    assert!(n <= st.max_actions, "the stack allows {} actions (SAGA_MAX_ACTIONS), not {n}", st.max_actions);
+    let env = Env::on_stack("largest").await;
+    let t = Instant::now();
+    let body = prepare(&env, Kind::Update, n, "big", bytes).await;
+    eprintln!("largest: {n} items of {bytes} bytes seeded in {:.0} s", t.elapsed().as_secs_f64());
+    let items = body["TransactItems"].as_array().unwrap();
+    let request_bytes = body.to_string().len();
+    // Chunks of whole actions, each under the staging API's limit on a chunk's JSON.
+    let mut chunks: Vec<Vec<Value>> = vec![Vec::new()];
+    let mut size = 2;
+    for a in items {
+        let len = a.to_string().len() + 1;
+        if size + len > dynamo_saga::stage::MAX_CHUNK_BYTES {
+            chunks.push(Vec::new());
+            size = 2;
+        }
+        size += len;
+        chunks.last_mut().unwrap().push(a.clone());
+    }
+    let call = |method: &'static str, resource: &'static str, params: Value, body: String| async move {
+        let event = json!({"httpMethod": method, "resource": resource, "pathParameters": params, "body": body});
+        let started = Instant::now();
+        let out = st.invoke("saga-stage", &event).await.unwrap_or_else(|e| panic!("{method} {resource}: {e:?}"));
+        let ms = started.elapsed().as_millis() as u64;
+        let code = out["statusCode"].as_u64().unwrap_or(0);
+        let reply: Value = serde_json::from_str(out["body"].as_str().unwrap_or("null")).unwrap_or_default();
+        assert!(code / 100 == 2, "{method} {resource}: {code} {reply}");
+        (reply, ms)
+    };
+    let token = format!("bench-largest-{}", std::process::id());
+    let (created, _) = call("POST", "/transactions/staged", Value::Null, json!({"ClientRequestToken": token}).to_string()).await;
+    let id = created["TransactionId"].as_str().expect("a TransactionId").to_string();
+    // Every function's process is running now (the stack started them, and the create call the API function's), so
+    // what they use from here on is this transaction's.
+    let before = st.function_use();
+    let (mut append_max_ms, mut append_total_ms) = (0, 0);
+    for (i, c) in chunks.iter().enumerate() {
+        let params = json!({"id": id, "chunk": i.to_string()});
+        let (_, ms) = call("PUT", "/transactions/staged/{id}/chunks/{chunk}", params, json!({ "TransactItems": c }).to_string()).await;
+        append_max_ms = append_max_ms.max(ms);
+        append_total_ms += ms;
+    }
+    let seal = json!({"Chunks": chunks.len()}).to_string();
+    let (sealed, seal_ms) = call("POST", "/transactions/staged/{id}/seal", json!({"id": id}), seal).await;
+    assert_eq!(sealed["Actions"].as_u64(), Some(n as u64), "{sealed}");
+    eprintln!("largest: staged in {} chunks (slowest append {append_max_ms} ms), sealed in {seal_ms} ms", chunks.len());
+
+    let ex = st.run(&json!({ "TransactionId": id }), false, false).await;
+    assert_eq!(ex.status, "SUCCEEDED", "{n} updates through the state machine: {ex:?}");
+    let used = st.function_use();
+    eprintln!("largest: {} ({} transitions, {} Lambda calls); each function's processes: {used:?}; its calls (ms): {:?}", ex.status, ex.transitions, ex.task_calls, ex.task_ms);
+    // One scan of the items (the transactions table is left alone: DynamoDB Local takes minutes a page to scan an
+    // item collection of this size).
+    let t = Instant::now();
+    let all = env.scan(&env.a).await;
+    assert_eq!(all.len(), n);
+    for (k, v) in &all {
+        assert_eq!(v["v"], nv(1), "{k}: every update applied exactly once");
+        let left: Vec<&String> = v.as_object().unwrap().keys().filter(|a| a.starts_with(dynamo_saga::constants::RESERVED_PREFIX)).collect();
+        assert!(left.is_empty(), "{k} still carries {left:?}");
+    }
+    eprintln!("largest: {} s through the state machine; every item checked in {:.0} s", ex.duration_ms / 1000, t.elapsed().as_secs_f64());
+    let (metrics, lines) = st.metrics_of(&id);
+    assert_eq!(lines, 1, "one metrics line for the transaction");
+    let metrics = metrics.unwrap_or_default();
+
+    let settings = deployed_settings();
+    let mut functions = Vec::new();
+    let mut task_ms = ex.task_ms.clone();
+    task_ms.insert("saga-stage".into(), vec![seal_ms]);
+    let stage_calls = 2 + chunks.len();
+    for (function, u) in &used {
+        let calls = task_ms.get(function).cloned().unwrap_or_default();
+        let (memory_mb, timeout_s) = settings.get(function).copied().unwrap_or_default();
+        // The API function's calls: create, every append, and the seal (the slowest).
+        let (count, total) = if function == "saga-stage" { (stage_calls, seal_ms + append_total_ms) } else { (calls.len(), calls.iter().sum()) };
+        functions.push(FunctionUse {
+            function: function.clone(),
+            calls: count,
+            max_ms: calls.iter().copied().max().unwrap_or(0),
+            total_ms: total,
+            cpu_ms: u.cpu_ms.saturating_sub(before.get(function).map_or(0, |b| b.cpu_ms)),
+            peak_mib: u.peak_rss_kib as f64 / 1024.0,
+            memory_mb,
+            timeout_s,
+        });
+    }
+    LargestRun {
+        written: when.to_string(),
+        actions: n,
+        item_bytes: bytes,
+        request_bytes,
+        chunks: chunks.len(),
+        append_max_ms,
+        append_total_ms,
+        seal_ms,
+        transitions: ex.transitions,
+        history_events: ex.history_events,
+        lambda_calls: ex.task_calls,
+        duration_ms: ex.duration_ms,
+        write_units_reported: metrics["WriteUnits"].as_f64().unwrap_or(0.0),
+        read_units_reported: metrics["ReadUnits"].as_f64().unwrap_or(0.0),
+        functions,
     }
 }
 
@@ -457,7 +655,65 @@ fn contention_markdown(rows: &[ContentionRow]) -> String {
     md
 }
 
-fn markdown(a: &Args, rows: &[Row], machine: &[MachineRow], contention: &[ContentionRow], funcs: &[FunctionRow], total: &Bill, when: &str) -> String {
+/// What the largest run's Lambda calls cost at each function's deployed `MemorySize`.
+fn lambda_usd(r: &LargestRun) -> f64 {
+    r.functions
+        .iter()
+        .map(|f| f.total_ms as f64 / 1000.0 * f.memory_mb as f64 / 1024.0 * USD_PER_LAMBDA_GB_SECOND + f.calls as f64 * USD_PER_LAMBDA_REQUEST)
+        .sum()
+}
+
+fn largest_markdown(r: &LargestRun) -> String {
+    let mut md = format!(
+        "## The largest transaction\n\n{} updates of {}-byte items (`MaxActions`, the most the template allows), measured on {}: a {:.1} MB \
+         request, so staged through the API function (`POST /transactions/staged`, {} chunks, the slowest append {} ms; the \
+         seal, which validates the request and begins the transaction in one call, {} ms), then run by its id through the \
+         state machine on the local stack, the functions as optimised x86_64 builds (`SAGA_STACK_PROFILE=release`) behind \
+         `cargo lambda watch`, on DynamoDB Local. Every item was updated exactly once and no lock was left.\n\n",
+        r.actions,
+        r.item_bytes,
+        r.written,
+        r.request_bytes as f64 / 1e6,
+        r.chunks,
+        r.append_max_ms,
+        r.seal_ms
+    );
+    md.push_str(&format!(
+        "- {} state transitions, {} history events (a Standard execution allows 25,000), {} Lambda calls, {:.0} s from start to end.\n\
+         - Orchestration: ${:.6} as a `STANDARD` execution. An `EXPRESS` execution lasts 5 minutes at most: {}.\n\
+         - Lambda: ${:.6} for every call above at each function's `MemorySize` (arm64, $0.0000133334 per GB-second, $0.20 per \
+         million requests), on this machine's call times.\n\
+         - DynamoDB: {:.0} write units and {:.0} read units as DynamoDB Local reported them (it under-reports transactional \
+         calls; the update tables above give the billed figure per action).\n\n",
+        r.transitions,
+        r.history_events,
+        r.lambda_calls,
+        r.duration_ms as f64 / 1000.0,
+        r.transitions as f64 * USD_PER_TRANSITION,
+        if r.duration_ms <= 300_000 { "this one would fit".to_string() } else { format!("this one took {:.0} s, so it needs `STANDARD`", r.duration_ms as f64 / 1000.0) },
+        lambda_usd(r),
+        r.write_units_reported,
+        r.read_units_reported
+    ));
+    md.push_str(
+        "Per function: its calls, the slowest and all of them together (wall time as the caller saw it), the CPU time of its \
+         process, and its peak resident memory (`VmHWM`, what Lambda reports as Max Memory Used), beside the `MemorySize` and \
+         `Timeout` that `template.yaml` deploys. Lambda gives a function CPU in proportion to its memory (one vCPU at \
+         1,769 MB), so a call whose CPU time is near its wall time here takes longer on a small function.\n\n\
+         | function | calls | slowest call (ms) | all calls (ms) | CPU (ms) | peak memory (MiB) | MemorySize (MB) | Timeout (s) |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for f in &r.functions {
+        md.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {:.1} | {} | {} |\n",
+            f.function, f.calls, f.max_ms, f.total_ms, f.cpu_ms, f.peak_mib, f.memory_mb, f.timeout_s
+        ));
+    }
+    md.push('\n');
+    md
+}
+
+fn markdown(a: &Args, rows: &[Row], machine: &[MachineRow], contention: &[ContentionRow], largest: Option<&LargestRun>, funcs: &[FunctionRow], total: &Bill, when: &str) -> String {
     let mut md = String::new();
     md.push_str("# Benchmarks\n\n");
     md.push_str(&format!(
@@ -537,6 +793,9 @@ fn markdown(a: &Args, rows: &[Row], machine: &[MachineRow], contention: &[Conten
     }
     if !contention.is_empty() {
         md.push_str(&contention_markdown(contention));
+    }
+    if let Some(r) = largest {
+        md.push_str(&largest_markdown(r));
     }
     md.push_str("## The Lambda functions\n\nInit duration as Lambda defines it (process start to the first request for an event), against a stand-in for the \
         Lambda Runtime API, best of 5, for the debug builds the local stack runs (x86_64). Zip sizes are of the release arm64 packages: those \
@@ -639,6 +898,8 @@ struct Report {
     state_machine: Vec<MachineRow>,
     #[serde(default)]
     contention: Vec<ContentionRow>,
+    #[serde(default)]
+    largest: Option<LargestRun>,
     functions: Vec<FunctionRow>,
     non_transactional_cross_check: Bill,
 }
@@ -689,7 +950,7 @@ async fn main() {
     let started = Instant::now();
     let now = std::process::Command::new("date").arg("-u").arg("+%Y-%m-%d %H:%M UTC").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
     let json_path = a.out.join("benchmarks.json");
-    let only = a.functions_only || a.contention_only;
+    let only = a.functions_only || a.contention_only || a.largest_only;
     let mut report = if only {
         let text = std::fs::read_to_string(&json_path).unwrap_or_else(|e| panic!("--functions-only and --contention-only need the last run's {}: {e}", json_path.display()));
         let r: Report = serde_json::from_str(&text).expect("benchmarks.json of this version");
@@ -711,23 +972,28 @@ async fn main() {
             rows,
             state_machine,
             contention: Vec::new(),
+            largest: None,
             functions: Vec::new(),
             non_transactional_cross_check: total,
         }
     };
-    if !a.functions_only {
+    if !a.functions_only && !a.largest_only {
         report.contention = contention().await;
     }
-    if !a.contention_only {
+    if a.largest_only {
+        report.largest = Some(largest(a.largest_actions, a.item_bytes, &now).await);
+    }
+    if !a.contention_only && !a.largest_only {
         report.functions = functions().await;
     }
-    let when = match (a.functions_only, a.contention_only) {
-        (true, _) => format!("{} (the functions on {now})", report.written),
-        (_, true) => format!("{} (contention on {now})", report.written),
+    let when = match (a.functions_only, a.contention_only, a.largest_only) {
+        (true, _, _) => format!("{} (the functions on {now})", report.written),
+        (_, true, _) => format!("{} (contention on {now})", report.written),
+        (_, _, true) => format!("{} (the largest transaction on {now})", report.written),
         _ => now,
     };
     std::fs::create_dir_all(&a.out).expect("create the output directory");
-    let md = markdown(&a, &report.rows, &report.state_machine, &report.contention, &report.functions, &report.non_transactional_cross_check, &when);
+    let md = markdown(&a, &report.rows, &report.state_machine, &report.contention, report.largest.as_ref(), &report.functions, &report.non_transactional_cross_check, &when);
     std::fs::write(a.out.join("benchmarks.md"), &md).expect("write benchmarks.md");
     std::fs::write(&json_path, serde_json::to_string_pretty(&report).unwrap()).expect("write benchmarks.json");
     std::fs::write(a.out.join("benchmarks.svg"), svg(&a, &report.rows)).expect("write benchmarks.svg");
