@@ -179,3 +179,79 @@ async fn recovers_a_transaction_of_an_express_execution_without_asking_for_it() 
     }
     env.assert_clean().await;
 }
+
+/// `POST /transactions` begins the transaction before it starts the execution. When Step Functions refuses the start
+/// (throttled), the caller is told so and the transaction stands begun, with no execution: the same call again starts
+/// it, and if nobody calls again, the sweeper ends it once it is stale, by a recovery execution that rolls it back,
+/// so nothing of it is ever applied.
+#[tokio::test]
+async fn a_transaction_begun_by_the_api_whose_execution_never_started_is_ended_by_the_sweeper() {
+    let env = Env::new("sweepapi").await;
+    let throttled = harness::sfn_api::serve(|_op, _body| async {
+        json!({"__type": "ThrottlingException", "message": "Rate exceeded"})
+    })
+    .await;
+    let refusing = StateMachine { client: harness::sfn_api::client_for(&throttled), arn: SM_ARN.to_string() };
+    let mut ids = Vec::new();
+    let mut befores = Vec::new();
+    for tag in ["again", "left"] {
+        seed_mixed(&env, tag, 150).await;
+        befores.push(serde_json::to_value(env.snapshot().await).unwrap());
+        let mut body = mixed(&env, tag, 150);
+        body["ClientRequestToken"] = json!(format!("api-{tag}"));
+        let e = dynamo_saga::start::start(&env.store, &refusing, &body).await.expect_err("Step Functions refused the start");
+        assert_eq!(e.name(), "Throttled", "{e}");
+        let id = read_header_by_token(&env, &format!("api-{tag}")).await;
+        assert!(e.to_string().contains(&id) && e.to_string().contains("call again"), "{e}");
+        let h = read_header(&env.store, &Meter::default(), &id).await.unwrap();
+        assert_eq!((h.state, h.execution_arn.as_deref()), (TxState::Pending, None), "begun, with no execution");
+        ids.push((id, body));
+    }
+    assert_eq!(serde_json::to_value(env.snapshot().await).unwrap(), befores[1], "beginning writes no item");
+
+    // The first caller calls again: the same transaction, now with its execution, which commits it.
+    let (url, started) = fake_step_functions().await;
+    let sm = StateMachine { client: harness::sfn_api::client_for(&url), arn: SM_ARN.to_string() };
+    let (again, body) = &ids[0];
+    let out = dynamo_saga::start::start(&env.store, &sm, body).await.expect("started");
+    assert_eq!(&out.transaction_id, again);
+    assert_eq!(started.lock().unwrap().last().unwrap()["name"], json!(again), "the execution is named after the transaction");
+    Coordinator::new(env.store.clone()).drive(again).await.expect("what the execution does: it commits");
+    assert_mixed_committed(&env, "again", 150).await;
+
+    // The second never calls again: once stale, the sweeper starts one recovery execution, which rolls it back.
+    let (left, _) = &ids[1];
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let mut sw = sweeper(&env, Duration::from_millis(10));
+    sw.state_machine = Some(sm);
+    let report = sw.sweep().await.unwrap();
+    assert_eq!(report.rolled_back, vec![left.clone()], "{report:?}");
+    assert_eq!(report.recovery_executions.len(), 1, "{report:?}");
+    let h = read_header(&env.store, &Meter::default(), left).await.unwrap();
+    assert_eq!(h.state, TxState::RolledBack);
+    assert_eq!(started.lock().unwrap().last().unwrap()["name"], json!(format!("recover-{left}-v{}", h.version)));
+    let e = Coordinator::new(env.store.clone()).drive(left).await.expect_err("what the recovery execution does: it rolls back");
+    assert_eq!(e.name(), "TransactionAborted", "{e}");
+    let now = serde_json::to_value(env.snapshot().await).unwrap();
+    for (table, items) in befores[1].as_object().unwrap() {
+        for (k, v) in items.as_object().unwrap() {
+            if k.contains("left") {
+                assert_eq!(&now[table][k], v, "{k} untouched");
+            }
+        }
+    }
+    env.assert_clean().await;
+    assert!(sw.sweep().await.unwrap().recovery_executions.is_empty(), "a second sweep has nothing to do");
+}
+
+/// The id of the transaction begun with `token`.
+async fn read_header_by_token(env: &Env, token: &str) -> String {
+    let records = env.tx_records().await;
+    let ids: Vec<String> = records
+        .iter()
+        .filter(|r| r.get(dynamo_saga::constants::H_TOKEN).and_then(|v| v.as_s().ok()).map(String::as_str) == Some(token))
+        .filter_map(|r| r.get(dynamo_saga::constants::TX_PK).and_then(|v| v.as_s().ok()).cloned())
+        .collect();
+    assert_eq!(ids.len(), 1, "one transaction with token {token}: {ids:?}");
+    ids[0].clone()
+}

@@ -6,9 +6,9 @@
 //! transaction) finds its execution already there instead of starting another. The request is stored by Begin, so it
 //! is not bound by the 256 KB of an execution input, only by what reaches this code.
 //!
-//! A transaction begun here whose execution could not be started (Step Functions throttled or failed) is not lost:
-//! calling again with the same token starts it, and the sweeper starts a recovery execution for it once it has
-//! stood still for its `SweepAfterSeconds`.
+//! A transaction begun here whose execution could not be started (Step Functions throttled or failed) is not left
+//! open: calling again with the same token starts it, and if nobody does, the sweeper rolls it back once it has stood
+//! still for its `SweepAfterSeconds` (a pending transaction nobody drives can never commit).
 
 use aws_sdk_sfn::error::ProvideErrorMetadata;
 use serde::Serialize;
