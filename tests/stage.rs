@@ -76,3 +76,33 @@ async fn bad_staging_is_rejected_and_writes_nothing() {
     assert!(matches!(read_header(&env.store, &Meter::default(), &id).await, Err(TxError::NotFound(_))), "nothing begun");
     assert_eq!(env.snapshot().await, before);
 }
+
+/// A staged request larger than the sealing function's memory can hold (`Config::max_request_bytes`, in Lambda a
+/// fortieth of its memory) is refused with `ValidationError` before it is read, and nothing is begun; one within the
+/// limit commits.
+#[tokio::test]
+async fn a_staged_request_over_what_the_function_can_hold_is_refused() {
+    let env = Env::with("stagemax", |c| dynamo_saga::Config { max_request_bytes: Some(20_000), ..c }).await;
+    seed_mixed(&env, "t", 200).await;
+    let body = mixed(&env, "t", 200);
+    let bytes = body["TransactItems"].to_string().len();
+    assert!(bytes > 20_000, "{bytes}");
+    let before = env.snapshot().await;
+    let id = stage::create(&env.store, &json!({})).await.unwrap();
+    for (i, c) in chunks(&body, 80).iter().enumerate() {
+        stage::append(&env.store, &id, i, c).await.unwrap();
+    }
+    let e = stage::seal(&env.store, &id, Some(3)).await.unwrap_err();
+    assert_eq!(e.name(), "ValidationError");
+    let msg = e.to_string();
+    assert!(msg.contains("at most 20000") && msg.contains("StageMemorySize") && msg.contains(&id), "{msg}");
+    assert!(matches!(read_header(&env.store, &Meter::default(), &id).await, Err(TxError::NotFound(_))), "nothing begun");
+    assert_eq!(env.snapshot().await, before);
+
+    let small = json!({"TransactItems": body["TransactItems"].as_array().unwrap()[..40].to_vec()});
+    let id = stage::create(&env.store, &json!({})).await.unwrap();
+    stage::append(&env.store, &id, 0, &small["TransactItems"]).await.unwrap();
+    stage::seal(&env.store, &id, Some(1)).await.expect("a request within the limit is sealed");
+    Coordinator::new(env.store.clone()).drive(&id).await.expect("and commits");
+    env.assert_clean().await;
+}

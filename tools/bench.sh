@@ -11,7 +11,7 @@
 # through the state machine, on the same transfers); --largest-only does the same for the largest transaction the
 # template allows (--largest-actions, default 100,000 updates), staged through the API function and run through the
 # state machine on a stack of optimised function builds (SAGA_STACK_PROFILE=release), with each function's call times,
-# CPU time and peak memory. A full run ends with that step. The largest run takes about N minutes.
+# CPU time and peak memory. A full run ends with that step; it takes about 8 minutes after the build.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

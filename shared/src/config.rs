@@ -32,6 +32,9 @@ pub struct Config {
     /// The CloudWatch namespace the Release function writes each finished transaction's metrics to, as an EMF line
     /// ([`crate::metrics`]); `None`: no metrics.
     pub metrics_namespace: Option<String>,
+    /// Largest staged request, in bytes of JSON, that [`crate::stage::seal`] takes: sealing holds the whole request in
+    /// memory, several times over. `None`: no limit.
+    pub max_request_bytes: Option<usize>,
 }
 
 impl Config {
@@ -48,6 +51,7 @@ impl Config {
             concurrency: 16,
             max_deadline: Duration::from_secs(MAX_DEADLINE_SECONDS),
             metrics_namespace: None,
+            max_request_bytes: None,
         }
     }
 
@@ -99,6 +103,10 @@ impl Config {
         // A default over the driver's limit would fail every transaction that does not set its own: the limit wins.
         c.default_deadline = c.default_deadline.min(c.max_deadline);
         c.metrics_namespace = var(ENV_METRICS_NAMESPACE).map(|v| v.trim().to_string());
+        c.max_request_bytes = match num(ENV_MAX_REQUEST_BYTES)? {
+            Some(n) => Some(n as usize),
+            None => num(LAMBDA_MEMORY_MB)?.map(|mb| mb as usize * 1024 * 1024 / MEMORY_BYTES_PER_REQUEST_BYTE),
+        };
         c.check()?;
         Ok(c)
     }
@@ -160,6 +168,17 @@ mod tests {
         let e = crate::request::parse(&serde_json::json!({"TransactItems": items, "Options": {"DeadlineSeconds": 604_801}}), &standard).unwrap_err();
         assert!(e.to_string().contains("between 1 and 604800") && !e.to_string().contains("SAGA_MAX"), "{e}");
         assert_eq!(from(&[(ENV_TX_TABLE, "tx"), (ENV_METRICS_NAMESPACE, "DynamoSaga/prod")]).metrics_namespace.as_deref(), Some("DynamoSaga/prod"));
+    }
+
+    #[test]
+    fn a_lambda_function_takes_staged_requests_its_memory_can_hold() {
+        assert_eq!(from(&[(ENV_TX_TABLE, "tx")]).max_request_bytes, None, "no limit outside Lambda");
+        let stage = from(&[(ENV_TX_TABLE, "tx"), (LAMBDA_MEMORY_MB, "1024")]);
+        assert_eq!(stage.max_request_bytes, Some(1024 * 1024 * 1024 / 40));
+        assert!(stage.max_request_bytes.unwrap() > 20_900_019, "the benchmark's 100,000 updates fit the template's 1024 MB");
+        let set = from(&[(ENV_TX_TABLE, "tx"), (LAMBDA_MEMORY_MB, "1024"), (ENV_MAX_REQUEST_BYTES, "5000000")]);
+        assert_eq!(set.max_request_bytes, Some(5_000_000), "the variable wins");
+        assert!(Config::from_vars(|k| [(ENV_TX_TABLE, "tx"), (ENV_MAX_REQUEST_BYTES, "10MB")].iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())).is_err());
     }
 
     #[test]

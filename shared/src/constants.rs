@@ -159,5 +159,13 @@ pub const ENV_MAX_DEADLINE_SECONDS: &str = "SAGA_MAX_DEADLINE_SECONDS";
 /// The CloudWatch namespace of per-transaction metrics (CloudWatch EMF, written by the Release function); unset or
 /// empty: none.
 pub const ENV_METRICS_NAMESPACE: &str = "SAGA_METRICS_NAMESPACE";
+/// Largest staged request, in bytes of JSON, that sealing will take; unset: derived from the Lambda function's memory
+/// ([`LAMBDA_MEMORY_MB`], [`MEMORY_BYTES_PER_REQUEST_BYTE`]), else no limit.
+pub const ENV_MAX_REQUEST_BYTES: &str = "SAGA_MAX_REQUEST_BYTES";
+/// The memory Lambda gives the function, in MB, as Lambda sets it.
+pub const LAMBDA_MEMORY_MB: &str = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE";
+/// Memory to allow per byte of request JSON when a request is validated and begun in one call: the benchmark's largest
+/// run (100,000 updates, 20.9 MB of JSON) peaked at 618 MiB, about 31 bytes a byte; 40 keeps a fifth spare.
+pub const MEMORY_BYTES_PER_REQUEST_BYTE: usize = 40;
 /// The longest deadline any transaction may have: a week.
 pub const MAX_DEADLINE_SECONDS: u64 = 7 * 24 * 3600;

@@ -7,7 +7,9 @@
 //! - [`append`] stores chunk `n` (0, 1, 2, ...) of `TransactItems`. Appending the same chunk again is a no-op;
 //!   the same number with other actions is rejected. A chunk is at most [`MAX_CHUNK_BYTES`] of JSON.
 //! - [`seal`] checks the chunks are 0..n with none missing, assembles the request in chunk order and begins it under
-//!   the staged id, with every check `begin` makes. Sealing again returns the same transaction.
+//!   the staged id, with every check `begin` makes. Sealing again returns the same transaction. A request larger than
+//!   `Config::max_request_bytes` (in a Lambda function, what its memory can hold while the request is validated) is
+//!   refused before it is read into memory.
 //!
 //! Staged records live in the transactions table under the transaction's id and expire by TTL like the rest.
 
@@ -26,6 +28,8 @@ use crate::value::Item;
 /// Largest chunk of actions, as JSON: a chunk is stored as one item, and DynamoDB items hold 400 KB.
 pub const MAX_CHUNK_BYTES: usize = 350 * 1024;
 const SK_STAGE: &str = "stage";
+/// Where the limit comes from, for the error message.
+const SEAL_LIMIT_HINT: &str = "SAGA_MAX_REQUEST_BYTES or the template's StageMemorySize";
 const SK_CHUNK_PREFIX: &str = "stage#";
 const A_BODY: &str = "body";
 const A_HASH: &str = "hash";
@@ -129,6 +133,13 @@ pub async fn seal(store: &Store, id: &str, chunks: Option<usize>) -> Result<Begu
     let m = Meter::default();
     let envelope = staged(store, &m, id).await?;
     let records = store.query_prefix(&m, id, SK_CHUNK_PREFIX).await?;
+    let bytes: usize = records.iter().map(|r| r.get(A_BODY).and_then(|b| b.as_s().ok()).map_or(0, String::len)).sum();
+    if let Some(max) = store.cfg.max_request_bytes.filter(|max| bytes > *max) {
+        return Err(invalid(format!(
+            "{id} is {bytes} bytes of actions; this function takes at most {max} (about 1/{MEMORY_BYTES_PER_REQUEST_BYTE} of its \
+             memory, {SEAL_LIMIT_HINT}): send fewer or smaller actions, or give the function more memory"
+        )));
+    }
     let mut items = Vec::new();
     for (i, r) in records.iter().enumerate() {
         let sk = match r.get(TX_SK) {

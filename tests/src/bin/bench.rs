@@ -368,10 +368,24 @@ async fn machine(n: usize, bytes: usize) -> MachineRow {
     }
 }
 
-/// Each function's `MemorySize` (MB) and `Timeout` (s) in `template.yaml`, by binary name: its own, else the Globals'.
+/// Each function's `MemorySize` (MB) and `Timeout` (s) in `template.yaml`, by binary name: its own, else the Globals';
+/// a `!Ref` to a parameter is that parameter's default.
 fn deployed_settings() -> std::collections::BTreeMap<String, (u64, u64)> {
     let text = std::fs::read_to_string(harness::root().join("template.yaml")).expect("template.yaml");
-    let value = |line: &str, key: &str| line.trim().strip_prefix(key).and_then(|v| v.trim().parse::<u64>().ok());
+    let mut defaults = std::collections::BTreeMap::new();
+    let mut param = None;
+    for line in text.lines().skip_while(|l| !l.starts_with("Parameters:")).skip(1).take_while(|l| l.is_empty() || l.starts_with(' ')) {
+        if line.starts_with("  ") && !line.starts_with("   ") {
+            param = Some(line.trim().trim_end_matches(':').to_string());
+        } else if let (Some(p), Some(d)) = (&param, line.trim().strip_prefix("Default:")) {
+            defaults.insert(p.clone(), d.trim().trim_matches('"').to_string());
+        }
+    }
+    let value = |line: &str, key: &str| {
+        let v = line.trim().strip_prefix(key)?.trim();
+        let v = v.strip_prefix("!Ref ").map_or(Some(v), |p| defaults.get(p.trim()).map(String::as_str))?;
+        v.parse::<u64>().ok()
+    };
     let (mut memory, mut timeout) = (0, 0);
     let mut in_globals = false;
     let mut out = std::collections::BTreeMap::new();
@@ -1003,6 +1017,14 @@ async fn main() {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_deployed_settings_are_read_from_the_template_parameters_included() {
+        let s = super::deployed_settings();
+        assert_eq!(s.len(), 11, "{s:?}");
+        assert_eq!(s["saga-lock"], (256, 60));
+        assert_eq!(s["saga-stage"], (1024, 60), "StageMemorySize's default");
+    }
+
     #[test]
     fn an_express_execution_is_billed_per_start_and_per_started_100_ms_at_64_mb() {
         let per_100_ms = 0.1 * (64.0 / 1024.0) * 0.000_016_67;
