@@ -176,7 +176,15 @@ def main():
         for name, r in template["Resources"].items()
         if r["Type"] == "AWS::Serverless::Function"
     }
-    memory = template["Globals"]["Function"]["MemorySize"]
+
+    def memory_of(resource):
+        """MemorySize as Lambda would set it: the function's own (a parameter's default for a Ref), else Globals'."""
+        m = resource["Properties"].get("MemorySize", template["Globals"]["Function"]["MemorySize"])
+        if isinstance(m, dict) and "Ref" in m:
+            m = template["Parameters"][m["Ref"]]["Default"]
+        return int(m)
+
+    memory = {name: memory_of(r) for name, r in template["Resources"].items() if r["Type"] == "AWS::Serverless::Function"}
     ddb = boto3.client("dynamodb", endpoint_url=args.dynamodb, region_name="us-east-1",
                        aws_access_key_id="local", aws_secret_access_key="local")
     create_tables(ddb, template)
@@ -189,7 +197,7 @@ def main():
         env.update({
             "AWS_LAMBDA_RUNTIME_API": api.address,
             "AWS_LAMBDA_FUNCTION_NAME": function,
-            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(memory),
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(memory[function]),
             "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
             "AWS_LAMBDA_LOG_FORMAT": "JSON",
             "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{function}",
