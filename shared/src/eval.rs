@@ -17,10 +17,13 @@
 //! - A number set written from a value has each element in Java's `BigDecimal.toString` form (`4e1` is `4E+1`); a
 //!   set that an `ADD` or `DELETE` changes has every element in plain form without trailing zeros (`40`), and one
 //!   that the action leaves as it was keeps its text.
-//! - When an update breaks several rules at once, the error reported is the one DynamoDB Local meets first: static
-//!   checks first (values, expression, size of the request, unused placeholders, key attributes), then the document
-//!   walked in the order of Java's `HashMap` over the path elements (see [`java_order`]), then the item size, then
-//!   the index keys. Real DynamoDB may name another of the errors; it refuses the update all the same.
+//! - When an update breaks several rules at once, the error reported is the one DynamoDB Local meets first: checks
+//!   that need no item first (the key, the values, the expression and its placeholders, the size of what it writes,
+//!   unused placeholders, key attributes), then the document walked in the order of Java's `HashMap` over the path
+//!   elements, then the item size, then the index keys. Real DynamoDB may name another of the errors; it refuses
+//!   the update all the same.
+//! - DynamoDB Local does not check the type of a local secondary index's sort key on `UpdateItem`; DynamoDB does, and
+//!   so does the evaluator, for every attribute of [`KeyTypes::index_keys`].
 //!
 //! Item sizes follow DynamoDB Local's arithmetic: a number's size is that of its internal encoding (one byte per two
 //! significant digits, aligned on the decimal exponent, plus one, plus one for a short negative number), which the
