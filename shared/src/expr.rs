@@ -97,6 +97,47 @@ pub struct UpdateExpr {
     pub clauses: Vec<(ClauseKind, String)>,
     /// Paths written by SET / REMOVE / ADD / DELETE actions (targets only), in order.
     pub targets: Vec<(ClauseKind, Path)>,
+    /// Every action in full, in the order written, so that the update can be evaluated ([`crate::eval`]).
+    pub actions: Vec<Action>,
+}
+
+/// An operand of the value a SET action assigns, with placeholders as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Operand {
+    /// The value at a document path of the item before the update.
+    Path(Path),
+    /// A value placeholder, `:v`, including the `:`.
+    Value(String),
+    /// `if_not_exists(path, operand)`: the value at the path if there is one, else the operand.
+    IfNotExists(Path, Box<Operand>),
+    /// `list_append(operand, operand)`: the elements of the first list, then those of the second.
+    ListAppend(Box<Operand>, Box<Operand>),
+}
+
+/// The value a SET action assigns: one operand, or the sum or difference of two.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SetValue {
+    Operand(Operand),
+    Plus(Operand, Operand),
+    Minus(Operand, Operand),
+}
+
+/// One action of an update expression; the value placeholders of ADD and DELETE include the `:`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    Set(Path, SetValue),
+    Remove(Path),
+    Add(Path, String),
+    Delete(Path, String),
+}
+
+impl Action {
+    /// The document path the action writes.
+    pub fn target(&self) -> &Path {
+        match self {
+            Action::Set(p, _) | Action::Remove(p) | Action::Add(p, _) | Action::Delete(p, _) => p,
+        }
+    }
 }
 
 /// Why an expression was rejected.
@@ -255,6 +296,7 @@ fn parse_update_spans(expr: &str) -> Result<(UpdateExpr, Vec<usize>), ExprError>
     let mut clauses: Vec<(ClauseKind, String)> = Vec::new();
     let mut ends = Vec::new();
     let mut targets: Vec<(ClauseKind, Path)> = Vec::new();
+    let mut actions = Vec::new();
     while p.peek().tok != Tok::Eof {
         let t = p.peek().clone();
         let kind = if let Tok::Word(w) = &t.tok { ClauseKind::from_word(w) } else { None };
@@ -269,19 +311,26 @@ fn parse_update_spans(expr: &str) -> Result<(UpdateExpr, Vec<usize>), ExprError>
         p.bump();
         loop {
             let (path, at) = p.path()?;
-            match kind {
+            let action = match kind {
                 ClauseKind::Set => {
                     p.expect("=")?;
-                    p.update_operand()?;
-                    if p.eat("+") || p.eat("-") {
-                        p.update_operand()?;
-                    }
+                    let left = p.update_operand()?;
+                    let value = if p.eat("+") {
+                        SetValue::Plus(left, p.update_operand()?)
+                    } else if p.eat("-") {
+                        SetValue::Minus(left, p.update_operand()?)
+                    } else {
+                        SetValue::Operand(left)
+                    };
+                    Action::Set(path.clone(), value)
                 }
-                ClauseKind::Remove => {}
-                ClauseKind::Add | ClauseKind::Delete => p.value_placeholder()?,
-            }
+                ClauseKind::Remove => Action::Remove(path.clone()),
+                ClauseKind::Add => Action::Add(path.clone(), p.value_placeholder()?),
+                ClauseKind::Delete => Action::Delete(path.clone(), p.value_placeholder()?),
+            };
             check_overlap(targets.iter().map(|(_, q)| q), &path, at)?;
             targets.push((kind, path));
+            actions.push(action);
             if !p.eat(",") {
                 break;
             }
@@ -290,7 +339,7 @@ fn parse_update_spans(expr: &str) -> Result<(UpdateExpr, Vec<usize>), ExprError>
         clauses.push((kind, expr[t.end..end].trim().to_string()));
         ends.push(end);
     }
-    Ok((UpdateExpr { refs: p.refs, clauses, targets }, ends))
+    Ok((UpdateExpr { refs: p.refs, clauses, targets, actions }, ends))
 }
 
 /// DynamoDB refuses two paths of which one is a prefix of the other, since the result would depend on the order the
@@ -470,8 +519,8 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// Parses the call at hand, `name(...)`. `args` has one letter per argument, so that each function's signature
-    /// is written once: `p` a path, `v` a value placeholder, `c` a condition operand, `u` an update operand.
+    /// Parses the call at hand, `name(...)`, of a condition function. `args` has one letter per argument, so that
+    /// each function's signature is written once: `p` a path, `v` a value placeholder, `c` a condition operand.
     fn call(&mut self, args: &str) -> Result<(), ExprError> {
         self.enter()?;
         self.bump();
@@ -482,9 +531,8 @@ impl<'a> Parser<'a> {
             }
             match arg {
                 'p' => self.path().map(|_| ())?,
-                'v' => self.value_placeholder()?,
-                'c' => self.condition_operand().map(|_| ())?,
-                _ => self.update_operand()?,
+                'v' => self.value_placeholder().map(|_| ())?,
+                _ => self.condition_operand().map(|_| ())?,
             }
         }
         self.leave();
@@ -571,13 +619,13 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn value_placeholder(&mut self) -> Result<(), ExprError> {
+    fn value_placeholder(&mut self) -> Result<String, ExprError> {
         let Tok::ValuePh(v) = self.peek().tok.clone() else {
             return Err(self.expected("a value placeholder such as :v"));
         };
-        self.refs.value_placeholders.insert(v);
+        self.refs.value_placeholders.insert(v.clone());
         self.bump();
-        Ok(())
+        Ok(v)
     }
 
     // condition ::= disjunction; AND binds tighter than OR, NOT tighter than AND, comparisons tightest.
@@ -682,20 +730,42 @@ impl<'a> Parser<'a> {
         match self.call_name() {
             Some(f) if f == "size" => self.call("p").map(|()| true),
             Some(f) => Err(self.bad_function(&f, Ctx::Operand)),
-            None if matches!(self.peek().tok, Tok::ValuePh(_)) => self.value_placeholder().map(|()| false),
+            None if matches!(self.peek().tok, Tok::ValuePh(_)) => self.value_placeholder().map(|_| false),
             None => self.path().map(|_| false),
         }
     }
 
     /// operand ::= path | :placeholder | if_not_exists(path, operand) | list_append(operand, operand)
-    fn update_operand(&mut self) -> Result<(), ExprError> {
+    fn update_operand(&mut self) -> Result<Operand, ExprError> {
         match self.call_name().as_deref() {
-            Some("if_not_exists") => self.call("pu"),
-            Some("list_append") => self.call("uu"),
+            Some("if_not_exists") => self.update_call(|p| {
+                let (path, _) = p.path()?;
+                p.expect(",")?;
+                Ok(Operand::IfNotExists(path, Box::new(p.update_operand()?)))
+            }),
+            Some("list_append") => self.update_call(|p| {
+                let first = p.update_operand()?;
+                p.expect(",")?;
+                Ok(Operand::ListAppend(Box::new(first), Box::new(p.update_operand()?)))
+            }),
             Some(f) => Err(self.bad_function(f, Ctx::Update)),
-            None if matches!(self.peek().tok, Tok::ValuePh(_)) => self.value_placeholder(),
-            None => self.path().map(|_| ()),
+            None if matches!(self.peek().tok, Tok::ValuePh(_)) => self.value_placeholder().map(Operand::Value),
+            None => self.path().map(|(p, _)| Operand::Path(p)),
         }
+    }
+
+    /// Parses the update function call at hand, `name(...)`, reading its arguments with `args`.
+    fn update_call(
+        &mut self,
+        args: impl FnOnce(&mut Self) -> Result<Operand, ExprError>,
+    ) -> Result<Operand, ExprError> {
+        self.enter()?;
+        self.bump();
+        self.bump();
+        let op = args(self)?;
+        self.leave();
+        self.expect(")")?;
+        Ok(op)
     }
 }
 
@@ -915,6 +985,31 @@ mod tests {
         assert_eq!(u.clauses, want.map(|(k, t)| (k, t.to_string())));
         assert!(parse_update("SET a[0] = :v, a[1] = :w, b.c = :x, b.d = :y").is_ok());
         assert!(parse_update("SET a = b").is_ok());
+    }
+
+    #[test]
+    fn update_actions_in_full() {
+        let u = parse_update(
+            "SET a = b + :n, c = list_append(if_not_exists(c, :e), :l), g = :m - g REMOVE d[1] ADD e :one DELETE #f :s",
+        )
+        .unwrap();
+        let p = |s: &str| Path(vec![PathElem::Name(s.into())]);
+        let v = |s: &str| Operand::Value(s.into());
+        let appended =
+            Operand::ListAppend(Box::new(Operand::IfNotExists(p("c"), Box::new(v(":e")))), Box::new(v(":l")));
+        let want = vec![
+            Action::Set(p("a"), SetValue::Plus(Operand::Path(p("b")), v(":n"))),
+            Action::Set(p("c"), SetValue::Operand(appended)),
+            Action::Set(p("g"), SetValue::Minus(v(":m"), Operand::Path(p("g")))),
+            Action::Remove(Path(vec![PathElem::Name("d".into()), PathElem::Index(1)])),
+            Action::Add(p("e"), ":one".into()),
+            Action::Delete(Path(vec![PathElem::Placeholder("#f".into())]), ":s".into()),
+        ];
+        assert_eq!(u.actions, want);
+        assert_eq!(
+            u.actions.iter().map(|a| a.target().to_string()).collect::<Vec<_>>(),
+            ["a", "c", "g", "d[1]", "e", "#f"]
+        );
     }
 
     #[test]

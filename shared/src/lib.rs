@@ -38,6 +38,7 @@
 //! - [`error`]: [`error::TxError`] with stable names (`ValidationError`, `TransactionCanceled`, `Contended`, ...).
 //! - [`value`]: DynamoDB JSON, item sizes, the lock-order key.
 //! - [`expr`]: a parser for condition and update expressions, so bad expressions are rejected before any write.
+//! - [`eval`]: an evaluator of update expressions: whether DynamoDB accepts an update, and the item it stores.
 //! - [`store`]: every DynamoDB call, with capacity accounting and test-only fault injection.
 //! - [`read`]: reads at the uncommitted and committed isolation levels, and a condition for writers outside the
 //!   protocol.
@@ -52,6 +53,7 @@ pub mod config;
 pub mod constants;
 pub mod coordinator;
 pub mod error;
+pub mod eval;
 pub mod expr;
 pub mod metrics;
 pub mod phase;
