@@ -886,7 +886,7 @@ struct Outcome {
     evaluator: Result<Item, dynamo_saga::eval::EvalError>,
 }
 
-async fn run_case(client: Arc<Client>, table: Arc<String>, c: Case) -> Outcome {
+async fn run_case(client: Arc<Client>, table: Arc<String>, keys: Arc<KeyTypes>, c: Case) -> Outcome {
     let mut stored = None;
     if let Some(before) = &c.before {
         if c.create_by_update && !before.is_empty() {
@@ -963,7 +963,7 @@ async fn run_case(client: Arc<Client>, table: Arc<String>, c: Case) -> Outcome {
             Err(e.meta().message().map(str::to_owned).unwrap_or_else(|| format!("{e:?}")))
         }
     };
-    let evaluator = apply_update(stored.as_ref(), &c.key, &c.expr, &c.names, &c.values, &key_types());
+    let evaluator = apply_update(stored.as_ref(), &c.key, &c.expr, &c.names, &c.values, &keys);
     Outcome { case: c, stored, dynamodb, evaluator }
 }
 
@@ -974,11 +974,23 @@ async fn evaluator_agrees_with_dynamodb_local() {
     let client = Arc::new(harness::client().await);
     let table = Arc::new(format!("t-eval-{}", std::process::id()));
     create_table(&client, &table).await;
+    // The key types the evaluator checks against are those the library reads from DescribeTable, as the protocol
+    // will use it: the same attributes and types as the table was created with (DynamoDB Local lists its indexes in
+    // an order of its own).
+    let store = dynamo_saga::Store::new((*client).clone(), dynamo_saga::Config::new("unused"));
+    let described = store.schema(&dynamo_saga::store::Meter::default(), &table).await.unwrap().key_types();
+    let sorted = |k: &KeyTypes| {
+        let mut i = k.index_keys.clone();
+        i.sort();
+        (k.key.clone(), i)
+    };
+    assert_eq!(sorted(&described), sorted(&key_types()), "the table's description gives every key and index key type");
+    let keys = Arc::new(described);
     let mut rng = StdRng::seed_from_u64(seed);
     let all: Vec<Case> = (0..cases).map(|i| case(i, &mut rng)).collect();
     let started = Instant::now();
     let outcomes: Vec<Outcome> = futures::stream::iter(all)
-        .map(|c| run_case(client.clone(), table.clone(), c))
+        .map(|c| run_case(client.clone(), table.clone(), keys.clone(), c))
         .buffer_unordered(16)
         .collect()
         .await;

@@ -147,7 +147,7 @@ mod tests {
     }
 
     fn schemas() -> HashMap<String, TableSchema> {
-        let s = TableSchema { key_names: vec!["pk".into()], key_types: vec!["S".into()] };
+        let s = TableSchema { key_names: vec!["pk".into()], key_types: vec!["S".into()], index_keys: Vec::new() };
         [("aaa".to_string(), s.clone()), ("bbb".to_string(), s)].into()
     }
 

@@ -170,11 +170,23 @@ pub struct TableSchema {
     pub key_names: Vec<String>,
     /// `S`, `N` or `B` for each key attribute.
     pub key_types: Vec<String>,
+    /// Each key attribute of the table's global, then local, secondary indexes, with its type, in the order of the
+    /// table's description (an index's partition key before its sort key).
+    pub index_keys: Vec<(String, String)>,
 }
 
 impl TableSchema {
     pub fn partition_key(&self) -> &str {
         &self.key_names[0]
+    }
+
+    /// The key and index key types the update evaluator checks writes against.
+    pub fn key_types(&self) -> crate::eval::KeyTypes {
+        let typed = |n: &String, t: &String| (n.clone(), t.chars().next().unwrap_or('S'));
+        crate::eval::KeyTypes {
+            key: self.key_names.iter().zip(&self.key_types).map(|(n, t)| typed(n, t)).collect(),
+            index_keys: self.index_keys.iter().map(|(n, t)| typed(n, t)).collect(),
+        }
     }
 }
 

@@ -367,7 +367,17 @@ impl Store {
             })
             .collect();
         self.indexes.lock().expect("index cache").insert(table.to_string(), indexes);
-        let s = TableSchema { key_names: names, key_types: types };
+        let type_of = |n: &str| {
+            desc.attribute_definitions().iter().find(|d| d.attribute_name() == n).map(|d| d.attribute_type().as_str().to_string())
+        };
+        let index_keys = desc
+            .global_secondary_indexes()
+            .iter()
+            .flat_map(|g| g.key_schema())
+            .chain(desc.local_secondary_indexes().iter().flat_map(|l| l.key_schema()))
+            .filter_map(|k| Some((k.attribute_name().to_string(), type_of(k.attribute_name())?)))
+            .collect();
+        let s = TableSchema { key_names: names, key_types: types, index_keys };
         self.schemas.lock().expect("schema cache").insert(table.to_string(), s.clone());
         Ok(s)
     }

@@ -727,7 +727,9 @@ fn largest_markdown(r: &LargestRun) -> String {
     md
 }
 
-fn markdown(a: &Args, rows: &[Row], machine: &[MachineRow], contention: &[ContentionRow], largest: Option<&LargestRun>, funcs: &[FunctionRow], total: &Bill, when: &str) -> String {
+fn markdown(a: &Args, report: &Report, when: &str) -> String {
+    let (rows, machine, contention, funcs, total) =
+        (&report.rows, &report.state_machine, &report.contention, &report.functions, &report.non_transactional_cross_check);
     let mut md = String::new();
     md.push_str("# Benchmarks\n\n");
     md.push_str(&format!(
@@ -808,7 +810,7 @@ fn markdown(a: &Args, rows: &[Row], machine: &[MachineRow], contention: &[Conten
     if !contention.is_empty() {
         md.push_str(&contention_markdown(contention));
     }
-    if let Some(r) = largest {
+    if let Some(r) = &report.largest {
         md.push_str(&largest_markdown(r));
     }
     md.push_str("## The Lambda functions\n\nInit duration as Lambda defines it (process start to the first request for an event), against a stand-in for the \
@@ -1007,7 +1009,7 @@ async fn main() {
         _ => now,
     };
     std::fs::create_dir_all(&a.out).expect("create the output directory");
-    let md = markdown(&a, &report.rows, &report.state_machine, &report.contention, report.largest.as_ref(), &report.functions, &report.non_transactional_cross_check, &when);
+    let md = markdown(&a, &report, &when);
     std::fs::write(a.out.join("benchmarks.md"), &md).expect("write benchmarks.md");
     std::fs::write(&json_path, serde_json::to_string_pretty(&report).unwrap()).expect("write benchmarks.json");
     std::fs::write(a.out.join("benchmarks.svg"), svg(&a, &report.rows)).expect("write benchmarks.svg");
