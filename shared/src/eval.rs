@@ -343,18 +343,7 @@ fn number_size(s: &str) -> usize {
 
 /// An attribute value's size by DynamoDB Local's rules (see [`crate::value::value_size`] for the documented ones).
 fn value_size(av: &AttributeValue) -> usize {
-    match av {
-        AttributeValue::S(s) => s.len(),
-        AttributeValue::N(n) => number_size(n),
-        AttributeValue::B(b) => b.as_ref().len(),
-        AttributeValue::Bool(_) | AttributeValue::Null(_) => 1,
-        AttributeValue::M(m) => 3 + m.iter().map(|(k, v)| k.len() + value_size(v) + 1).sum::<usize>(),
-        AttributeValue::L(l) => 3 + l.iter().map(|v| value_size(v) + 1).sum::<usize>(),
-        AttributeValue::Ss(v) => v.iter().map(String::len).sum(),
-        AttributeValue::Ns(v) => v.iter().map(|n| number_size(n)).sum(),
-        AttributeValue::Bs(v) => v.iter().map(|b| b.as_ref().len()).sum(),
-        _ => 0,
-    }
+    crate::value::value_size_with(av, number_size)
 }
 
 /// An item's size: each attribute's name and value.

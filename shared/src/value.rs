@@ -135,13 +135,19 @@ pub fn item_to_json(item: &Item) -> Value {
 
 /// An attribute value's size by DynamoDB's billing rules (the same rules decide the 400 KB item limit).
 pub fn value_size(av: &AttributeValue) -> usize {
+    value_size_with(av, number_size)
+}
+
+/// An attribute value's size by DynamoDB's rules, with `number_size` giving each number's.
+pub fn value_size_with(av: &AttributeValue, number_size: fn(&str) -> usize) -> usize {
+    let size = |v: &AttributeValue| value_size_with(v, number_size);
     match av {
         AttributeValue::S(s) => s.len(),
         AttributeValue::N(n) => number_size(n),
         AttributeValue::B(b) => b.as_ref().len(),
         AttributeValue::Bool(_) | AttributeValue::Null(_) => 1,
-        AttributeValue::M(m) => 3 + m.iter().map(|(k, v)| k.len() + value_size(v) + 1).sum::<usize>(),
-        AttributeValue::L(l) => 3 + l.iter().map(|v| value_size(v) + 1).sum::<usize>(),
+        AttributeValue::M(m) => 3 + m.iter().map(|(k, v)| k.len() + size(v) + 1).sum::<usize>(),
+        AttributeValue::L(l) => 3 + l.iter().map(|v| size(v) + 1).sum::<usize>(),
         AttributeValue::Ss(v) => v.iter().map(String::len).sum(),
         AttributeValue::Ns(v) => v.iter().map(|n| number_size(n)).sum(),
         AttributeValue::Bs(v) => v.iter().map(|b| b.as_ref().len()).sum(),
