@@ -149,10 +149,14 @@ fn print_status(a: &Args, s: &Status) {
     }
     println!("transaction {}: {}{}", s.transaction_id, s.state.as_str(), if s.finished { ", finished" } else { "" });
     println!("  {}", progress_line(s));
-    println!(
-        "  locked {}, saved {}, applied {}, completed {}, restored {} of {} batches",
-        s.progress.locked, s.progress.saved, s.progress.applied, s.progress.completed, s.progress.restored, s.batches
-    );
+    if s.direct {
+        println!("  carried out in one TransactWriteItems call, with no locks (its capacity is not in the header)");
+    } else {
+        println!(
+            "  locked {}, saved {}, applied {}, completed {}, restored {} of {} batches",
+            s.progress.locked, s.progress.saved, s.progress.applied, s.progress.completed, s.progress.restored, s.batches
+        );
+    }
     println!("  DynamoDB: {} calls, {:.1} write units, {:.1} read units (as reported)", s.usage.calls, s.usage.write_units, s.usage.read_units);
     println!("  attempt {}, waited {:.1} s for other transactions' locks", s.attempt, s.waited_ms as f64 / 1000.0);
     for a in &s.attempts {
@@ -253,8 +257,16 @@ async fn submit(a: &Args) -> Result<i32, Failure> {
     let started = Instant::now();
     let final_status = match sm {
         Some(sm) => {
-            let id = stage_request(&store, &body).await?;
-            let arn = dynamo_saga::start::start(&store, &sm, &json!({ "TransactionId": id })).await?.execution_arn;
+            // A request one TransactWriteItems call can carry is carried out here, as POST /transactions does; a
+            // larger one is staged in chunks, so no single call holds all of it.
+            let small = body["TransactItems"].as_array().is_some_and(|a| a.len() < dynamo_saga::constants::MAX_TRANSACT_ACTIONS);
+            let started = if small {
+                dynamo_saga::start::start(&store, &sm, &body).await?
+            } else {
+                let id = stage_request(&store, &body).await?;
+                dynamo_saga::start::start(&store, &sm, &json!({ "TransactionId": id })).await?
+            };
+            let (id, arn) = (started.transaction_id, started.execution_arn);
             if !a.json {
                 eprintln!("transaction {id}: execution {arn}");
             }
@@ -281,9 +293,11 @@ async fn submit(a: &Args) -> Result<i32, Failure> {
             }
         }
         None => {
-            let begun = phase::begin::begin(&store, &body).await?;
+            let begun = phase::begin::submit(&store, &body, None, None).await?;
             let id = begun.transaction_id.clone();
-            if !a.json {
+            if !a.json && begun.batches == 0 {
+                eprintln!("transaction {id}: {} actions in one TransactWriteItems call", begun.actions);
+            } else if !a.json {
                 eprintln!("transaction {id}: {} actions in {} batches, driven in this process", begun.actions, begun.batches);
             }
             let driver = tokio::spawn({

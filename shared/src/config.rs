@@ -35,6 +35,9 @@ pub struct Config {
     /// Largest staged request, in bytes of JSON, that [`crate::stage::seal`] takes: sealing holds the whole request in
     /// memory, several times over. `None`: no limit.
     pub max_request_bytes: Option<usize>,
+    /// Whether a request one `TransactWriteItems` call can carry (fewer than 100 actions, no `Parent`, tombstone or
+    /// ratchet) is carried out in that one call instead of the protocol (see [`crate::phase::direct`]).
+    pub direct: bool,
 }
 
 impl Config {
@@ -52,6 +55,7 @@ impl Config {
             max_deadline: Duration::from_secs(MAX_DEADLINE_SECONDS),
             metrics_namespace: None,
             max_request_bytes: None,
+            direct: true,
         }
     }
 
@@ -106,6 +110,12 @@ impl Config {
         c.max_request_bytes = match num(ENV_MAX_REQUEST_BYTES)? {
             Some(n) => Some(n as usize),
             None => num(LAMBDA_MEMORY_MB)?.map(|mb| mb as usize * 1024 * 1024 / MEMORY_BYTES_PER_REQUEST_BYTE),
+        };
+        c.direct = match var(ENV_DIRECT).map(|v| v.trim().to_ascii_lowercase()) {
+            None => true,
+            Some(v) if v == "true" => true,
+            Some(v) if v == "false" => false,
+            Some(v) => return Err(TxError::Internal(format!("{ENV_DIRECT}={v:?} must be true or false"))),
         };
         c.check()?;
         Ok(c)
@@ -178,6 +188,9 @@ mod tests {
         assert!(stage.max_request_bytes.unwrap() > 20_900_019, "the benchmark's 100,000 updates fit the template's 1024 MB");
         let set = from(&[(ENV_TX_TABLE, "tx"), (LAMBDA_MEMORY_MB, "1024"), (ENV_MAX_REQUEST_BYTES, "5000000")]);
         assert_eq!(set.max_request_bytes, Some(5_000_000), "the variable wins");
+        assert!(from(&[(ENV_TX_TABLE, "tx")]).direct, "small requests go in one call unless told otherwise");
+        assert!(!from(&[(ENV_TX_TABLE, "tx"), (ENV_DIRECT, "False")]).direct);
+        assert!(Config::from_vars(|k| [(ENV_TX_TABLE, "tx"), (ENV_DIRECT, "no")].iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())).is_err());
         assert!(Config::from_vars(|k| [(ENV_TX_TABLE, "tx"), (ENV_MAX_REQUEST_BYTES, "10MB")].iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())).is_err());
     }
 

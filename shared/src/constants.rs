@@ -103,6 +103,9 @@ pub const H_READ_UNITS: &str = "readUnits";
 pub const H_WRITE_UNITS: &str = "writeUnits";
 /// Header: a short hash of the request body, to tell a retried ClientRequestToken from a reused one.
 pub const H_BODY_HASH: &str = "bodyHash";
+/// Header: true when the transaction was carried out in one `TransactWriteItems` call, header included (no locks,
+/// no pages, no batches).
+pub const H_DIRECT: &str = "direct";
 /// Header: the transaction's ticket in its parent's FIFO queue.
 pub const H_PARENT_TICKET: &str = "parentTicket";
 /// Partition key prefix of a parent's queue (its ticket counter and one row per queued transaction).
@@ -162,6 +165,9 @@ pub const ENV_METRICS_NAMESPACE: &str = "SAGA_METRICS_NAMESPACE";
 /// Largest staged request, in bytes of JSON, that sealing will take; unset: derived from the Lambda function's memory
 /// ([`LAMBDA_MEMORY_MB`], [`MEMORY_BYTES_PER_REQUEST_BYTE`]), else no limit.
 pub const ENV_MAX_REQUEST_BYTES: &str = "SAGA_MAX_REQUEST_BYTES";
+/// `true` (the default) or `false`: whether a request one `TransactWriteItems` call can carry is carried out in that
+/// call ([`crate::phase::direct`]) rather than by the protocol.
+pub const ENV_DIRECT: &str = "SAGA_DIRECT";
 /// The memory Lambda gives the function, in MB, as Lambda sets it.
 pub const LAMBDA_MEMORY_MB: &str = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE";
 /// Memory to allow per byte of request JSON when a request is validated and begun in one call: the benchmark's largest

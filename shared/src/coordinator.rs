@@ -105,11 +105,24 @@ impl Coordinator {
         &self.store
     }
 
-    /// Runs a whole transaction: begin, then drive it to its end, starting another attempt whenever one is rolled
+    /// Runs a whole transaction: submit it (a request one `TransactWriteItems` call can carry is carried out in that
+    /// call, see [`phase::direct`]), or begin it and drive it to its end, starting another attempt whenever one is rolled
     /// back by another transaction's need. Errors with `TransactionCanceled` (and the reasons) when it rolled back:
     /// by its own conditions, a wait past `LockWaitSeconds`, or the deadline.
     pub async fn run(&self, body: &Value) -> Result<Committed, TxError> {
-        let begun = Box::pin(phase::begin::begin(&self.store, body)).await?;
+        let started = Instant::now();
+        let begun = Box::pin(phase::begin::submit(&self.store, body, None, None)).await?;
+        if begun.created && begun.state == TxState::Committed {
+            // Carried out in one call: the result carries the capacity that call consumed, which its header cannot.
+            return Ok(Committed {
+                transaction_id: begun.transaction_id,
+                state: begun.state,
+                actions: begun.actions,
+                batches: begun.batches,
+                usage: begun.usage,
+                elapsed_ms: started.elapsed().as_millis() as u64,
+            });
+        }
         self.drive(&begun.transaction_id).await
     }
 

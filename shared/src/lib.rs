@@ -27,6 +27,11 @@
 //!    every transient item (putting back a tombstone it kept) and unlocks the rest.
 //! 8. **release** ([`phase::release`]) lets go of the parent and marks the header finished (TTL then removes it).
 //!
+//! A request one `TransactWriteItems` call can carry (fewer than 100 actions, nothing beyond native) skips all of
+//! this: [`phase::direct`] sends it in that call, each action conditioned on its item being neither locked nor a
+//! tombstone, with the header written already finished; an item another transaction holds sends it down the
+//! protocol instead. Drivers call [`phase::begin::submit`], which chooses.
+//!
 //! [`phase::resume`] reads a header and names the next step, which is how any coordinator picks a transaction up.
 //! [`coordinator::Coordinator`] drives a whole transaction in-process; the Step Functions state machine drives the
 //! same phases through one Lambda each. Contention between transactions is resolved by age (wound-wait): see
@@ -45,7 +50,8 @@
 //! - [`start`]: validating, beginning and starting a transaction's execution in one call (the API's `POST
 //!   /transactions`).
 //! - [`status`]: what a transaction is doing, for the status API and the CLI.
-//! - [`metrics`]: each finished transaction as one CloudWatch Embedded Metric Format line (the Release function's).
+//! - [`metrics`]: each finished transaction as one CloudWatch Embedded Metric Format line (the Release function's, or
+//!   for a request carried out in one call, its driver's).
 //! - [`billing`]: the capacity DynamoDB bills for a call, by its documented rules (for the benchmark).
 
 pub mod billing;

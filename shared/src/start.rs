@@ -4,7 +4,10 @@
 //! the action and the reason and starts nothing. The execution that runs it is then started with
 //! `{"TransactionId": id}` and named after the transaction: a retried call (the same `ClientRequestToken`, so the same
 //! transaction) finds its execution already there instead of starting another. The request is stored by Begin, so it
-//! is not bound by the 256 KB of an execution input, only by what reaches this code.
+//! is not bound by the 256 KB of an execution input, only by what reaches this code. A request one
+//! `TransactWriteItems` call can carry is carried out here, in that call ([`crate::phase::direct`]); its execution
+//! then only reports the outcome (Begin finds it finished: 3 state transitions when it committed, 4 when it was
+//! cancelled).
 //!
 //! A transaction begun here whose execution could not be started (Step Functions throttled or failed) is not left
 //! open: calling again with the same token starts it, and if nobody does, the sweeper rolls it back once it has stood
@@ -41,7 +44,11 @@ pub async fn start(store: &Store, sm: &StateMachine, body: &Value) -> Result<Sta
             id.clone()
         }
         Some(_) => return Err(TxError::invalid(None, "TransactionId must be a string")),
-        None => begin::begin(store, body).await?.transaction_id,
+        None => {
+            let begun = begin::submit(store, body, None, None).await?;
+            crate::phase::direct::emit_metrics(store, &begun).await?;
+            begun.transaction_id
+        }
     };
     let sent = sm
         .client

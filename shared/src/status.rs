@@ -39,6 +39,11 @@ pub struct Status {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub attempts: Vec<Attempt>,
     pub actions: usize,
+    /// Carried out in one `TransactWriteItems` call with its header, taking no locks (0 batches): a request small
+    /// enough, with nothing beyond native. Its usage counts that call but not the capacity it consumed, which the
+    /// caller's result and the metrics line carry.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub direct: bool,
     pub batches: usize,
     pub progress: Progress,
     /// For a rolled-back transaction: DynamoDB's shape, one `CancellationReasons` entry per action.
@@ -73,6 +78,7 @@ impl From<&Header> for Status {
             waited_ms: h.waited_ms,
             attempts: h.attempts.clone(),
             actions: h.actions,
+            direct: h.direct,
             batches: h.batches,
             progress: Progress { locked: h.locked, saved: h.saved, applied: h.applied, completed: h.completed, restored: h.restored },
             cancellation: h.cancellation(),

@@ -245,19 +245,29 @@ fn released(h: &Header, step: Step) -> Result<StepOutput, TxError> {
     }
 }
 
-/// Begin's input: the request itself, `{"Request": {...}, "ExecutionArn": "..."}` from the state machine, or
-/// `{"TransactionId"}` (in either) for a transaction already begun or staged; any of them may be an EventBridge
-/// envelope (see [`from_eventbridge`]). Returns the transaction's id.
+/// Begin's input: the request itself, `{"Request": {...}, "ExecutionArn": "...", "ExecutionStartTime": "..."}` from
+/// the state machine, or `{"TransactionId"}` (in either) for a transaction already begun or staged; any of them may
+/// be an EventBridge envelope (see [`from_eventbridge`]). A request is submitted ([`begin::submit`]) under the
+/// execution's own id ([`begin::execution_id`]), so a retried Begin picks up what the first run did. Returns the
+/// transaction's id.
 async fn begin_or_pick_up(store: &Store, input: &Value) -> Result<String, TxError> {
-    let (request, arn) = match input.get("Request") {
-        Some(r) if input.get("TransactItems").is_none() => (r, input.get("ExecutionArn").and_then(Value::as_str)),
-        _ => (input, None),
+    let (request, arn, start_time) = match input.get("Request") {
+        Some(r) if input.get("TransactItems").is_none() => {
+            (r, input.get("ExecutionArn").and_then(Value::as_str), input.get("ExecutionStartTime").and_then(Value::as_str))
+        }
+        _ => (input, None, None),
     };
     let unwrapped = from_eventbridge(request)?;
     let request = unwrapped.as_ref().unwrap_or(request);
     let existing = request.as_object().filter(|o| o.len() == 1).and_then(|o| o.get("TransactionId")).and_then(Value::as_str);
     let Some(id) = existing else {
-        return Ok(begin::begin_with_execution(store, request, arn).await?.transaction_id);
+        let id = match (arn, start_time) {
+            (Some(arn), Some(t)) => Some(begin::execution_id(arn, t)?),
+            _ => None,
+        };
+        let begun = begin::submit(store, request, arn, id.as_deref()).await?;
+        crate::phase::direct::emit_metrics(store, &begun).await?;
+        return Ok(begun.transaction_id);
     };
     let (h, _) = resume::resume(store, id).await?;
     if let Some(arn) = arn.filter(|a| !h.finished() && h.execution_arn.as_deref() != Some(*a)) {

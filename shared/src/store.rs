@@ -297,6 +297,12 @@ impl Store {
         Ok(keys)
     }
 
+    /// Whether this store has sent every write its injected crash allows: the next write, or the end of the call,
+    /// is where it dies.
+    pub fn fault_spent(&self) -> bool {
+        self.faults.as_ref().is_some_and(|f| f.used.load(Ordering::SeqCst) >= f.budget)
+    }
+
     /// Whether this store's injected crash has happened.
     pub fn crashed(&self) -> bool {
         self.faults.as_ref().is_some_and(|f| f.dead.load(Ordering::SeqCst))

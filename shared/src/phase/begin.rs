@@ -3,6 +3,9 @@
 //! Nothing touches the caller's tables here, so a bad request writes nothing anywhere but (at most) its token
 //! record. With a `ClientRequestToken`, beginning the same request again returns the same transaction; the same token
 //! with a different body is rejected, as DynamoDB rejects it.
+//!
+//! A driver calls [`submit`], which carries out a request small enough for one `TransactWriteItems` call in that call
+//! ([`direct`]) and begins the others.
 
 use std::collections::HashMap;
 
@@ -14,7 +17,9 @@ use crate::constants::*;
 use crate::error::TxError;
 use crate::plan;
 use crate::records::{self, n, now_ms, s, TxState};
+use crate::phase::direct;
 use crate::request::{self, TableSchema, ValidRequest};
+use crate::value::Item;
 use crate::store::{Meter, Store, Usage, Written};
 
 /// A transaction that exists, ready for the lock phase.
@@ -49,15 +54,79 @@ pub async fn begin(store: &Store, body: &Value) -> Result<Begun, TxError> {
 
 /// `begin`, recording the Step Functions execution that drives the transaction.
 pub async fn begin_with_execution(store: &Store, body: &Value, execution_arn: Option<&str>) -> Result<Begun, TxError> {
-    begin_as(store, body, execution_arn, None).await
+    begin_as(store, body, execution_arn, None, false).await
 }
 
-/// `begin` under an id chosen before (a staged transaction's); beginning it again returns the transaction as it is.
+/// What a driver calls: `begin`, or, for a request one `TransactWriteItems` call can carry ([`direct`]), that one
+/// call, after which the transaction has ended (`state` is `COMMITTED` or `ROLLED_BACK` and it is finished). A
+/// request that meets another transaction's lock that way is begun as `begin` does. `id` is the transaction's id
+/// when the driver chose it (see [`execution_id`]); beginning it again returns the transaction as it is.
+pub async fn submit(store: &Store, body: &Value, execution_arn: Option<&str>, id: Option<&str>) -> Result<Begun, TxError> {
+    begin_as(store, body, execution_arn, id, store.cfg.direct).await
+}
+
+/// The transaction id of the Step Functions execution `arn`, started at `start_time` (its `$$.Execution.StartTime`,
+/// RFC 3339): a ULID of that time whose random part comes from the ARN. A Begin task that runs twice (Lambda or the
+/// state machine retrying it) begins one transaction, never two, even when the first run carried it out in one call.
+pub fn execution_id(arn: &str, start_time: &str) -> Result<String, TxError> {
+    use sha2::{Digest, Sha256};
+    let ms = parse_rfc3339_ms(start_time)
+        .ok_or_else(|| TxError::invalid(None, format!("ExecutionStartTime {start_time:?} is not an RFC 3339 time")))?;
+    let digest = Sha256::digest(arn.as_bytes());
+    let random = digest[..10].iter().fold(0u128, |r, b| (r << 8) | u128::from(*b));
+    Ok(ulid::Ulid::from_parts(ms, random).to_string())
+}
+
+/// Milliseconds since the Unix epoch of an RFC 3339 time such as Step Functions gives (`2026-11-24T10:18:13.123Z`,
+/// or with an offset).
+fn parse_rfc3339_ms(t: &str) -> Option<u64> {
+    let b = t.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i64> { t.get(r)?.parse().ok() };
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let (y, mo, d, h, mi, s) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
+        return None;
+    }
+    let mut rest = &t[19..];
+    let mut ms = 0i64;
+    if let Some(frac) = rest.strip_prefix('.') {
+        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return None;
+        }
+        let first3: String = frac[..digits].chars().chain("00".chars()).take(3).collect();
+        ms = first3.parse().ok()?;
+        rest = &frac[digits..];
+    }
+    let offset_min = match rest {
+        "Z" | "z" => 0,
+        _ if rest.len() == 6 && matches!(&rest[..1], "+" | "-") && &rest[3..4] == ":" => {
+            let m = rest[1..3].parse::<i64>().ok()? * 60 + rest[4..6].parse::<i64>().ok()?;
+            if rest.starts_with('-') { -m } else { m }
+        }
+        _ => return None,
+    };
+    // Days from 1970-01-01 of a proleptic Gregorian date.
+    let (y, mo) = if mo <= 2 { (y - 1, mo + 9) } else { (y, mo - 3) };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * mo + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + h * 3600 + mi * 60 + s - offset_min * 60;
+    u64::try_from(secs * 1000 + ms).ok()
+}
+
+/// `begin` under an id chosen before (a staged transaction's, or an execution's); beginning it again returns the
+/// transaction as it is. With `direct`, a request one call can carry is carried out in that call.
 pub(crate) async fn begin_as(
     store: &Store,
     body: &Value,
     execution_arn: Option<&str>,
     id: Option<&str>,
+    direct: bool,
 ) -> Result<Begun, TxError> {
     let m = Meter::default();
     if let Some(id) = id {
@@ -89,38 +158,26 @@ pub(crate) async fn begin_as(
         }
     }
 
-    let (plan, stream) = plan::build(&valid.actions, store.cfg.batch_size, MAX_TRANSACT_BYTES - 64 * 1024, PAGE_TARGET_BYTES);
     let deadline = now + valid.options.deadline_seconds * 1000;
+    if direct && direct::eligible(&valid) {
+        let header = header_item(store, &tx_id, &valid, now, deadline, execution_arn);
+        if let Some(begun) = direct::run(store, &m, &valid, header).await? {
+            return Ok(begun);
+        }
+    }
+
+    let (plan, stream) = plan::build(&valid.actions, store.cfg.batch_size, MAX_TRANSACT_BYTES - 64 * 1024, PAGE_TARGET_BYTES);
     records::write_plan(store, &m, &tx_id, &plan, &stream, deadline).await?;
 
-    let mut header = records::header_key(&tx_id);
+    let mut header = header_item(store, &tx_id, &valid, now, deadline, execution_arn);
     let shard = ulid::Ulid::from_string(&tx_id).map(|u| (u.random() % OPEN_SHARDS as u128) as u32).unwrap_or(0);
     for (k, v) in [
         (H_STATE, s(TxState::Pending.as_str())),
-        (H_VERSION, n(1)),
-        (H_CREATED_AT, n(now)),
-        (H_UPDATED_AT, n(now)),
-        (H_DEADLINE, n(deadline)),
-        (H_ACTIONS, n(plan.action_count())),
         (H_BATCHES, n(plan.batch_count())),
         (H_PAGES, n(plan.page_count())),
-        (H_BODY_HASH, s(&valid.body_hash)),
         (H_OPEN_SHARD, s(format!("open#{shard}"))),
-        (ATTR_EXPIRES_AT, n(deadline / 1000 + store.cfg.retention.as_secs())),
     ] {
         header.insert(k.to_string(), v);
-    }
-    if let Some(p) = &valid.parent {
-        header.insert(H_PARENT.into(), s(serde_json::to_string(p).expect("parents serialise")));
-    }
-    if let Some(t) = &valid.client_request_token {
-        header.insert(H_TOKEN.into(), s(t));
-    }
-    if let Some(w) = valid.options.lock_wait_seconds {
-        header.insert(records::H_LOCK_WAIT.into(), n(w));
-    }
-    if let Some(arn) = execution_arn {
-        header.insert(H_EXECUTION.into(), s(arn));
     }
     let usage = m.usage();
     header.insert(H_CALLS.into(), n(usage.calls + 1));
@@ -146,7 +203,37 @@ pub(crate) async fn begin_as(
     })
 }
 
-fn already_begun(h: records::Header, usage: Usage) -> Begun {
+/// The header attributes every transaction has, whichever way it is carried out: id, version, times, counts, the
+/// request's hash, its parent, token and options, and the execution.
+fn header_item(store: &Store, tx_id: &str, valid: &ValidRequest, now: u64, deadline: u64, execution_arn: Option<&str>) -> Item {
+    let mut header = records::header_key(tx_id);
+    for (k, v) in [
+        (H_VERSION, n(1)),
+        (H_CREATED_AT, n(now)),
+        (H_UPDATED_AT, n(now)),
+        (H_DEADLINE, n(deadline)),
+        (H_ACTIONS, n(valid.actions.len())),
+        (H_BODY_HASH, s(&valid.body_hash)),
+        (ATTR_EXPIRES_AT, n(deadline / 1000 + store.cfg.retention.as_secs())),
+    ] {
+        header.insert(k.to_string(), v);
+    }
+    if let Some(p) = &valid.parent {
+        header.insert(H_PARENT.into(), s(serde_json::to_string(p).expect("parents serialise")));
+    }
+    if let Some(t) = &valid.client_request_token {
+        header.insert(H_TOKEN.into(), s(t));
+    }
+    if let Some(w) = valid.options.lock_wait_seconds {
+        header.insert(records::H_LOCK_WAIT.into(), n(w));
+    }
+    if let Some(arn) = execution_arn {
+        header.insert(H_EXECUTION.into(), s(arn));
+    }
+    header
+}
+
+pub(crate) fn already_begun(h: records::Header, usage: Usage) -> Begun {
     Begun { transaction_id: h.id, actions: h.actions, batches: h.batches, created: false, state: h.state, usage }
 }
 

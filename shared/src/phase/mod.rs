@@ -9,6 +9,7 @@ pub mod apply;
 pub mod begin;
 pub mod commit;
 pub mod complete;
+pub mod direct;
 pub mod lock;
 pub mod queue;
 pub mod release;

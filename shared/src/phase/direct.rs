@@ -1,0 +1,271 @@
+//! direct: a request one `TransactWriteItems` call can carry, carried out in that call, at native price and latency.
+//!
+//! A request qualifies when it has fewer than 100 actions (the header takes the last place) within DynamoDB's 4 MB,
+//! and needs nothing beyond native: no `Parent`, no tombstone, no ratchet. The call holds every action as the caller
+//! wrote it, each with the condition that the item is neither locked by a transaction of the protocol nor a
+//! tombstone, and the transaction's header, written already finished: `COMMITTED`, or nothing at all when DynamoDB
+//! cancels the call. So the request is all-or-nothing by DynamoDB's own transaction, and `status` and
+//! `ClientRequestToken` see it as any other.
+//!
+//! When the call is cancelled, the reasons say why. An action whose item is locked or is a tombstone met another
+//! transaction, which is contention, not the caller's failure: nothing was written, and the request is begun as the
+//! protocol begins it, to wait for that transaction. The same goes for a conflict with a transaction DynamoDB was
+//! running, and for a call DynamoDB refuses as a whole (the protocol finds the action to blame). Otherwise the
+//! cancellation is the caller's, exactly as native reports it: the header is written `ROLLED_BACK`, finished, with
+//! those reasons. A header already there means a driver that ran before carried the request out: it is returned.
+
+use aws_sdk_dynamodb::types::{ConditionCheck, Delete, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update};
+use tracing::info;
+
+use super::begin::{already_begun, Begun};
+use super::ph;
+use crate::constants::*;
+use crate::error::{CancellationReason, TxError};
+use crate::expr;
+use crate::records::{self, n, now_ms, s, Decision, TxState};
+use crate::request::{Action, Op, ValidRequest, RATCHET_NAME};
+use crate::store::{Meter, Store, Transacted, Written};
+use crate::value::{item_to_json, Item};
+
+/// Room left in the call's 4 MB for the header and the conditions this module adds.
+const HEADER_ROOM_BYTES: usize = 64 * 1024;
+
+/// Whether `valid` can be carried out in one call.
+pub fn eligible(valid: &ValidRequest) -> bool {
+    valid.parent.is_none()
+        && valid.actions.len() < MAX_TRANSACT_ACTIONS
+        && valid.actions.iter().all(|a| a.tombstone.is_none() && !a.names.contains_key(RATCHET_NAME))
+        && valid.actions.iter().map(crate::plan::transact_size).sum::<usize>() <= MAX_TRANSACT_BYTES - HEADER_ROOM_BYTES
+}
+
+/// Carries out `valid` in one call with `header` (the attributes every header has). `None`: nothing was written
+/// (another transaction's lock or tombstone, a conflict, a call refused as a whole), so the protocol must run it.
+pub(crate) async fn run(store: &Store, m: &Meter, valid: &ValidRequest, mut header: Item) -> Result<Option<Begun>, TxError> {
+    let tx_id = match header.get(TX_PK) {
+        Some(aws_sdk_dynamodb::types::AttributeValue::S(id)) => id.clone(),
+        _ => return Err(TxError::Internal("a header without its id".into())),
+    };
+    let mut actions: Vec<&Action> = valid.actions.iter().collect();
+    actions.sort_by_key(|a| a.index);
+    let now = now_ms();
+    let usage = m.usage();
+    for (k, v) in [
+        (H_STATE, s(TxState::Committed.as_str())),
+        (H_BATCHES, n(0)),
+        (H_PAGES, n(0)),
+        (H_FINISHED_AT, n(now)),
+        (ATTR_EXPIRES_AT, n(now / 1000 + store.cfg.retention.as_secs())),
+        (H_CALLS, n(usage.calls + 1)),
+        (records::H_WRITES, n(usage.writes + 1)),
+        (H_READ_UNITS, n(usage.read_units)),
+        (H_WRITE_UNITS, n(usage.write_units)),
+    ] {
+        header.insert(k.to_string(), v);
+    }
+    header.insert(H_DIRECT.into(), aws_sdk_dynamodb::types::AttributeValue::Bool(true));
+    let mut items = actions.iter().map(|a| write_item(a)).collect::<Result<Vec<_>, _>>()?;
+    items.push(header_put(store, header.clone())?);
+    let req = store.client.transact_write_items().set_transact_items(Some(items));
+    let reasons = match store.transact(m, req).await? {
+        Transacted::Done => {
+            info!(tx_id = %tx_id, actions = actions.len(), "committed in one TransactWriteItems call");
+            return Ok(Some(ended(&tx_id, actions.len(), TxState::Committed, m)));
+        }
+        Transacted::Rejected(message) => {
+            info!(tx_id = %tx_id, %message, "one TransactWriteItems call was refused: the protocol runs the request");
+            return Ok(None);
+        }
+        Transacted::Canceled(reasons) => reasons,
+    };
+    if reasons.get(actions.len()).is_some_and(|r| r.0 == CancellationReason::CONDITIONAL_CHECK_FAILED) {
+        return Ok(Some(already_begun(records::read_header(store, m, &tx_id).await?, m.usage())));
+    }
+    let mut failed = Vec::new();
+    for (a, (code, message, item)) in actions.iter().zip(&reasons) {
+        match code.as_str() {
+            CancellationReason::NONE => {}
+            CancellationReason::CONDITIONAL_CHECK_FAILED if item.as_ref().is_some_and(|i| i.keys().any(|k| k.starts_with(RESERVED_PREFIX))) => {
+                info!(tx_id = %tx_id, action = a.index, "the item is another transaction's: the protocol runs the request");
+                return Ok(None);
+            }
+            CancellationReason::CONDITIONAL_CHECK_FAILED | CancellationReason::VALIDATION_ERROR => {
+                let message = message.clone().filter(|m| !m.is_empty()).unwrap_or_else(|| match code.as_str() {
+                    CancellationReason::CONDITIONAL_CHECK_FAILED => "The conditional request failed".into(),
+                    _ => format!("DynamoDB refused {}", a.describe()),
+                });
+                let mut r = CancellationReason { code: code.clone(), message: Some(message), item: None };
+                if a.return_old && code == CancellationReason::CONDITIONAL_CHECK_FAILED {
+                    r.item = item.as_ref().map(item_to_json);
+                }
+                failed.push((a.index, r));
+            }
+            _ => {
+                info!(tx_id = %tx_id, action = a.index, code, "one TransactWriteItems call was cancelled: the protocol runs the request");
+                return Ok(None);
+            }
+        }
+    }
+    if failed.is_empty() {
+        return Ok(None);
+    }
+    let decision = Decision::actions(failed);
+    header.insert(H_STATE.into(), s(TxState::RolledBack.as_str()));
+    header.insert(H_REASONS.into(), s(serde_json::to_string(&decision).expect("decisions serialise")));
+    header.insert(H_DECIDED_AT.into(), n(now));
+    let usage = m.usage();
+    header.insert(H_CALLS.into(), n(usage.calls + 1));
+    header.insert(records::H_WRITES.into(), n(usage.writes + 1));
+    header.insert(H_WRITE_UNITS.into(), n(usage.write_units));
+    let put = store
+        .client
+        .put_item()
+        .table_name(&store.cfg.tx_table)
+        .set_item(Some(header))
+        .condition_expression("attribute_not_exists(#id)")
+        .expression_attribute_names("#id", TX_PK);
+    if let Written::ConditionFailed(_) = store.put(m, put).await? {
+        return Ok(Some(already_begun(records::read_header(store, m, &tx_id).await?, m.usage())));
+    }
+    info!(tx_id = %tx_id, failed = decision.failed.len(), "cancelled in one TransactWriteItems call");
+    Ok(Some(ended(&tx_id, actions.len(), TxState::RolledBack, m)))
+}
+
+fn ended(tx_id: &str, actions: usize, state: TxState, m: &Meter) -> Begun {
+    Begun { transaction_id: tx_id.to_string(), actions, batches: 0, created: true, state, usage: m.usage() }
+}
+
+fn header_put(store: &Store, header: Item) -> Result<TransactWriteItem, TxError> {
+    let put = Put::builder()
+        .table_name(&store.cfg.tx_table)
+        .set_item(Some(header))
+        .condition_expression("attribute_not_exists(#id)")
+        .expression_attribute_names("#id", TX_PK)
+        .build()
+        .map_err(|e| TxError::Internal(e.to_string()))?;
+    Ok(TransactWriteItem::builder().put(put).build())
+}
+
+/// The caller's action as native takes it, with the condition that no transaction of the protocol holds the item and
+/// that it is not a tombstone; the item comes back when a condition fails, to tell the two apart.
+fn write_item(a: &Action) -> Result<TransactWriteItem, TxError> {
+    let own = format!("attribute_not_exists({}) AND attribute_not_exists({})", ph::LOCK, ph::TOMBSTONE);
+    let cond = match &a.condition {
+        Some(c) => expr::and(&own, c),
+        None => own,
+    };
+    let mut names = a.names.clone();
+    names.insert(ph::LOCK.into(), ATTR_LOCK.into());
+    names.insert(ph::TOMBSTONE.into(), ATTR_TOMBSTONE.into());
+    let values = (!a.values.is_empty()).then(|| a.values.clone());
+    let internal = |e: aws_sdk_dynamodb::error::BuildError| TxError::Internal(e.to_string());
+    let all_old = ReturnValuesOnConditionCheckFailure::AllOld;
+    let b = TransactWriteItem::builder();
+    Ok(match a.op {
+        Op::Put => {
+            let item = a.item.clone().ok_or_else(|| TxError::Internal(format!("{} has no item", a.describe())))?;
+            b.put(
+                Put::builder()
+                    .table_name(&a.table)
+                    .set_item(Some(item))
+                    .condition_expression(cond)
+                    .set_expression_attribute_names(Some(names))
+                    .set_expression_attribute_values(values)
+                    .return_values_on_condition_check_failure(all_old)
+                    .build()
+                    .map_err(internal)?,
+            )
+        }
+        Op::Update => b.update(
+            Update::builder()
+                .table_name(&a.table)
+                .set_key(Some(a.key.clone()))
+                .update_expression(a.update.clone().unwrap_or_default())
+                .condition_expression(cond)
+                .set_expression_attribute_names(Some(names))
+                .set_expression_attribute_values(values)
+                .return_values_on_condition_check_failure(all_old)
+                .build()
+                .map_err(internal)?,
+        ),
+        Op::Delete => b.delete(
+            Delete::builder()
+                .table_name(&a.table)
+                .set_key(Some(a.key.clone()))
+                .condition_expression(cond)
+                .set_expression_attribute_names(Some(names))
+                .set_expression_attribute_values(values)
+                .return_values_on_condition_check_failure(all_old)
+                .build()
+                .map_err(internal)?,
+        ),
+        Op::ConditionCheck => b.condition_check(
+            ConditionCheck::builder()
+                .table_name(&a.table)
+                .set_key(Some(a.key.clone()))
+                .condition_expression(cond)
+                .set_expression_attribute_names(Some(names))
+                .set_expression_attribute_values(values)
+                .return_values_on_condition_check_failure(all_old)
+                .build()
+                .map_err(internal)?,
+        ),
+    }
+    .build())
+}
+
+/// Prints the metrics line (CloudWatch EMF, [`crate::metrics`]) of a transaction this run carried out in one call,
+/// with the capacity that call consumed, when metrics are on: such a transaction never reaches the Release function,
+/// which writes every other one's.
+pub async fn emit_metrics(store: &Store, begun: &Begun) -> Result<(), TxError> {
+    let Some(namespace) = store.cfg.metrics_namespace.as_deref() else { return Ok(()) };
+    if !begun.created || begun.state == TxState::Pending {
+        return Ok(());
+    }
+    let mut h = records::read_header(store, &Meter::default(), &begun.transaction_id).await?;
+    h.usage = begun.usage;
+    println!("{}", crate::metrics::record(&h, namespace, now_ms()));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use serde_json::{json, Value};
+
+    use super::eligible;
+    use crate::request::{self, TableSchema};
+    use crate::Config;
+
+    fn valid(body: Value) -> crate::request::ValidRequest {
+        let s = TableSchema { key_names: vec!["pk".into()], key_types: vec!["S".into()], index_keys: Vec::new() };
+        let schemas = HashMap::from([("Items".to_string(), s)]);
+        request::validate(request::parse(&body, &Config::new("tx")).unwrap(), &schemas).unwrap()
+    }
+
+    fn updates(n: usize) -> Vec<Value> {
+        (0..n)
+            .map(|i| json!({"Update": {"TableName": "Items", "Key": {"pk": {"S": format!("k{i}")}}, "UpdateExpression": "SET v = :v",
+                "ExpressionAttributeValues": {":v": {"N": "1"}}}}))
+            .collect()
+    }
+
+    #[test]
+    fn fewer_than_100_actions_with_nothing_beyond_native_go_in_one_call() {
+        assert!(eligible(&valid(json!({"TransactItems": updates(1)}))));
+        assert!(eligible(&valid(json!({"TransactItems": updates(99), "ClientRequestToken": "t"}))), "99 and the header");
+        assert!(!eligible(&valid(json!({"TransactItems": updates(100)}))), "no place left for the header");
+        let parent = json!({"TransactItems": updates(2), "Parent": {"TableName": "Items", "Key": {"pk": {"S": "p"}}}});
+        assert!(!eligible(&valid(parent)), "a Parent");
+        let mut items = updates(2);
+        items.push(json!({"Put": {"TableName": "Items", "Item": {"pk": {"S": "r"}, "ts": {"N": "5"}}, "Ratchet": {"AttributeName": "ts"}}}));
+        assert!(!eligible(&valid(json!({"TransactItems": items}))), "a Ratchet");
+        let mut items = updates(2);
+        items.push(json!({"Delete": {"TableName": "Items", "Key": {"pk": {"S": "d"}},
+            "Tombstone": {"Attributes": {"ts": {"N": "5"}}, "TimeToLiveAttribute": "expiresAt", "TimeToLiveSeconds": 60}}}));
+        assert!(!eligible(&valid(json!({"TransactItems": items}))), "a tombstone");
+        let big = "x".repeat(300 * 1024);
+        let items: Vec<Value> = (0..14).map(|i| json!({"Put": {"TableName": "Items", "Item": {"pk": {"S": format!("b{i}")}, "v": {"S": big}}}})).collect();
+        assert!(!eligible(&valid(json!({"TransactItems": items}))), "over 4 MB with the header");
+    }
+}
