@@ -3,7 +3,7 @@
 // invoking its Lambda on a local Invoke API endpoint such as `cargo lambda watch`.
 //
 //   node tools/sfn-local.mjs --lambda-endpoint http://127.0.0.1:PORT --input FILE|- \
-//     [--definition statemachine/transaction.asl.json] [--wait-ms N] [--retry-ms N] [--quiet] [--sub Key=Value ...]
+//     [--definition statemachine/transaction.asl.json] [--wait-ms N] [--retry-ms N] [--quiet] [--name NAME] [--sub Key=Value ...]
 //
 //   --lambda-endpoint  base URL; a Task whose Resource is ...:function:NAME POSTs its input to
 //                      URL/2015-03-31/functions/NAME/invocations
@@ -14,6 +14,7 @@
 //   --sub Key=Value    sets ${Key}; ${<Phase>FunctionArn} defaults to arn:aws:lambda:us-east-1:000000000000:function:
 //                      saga-<phase>, as DefinitionSubstitutions would; any other ${...} left over is an error
 //   --quiet            no progress lines on stderr
+//   --name NAME        the execution's name (default local-<uuid>), as StartExecution's name
 //
 // stdout: one JSON object {status, output, error, cause, transitions, stateEntries (state name -> times entered),
 // historyEvents, taskCalls, taskMs (function name -> the duration of each of its invocations, in ms), durationMs,
@@ -57,6 +58,7 @@ function parseCli(argv) {
       'wait-ms': { type: 'string' },
       'retry-ms': { type: 'string' },
       quiet: { type: 'boolean', default: false },
+      name: { type: 'string' },
       sub: { type: 'string', multiple: true, default: [] },
     },
   });
@@ -75,6 +77,7 @@ function parseCli(argv) {
     waitMs: millis('--wait-ms', values['wait-ms']),
     retryMs: millis('--retry-ms', values['retry-ms']),
     quiet: values.quiet,
+    name: values.name,
     subs,
   };
 }
@@ -282,7 +285,7 @@ async function run(opts) {
   }
 
   // The package fills in only Execution.Input and StartTime; the rest is what AWS would put in the Context Object.
-  const executionName = `local-${randomUUID()}`;
+  const executionName = opts.name ?? `local-${randomUUID()}`;
   const executionArn = `arn:aws:states:us-east-1:000000000000:execution:${STATE_MACHINE_NAME}:${executionName}`;
   const context = {
     Execution: { Id: executionArn, Name: executionName, RoleArn: 'arn:aws:iam::000000000000:role/local', RedriveCount: 0 },
@@ -405,6 +408,6 @@ try {
 } catch (e) {
   const usage = e instanceof UsageError || e.code?.startsWith?.('ERR_PARSE_ARGS');
   process.stderr.write(`sfn-local: ${usage ? e.message : e.stack}\n`);
-  if (usage) process.stderr.write('usage: node tools/sfn-local.mjs --lambda-endpoint URL --input FILE|- [--definition FILE] [--wait-ms N] [--retry-ms N] [--quiet] [--sub Key=Value ...]\n');
+  if (usage) process.stderr.write('usage: node tools/sfn-local.mjs --lambda-endpoint URL --input FILE|- [--definition FILE] [--wait-ms N] [--retry-ms N] [--quiet] [--name NAME] [--sub Key=Value ...]\n');
   process.exit(EXIT.USAGE);
 }

@@ -9,7 +9,9 @@
 //!   `{"TransactionId", "Message"}`; it becomes the execution's failure cause.
 //! - Debug builds only: `SAGA_FAULT_FILE` names a file holding `<Phase> <k>`; the next call of that phase claims the
 //!   file and dies after its k-th DynamoDB write with `InjectedFault`, as a Lambda timeout would. A file named
-//!   `<SAGA_FAULT_FILE>.<TransactionId>` does the same for that transaction only. Release builds ignore both.
+//!   `<SAGA_FAULT_FILE>.<TransactionId>` does the same for that transaction only (for Begin given a request, which
+//!   has no id yet, `<SAGA_FAULT_FILE>.<execution name>`). A call whose k-th write was its last dies before it
+//!   answers. Release builds ignore both.
 
 use std::time::Duration;
 
@@ -72,11 +74,22 @@ pub async fn serve(phase: Phase) -> Result<(), Error> {
 async fn invoke(store: &Store, phase: Phase, event: LambdaEvent<Value>) -> Result<Value, PhaseError> {
     let (input, ctx) = event.into_parts();
     let tx_id = input.get("TransactionId").and_then(Value::as_str).unwrap_or("").to_string();
+    // Begin given a request has no transaction id yet: its faults are named after the execution.
+    let fault_key = match input.get("ExecutionArn").and_then(Value::as_str) {
+        Some(arn) if tx_id.is_empty() => arn.rsplit(':').next().unwrap_or("").to_string(),
+        _ => tx_id.clone(),
+    };
     let span = tracing::info_span!("invocation", phase = phase.name(), request_id = %ctx.request_id, tx_id = %tx_id);
     async move {
-        let store = injected_fault(store, phase, &tx_id);
+        let store = injected_fault(store, phase, &fault_key);
         let budget = Budget::before_deadline(ctx.deadline, MARGIN);
         match Box::pin(handle(&store, phase, &input, budget)).await {
+            // The injected fault's last write was the call's last: it dies before answering, all the same.
+            Ok(_) if store.fault_spent() => {
+                let e = TxError::InjectedFault(store.writes_sent().unwrap_or(0));
+                tracing::warn!(error_type = e.name(), error = %e, "phase call failed");
+                Err(PhaseError(e))
+            }
             Ok(out) => {
                 tracing::info!(tx_id = %out.transaction_id, step = %out.step, batch = out.batch, batches = out.batches, state = ?out.state, "phase call done");
                 Ok(serde_json::to_value(out).expect("serialisable"))
