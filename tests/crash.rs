@@ -80,11 +80,24 @@ async fn crash_matrix(name: &str, n: usize, commit_path: bool) {
     crash_matrix_by(name, n, commit_path, Recovery::Coordinator, 1, Work::Mixed).await;
 }
 
-/// Every crash point (or every `stride`-th, plus the first 24 and the last 6, unless `SAGA_CRASH_FULL=1`).
+/// Every crash point (or every `stride`-th, plus the first 24 and the last 6, unless `SAGA_CRASH_FULL=1`). A request
+/// small enough for one `TransactWriteItems` call is carried out in it: its matrix is that call's, and the protocol's
+/// matrix for the same request is run too, with that path turned off.
 async fn crash_matrix_by(name: &str, n: usize, commit_path: bool, recovery: Recovery, stride: u64, work: Work) {
-    let env = Env::new(name).await;
+    if n < 100 && work == Work::Mixed {
+        let env = Env::new(name).await;
+        crash_matrix_on(&env, &format!("{name} (one call)"), n, commit_path, recovery, stride, work).await;
+        let env = Env::with(&format!("{name}-p"), |c| dynamo_saga::Config { direct: false, ..c }).await;
+        crash_matrix_on(&env, &format!("{name} (protocol)"), n, commit_path, recovery, stride, work).await;
+    } else {
+        crash_matrix_on(&Env::new(name).await, name, n, commit_path, recovery, stride, work).await;
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn crash_matrix_on(env: &Env, name: &str, n: usize, commit_path: bool, recovery: Recovery, stride: u64, work: Work) {
     // A clean run counts the writes a whole transaction makes.
-    let body = scenario(&env, "count", n, commit_path, work).await;
+    let body = scenario(env, "count", n, commit_path, work).await;
     let counter = env.store.crash_after(u64::MAX);
     let clean = Coordinator::new(counter.clone()).run(&body).await;
     assert_eq!(clean.is_ok(), commit_path);
@@ -93,7 +106,7 @@ async fn crash_matrix_by(name: &str, n: usize, commit_path: bool, recovery: Reco
     let mut violations = Vec::new();
     for &k in &points {
         let tag = format!("k{k}");
-        let body = scenario(&env, &tag, n, commit_path, work).await;
+        let body = scenario(env, &tag, n, commit_path, work).await;
         let before = env.snapshot().await;
         let first = Coordinator::new(env.store.crash_after(k)).run(&body).await;
         assert!(matches!(first, Err(TxError::InjectedFault(_))), "crash point {k} of {total}: the first coordinator should have died, got {first:?}");
@@ -113,7 +126,7 @@ async fn crash_matrix_by(name: &str, n: usize, commit_path: bool, recovery: Reco
                 tx
             }
             Recovery::Sweeper => {
-                let report = sweep_now(&env, k).await;
+                let report = sweep_now(env, k).await;
                 match report.finished.first() {
                     Some(f) => f.transaction_id.clone(),
                     None => {
@@ -126,8 +139,8 @@ async fn crash_matrix_by(name: &str, n: usize, commit_path: bool, recovery: Reco
         };
         let state = read_header(&env.store, &Meter::default(), &tx).await.unwrap().state;
         match state {
-            TxState::Committed if work == Work::Mixed => assert_mixed_committed(&env, &tag, n).await,
-            TxState::Committed => assert_tombstones_committed(&env, &tag, n, &tx).await,
+            TxState::Committed if work == Work::Mixed => assert_mixed_committed(env, &tag, n).await,
+            TxState::Committed => assert_tombstones_committed(env, &tag, n, &tx).await,
             TxState::RolledBack => assert_eq!(env.snapshot().await, before, "crash point {k}: rollback left changes"),
             TxState::Pending => violations.push(format!("crash point {k}: still pending after recovery")),
         }
@@ -135,10 +148,10 @@ async fn crash_matrix_by(name: &str, n: usize, commit_path: bool, recovery: Reco
             // A second coordinator finishes what the first began; the rollback path never commits, whoever recovers.
             assert_eq!(state, if commit_path { TxState::Committed } else { TxState::RolledBack }, "crash point {k}");
         }
-        late_coordinator_writes_nothing(&env, &tx).await;
+        late_coordinator_writes_nothing(env, &tx).await;
     }
     let path = if commit_path { "commit path" } else { "rollback path" };
-    finish_matrix(&env, name, n, path, points.len(), total, recovery, violations).await;
+    finish_matrix(env, name, n, path, points.len(), total, recovery, violations).await;
 }
 
 /// The crash points of a transaction of `total` writes: every one with `SAGA_CRASH_FULL=1`, otherwise every

@@ -7,13 +7,21 @@ use harness::workload::{assert_mixed_committed, kind, mixed, seed_mixed};
 use harness::{nv, sv, Env};
 use serde_json::json;
 
+/// A commit of `n` actions; fewer than 100 go in one call (0 batches), and by the protocol when that is turned off.
 async fn commit_of(n: usize) {
-    let env = Env::new(&format!("commit{n}")).await;
+    commit_by(n, true).await;
+    if n < 100 {
+        commit_by(n, false).await;
+    }
+}
+
+async fn commit_by(n: usize, direct: bool) {
+    let env = Env::with(&format!("commit{n}{direct}"), |c| dynamo_saga::Config { direct, ..c }).await;
     seed_mixed(&env, "t", n).await;
     let body = mixed(&env, "t", n);
     let done = Coordinator::new(env.store.clone()).run(&body).await.expect("commits");
     assert_eq!(done.actions, n);
-    assert_eq!(done.batches, n.div_ceil(99));
+    assert_eq!(done.batches, if direct && n < 100 { 0 } else { n.div_ceil(99) });
     assert!(done.usage.calls > 0 && done.usage.write_units > 0.0, "usage is recorded: {:?}", done.usage);
     assert_mixed_committed(&env, "t", n).await;
     env.assert_clean().await;

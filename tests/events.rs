@@ -72,9 +72,19 @@ async fn every_sample_event_works_as_documented() {
     }
     assert_eq!(status_of(st, "widget-1").await.as_deref(), Some("SOLD"));
 
-    // rollback.json: the next rollback step of a transaction already decided ROLLED_BACK (sm-rollback.json's
-    // request fails its condition at Lock); release.json then fails with TransactionCanceled and the reasons.
+    // sm-rollback.json to Begin alone: 2 actions, carried out in one call, which DynamoDB cancels; the transaction
+    // has ended, and release.json fails with TransactionCanceled and the reasons.
     let begun = step(st, "saga-begin", &event("sm-rollback.json")).await;
+    assert_eq!((begun["Step"].as_str(), begun["State"].as_str(), begun["Batches"].as_u64()), (Some("Finished"), Some("ROLLED_BACK"), Some(0)), "{begun}");
+    let err = st.invoke("saga-release", &for_tx("release.json", begun["TransactionId"].as_str().unwrap())).await.expect_err("cancelled");
+    assert_eq!(err.error_type, "TransactionCanceled");
+
+    // rollback.json: the next rollback step of a transaction already decided ROLLED_BACK (sm-rollback.json's
+    // request under a Parent, which runs the protocol, fails its condition at Lock); release.json then fails with
+    // TransactionCanceled and the reasons.
+    let mut body = event("sm-rollback.json");
+    body["Parent"] = json!({"TableName": "Inventory", "Key": {"pk": sv("widget-4")}});
+    let begun = step(st, "saga-begin", &body).await;
     let id = begun["TransactionId"].as_str().unwrap().to_string();
     let locked = step(st, "saga-lock", &for_tx("lock.json", &id)).await;
     assert_eq!((locked["Step"].as_str(), locked["State"].as_str()), (Some("Rollback"), Some("ROLLED_BACK")));
@@ -136,7 +146,7 @@ async fn every_sample_event_works_as_documented() {
 
     // State machine inputs.
     let ex = st.execute(&event("sm-small.json")).await;
-    assert_eq!((ex.status.as_str(), ex.output["Actions"].as_u64(), ex.output["Batches"].as_u64()), ("SUCCEEDED", Some(3), Some(1)), "{ex:?}");
+    assert_eq!((ex.status.as_str(), ex.output["Actions"].as_u64(), ex.output["Batches"].as_u64()), ("SUCCEEDED", Some(3), Some(0)), "one call: {ex:?}");
     let ex = st.execute(&event("sm-rollback.json")).await;
     assert_eq!(ex.error.as_deref(), Some("TransactionCanceled"), "{ex:?}");
     let codes: Vec<Value> = ex.cancellation().unwrap()["CancellationReasons"].as_array().unwrap().iter().map(|r| r["Code"].clone()).collect();
@@ -147,10 +157,12 @@ async fn every_sample_event_works_as_documented() {
     let again = st.execute(&event("sm-250.json")).await;
     assert_eq!(again.error.as_deref(), Some("TransactionCanceled"), "a second run finds every unit sold: {again:?}");
 
-    // The API Gateway event: the API function begins the request and starts its execution, which commits it.
+    // The API Gateway event: 2 actions, which the API function carries out in one call before it starts the
+    // execution that reports them.
     let started = step(st, "saga-stage", &event("api-post-transactions.json")).await;
     assert_eq!(started["statusCode"], 200, "{started}");
     let started: Value = serde_json::from_str(started["body"].as_str().unwrap()).unwrap();
+    assert_eq!(started["State"], "COMMITTED", "{started}");
     let sfn = st.sfn_client();
     let arn = started["ExecutionArn"].as_str().unwrap();
     let mut waited = 0;

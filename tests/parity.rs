@@ -1,6 +1,6 @@
 //! Same outcome as native TransactWriteItems: for generated transactions of at most 100 actions on generated table
 //! states (fixed seed), the final table state and the failing actions equal what DynamoDB's own call gives on a copy
-//! of the same state.
+//! of the same state, both as the library runs them (fewer than 100 actions in one call) and through the protocol.
 
 use aws_sdk_dynamodb::types::TransactWriteItem;
 use dynamo_saga::value::item_to_json;
@@ -127,7 +127,9 @@ async fn run_saga(env: &Env, body: &Value) -> Failures {
 #[tokio::test]
 async fn same_outcome_as_native_transact_write_items() {
     let native = Env::new("native").await;
+    // Requests of fewer than 100 actions go in one TransactWriteItems call; the protocol must agree on them too.
     let saga = Env::new("saga").await;
+    let protocol = Env::with("saga-p", |c| dynamo_saga::Config { direct: false, ..c }).await;
     let mut rng = StdRng::seed_from_u64(0x5A6A);
     let (mut committed, mut cancelled, mut actions) = (0, 0, 0);
     for case in 0..CASES {
@@ -135,16 +137,28 @@ async fn same_outcome_as_native_transact_write_items() {
         let state = gen_state(&mut rng, case, keys);
         let tx = gen_tx(&mut rng, case, keys);
         actions += tx.len();
-        futures::future::join_all(state.iter().flat_map(|it| [native.put(&native.a, it.clone()), saga.put(&saga.a, it.clone())])).await;
+        futures::future::join_all(
+            state.iter().flat_map(|it| [native.put(&native.a, it.clone()), saga.put(&saga.a, it.clone()), protocol.put(&protocol.a, it.clone())]),
+        )
+        .await;
         let n = run_native(&native, &with_table(&tx, &native.a)).await;
-        let s = run_saga(&saga, &with_table(&tx, &saga.a)).await;
+        let (direct_body, protocol_body) = (with_table(&tx, &saga.a), with_table(&tx, &protocol.a));
+        let (s, p) = futures::join!(run_saga(&saga, &direct_body), run_saga(&protocol, &protocol_body));
         assert_eq!(s, n, "case {case}: failing actions differ ({} actions)", tx.len());
+        assert_eq!(p, n, "case {case}: failing actions differ through the protocol ({} actions)", tx.len());
         if n.is_some() { cancelled += 1 } else { committed += 1 }
     }
-    let (a, b) = (native.scan(&native.a).await, saga.scan(&saga.a).await);
+    let (a, b, c) = (native.scan(&native.a).await, saga.scan(&saga.a).await, protocol.scan(&protocol.a).await);
     assert_eq!(a.len(), b.len());
     assert_eq!(a, b, "final table states differ");
+    assert_eq!(a, c, "final table states differ through the protocol");
     saga.assert_clean().await;
-    harness::report(format!("parity with native TransactWriteItems: {CASES} cases, {actions} actions: {committed} committed, {cancelled} cancelled, all equal to native"));
+    protocol.assert_clean().await;
+    let direct = saga.tx_records().await.iter().filter(|r| r.get("direct").is_some()).count();
+    assert!(direct > CASES / 2, "most cases have fewer than 100 actions and go in one call: {direct}");
+    harness::report(format!(
+        "parity with native TransactWriteItems: {CASES} cases, {actions} actions: {committed} committed, {cancelled} cancelled, all equal to native, \
+         {direct} of them in one call and all {CASES} through the protocol too"
+    ));
     assert!(committed > CASES / 5 && cancelled > CASES / 5, "the generator must exercise both outcomes: {committed}/{cancelled}");
 }

@@ -70,20 +70,35 @@ async fn state_of(env: &Env, token: &str) -> Option<TxState> {
     }
 }
 
+/// The protocol: the request's 4 actions run through it, one call turned off.
+fn protocol(c: dynamo_saga::Config) -> dynamo_saga::Config {
+    dynamo_saga::Config { direct: false, ..c }
+}
+
 #[tokio::test]
 async fn committed_reads_see_before_or_after_and_never_in_between() {
-    let env = Env::new("reads").await;
+    committed_reads(Env::with("reads", protocol).await, "the protocol").await;
+}
+
+/// The same request as the library runs it, in one call: no stop point shows anything but before or after.
+#[tokio::test]
+async fn committed_reads_of_a_request_carried_out_in_one_call() {
+    committed_reads(Env::new("reads1").await, "one call").await;
+}
+
+async fn committed_reads(env: Env, how: &str) {
     seed(&env, "count").await;
     let counter = env.store.crash_after(u64::MAX);
     Coordinator::new(counter.clone()).run(&request(&env, "count")).await.unwrap();
     let total = counter.writes_sent().unwrap();
     let (mut in_between, mut decided_not_done) = (0, 0);
-    for k in 0..total {
+    // Stopped before each write, and after the last.
+    for k in 0..=total {
         let tag = format!("k{k}");
         seed(&env, &tag).await;
         let body = request(&env, &tag);
         let first = Coordinator::new(env.store.crash_after(k)).run(&body).await;
-        assert!(matches!(first, Err(TxError::InjectedFault(_))), "crash point {k}: {first:?}");
+        assert!(k == total || matches!(first, Err(TxError::InjectedFault(_))), "crash point {k}: {first:?}");
         let state = state_of(&env, &tag).await;
         let before: Vec<Option<i64>> = items(&tag).iter().map(|i| i.1).collect();
         let after: Vec<Option<i64>> = items(&tag).iter().map(|i| i.2).collect();
@@ -102,12 +117,18 @@ async fn committed_reads_see_before_or_after_and_never_in_between() {
         assert_eq!(read_all(&env, &tag, Isolation::Committed).await, after, "crash point {k}: after the end");
         assert_eq!(read_all(&env, &tag, Isolation::Uncommitted).await, after);
     }
-    // The stops covered applied-but-uncommitted states (where the two levels differ) and a committed delete not yet
-    // carried out (which a committed read already reports absent).
-    assert!(in_between > 0 && decided_not_done > 0, "{in_between} {decided_not_done}");
+    if env.store.cfg.direct {
+        // One call with its header: nothing is ever applied before it commits, or committed before it is applied.
+        assert_eq!((total, in_between, decided_not_done), (2, 0, 0), "the token, then the call");
+    } else {
+        // The stops covered applied-but-uncommitted states (where the two levels differ) and a committed delete not
+        // yet carried out (which a committed read already reports absent).
+        assert!(in_between > 0 && decided_not_done > 0, "{in_between} {decided_not_done}");
+    }
     env.assert_clean().await;
     harness::report(format!(
-        "committed reads: {total} stop points, 0 reads between before and after; uncommitted reads differed at {in_between}"
+        "committed reads ({how}): {} stop points, 0 reads between before and after; uncommitted reads differed at {in_between}",
+        total + 1
     ));
 }
 
@@ -135,7 +156,7 @@ async fn a_rolled_back_transaction_reads_as_before_and_queries_resolve_item_by_i
 
 #[tokio::test]
 async fn writers_outside_the_protocol_that_use_the_unlocked_condition_never_overwrite_a_locked_item() {
-    let env = Env::new("readslock").await;
+    let env = Env::with("readslock", protocol).await;
     seed(&env, "w").await;
     // Stop the transaction with its update locked and nothing applied yet.
     let mut k = 0;

@@ -46,6 +46,13 @@ const run = (txId, ...args) => runner(['--lambda-endpoint', fake.url, ...args], 
 const callsOf = (txId) =>
   fake.calls.filter((c) => (c.input?.TransactionId ?? c.input?.Request?.TransactionId) === txId);
 
+test('--name names the execution, as StartExecution does', async () => {
+  const { code, record } = await run('committed-named', ...FAST, '--name', 'order-1001-attempt');
+  assert.equal(code, 0);
+  assert.match(record.executionArn, /:execution:dynamo-saga-transaction:order-1001-attempt$/);
+  assert.equal(callsOf('committed-named')[0].input.ExecutionArn, record.executionArn);
+});
+
 test('a 3-batch transaction commits: every phase in order, one batch a call', async () => {
   const { code, record, stderr } = await run('committed-a', ...FAST);
   assert.equal(code, 0, stderr);
@@ -61,7 +68,10 @@ test('a 3-batch transaction commits: every phase in order, one batch a call', as
   // 15 Tasks, 14 Route visits, Released and Committed; each state entered and exited, 3 events per Lambda call.
   assert.equal(record.transitions, 31);
   assert.equal(record.historyEvents, 2 + 31 + 31 + 3 * 15);
-  assert.deepEqual(callsOf('committed-a')[0].input, { Request: { TransactionId: 'committed-a' }, ExecutionArn: record.executionArn });
+  // Begin gets the execution's ARN and start time, from which it names the transaction of a request.
+  const begin = callsOf('committed-a')[0].input;
+  assert.deepEqual(begin, { Request: { TransactionId: 'committed-a' }, ExecutionArn: record.executionArn, ExecutionStartTime: begin.ExecutionStartTime });
+  assert.match(begin.ExecutionStartTime, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/);
   assert.match(stderr, /Lock +batch 3\/3 +PENDING +250 actions +-> Save/);
 });
 

@@ -266,10 +266,14 @@ async fn submit(a: &Args) -> Result<i32, Failure> {
                 let id = stage_request(&store, &body).await?;
                 dynamo_saga::start::start(&store, &sm, &json!({ "TransactionId": id })).await?
             };
-            let (id, arn) = (started.transaction_id, started.execution_arn);
+            let id = started.transaction_id;
             if !a.json {
-                eprintln!("transaction {id}: execution {arn}");
+                match &started.execution_arn {
+                    Some(arn) => eprintln!("transaction {id}: execution {arn}"),
+                    None => eprintln!("transaction {id}: {} in one TransactWriteItems call; its execution could not be started", started.state.as_str()),
+                }
             }
+            let arn = started.execution_arn.unwrap_or_default();
             if a.has("--no-follow") {
                 status::status(&store, &id).await?
             } else {

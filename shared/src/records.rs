@@ -776,3 +776,25 @@ pub async fn find_action(store: &Store, m: &Meter, tx_id: &str, table: &str, key
     }
     Ok(None)
 }
+
+/// Records the usage so far on `header`, counting the write that is to carry it.
+pub(crate) fn stamp_usage(header: &mut Item, m: &Meter) {
+    let usage = m.usage();
+    header.insert(H_CALLS.into(), n(usage.calls + 1));
+    header.insert(H_WRITES.into(), n(usage.writes + 1));
+    header.insert(H_READ_UNITS.into(), n(usage.read_units));
+    header.insert(H_WRITE_UNITS.into(), n(usage.write_units));
+}
+
+/// Writes a transaction's first header, with the usage so far; false when the transaction has one already.
+pub(crate) async fn put_header(store: &Store, m: &Meter, mut header: Item) -> Result<bool, TxError> {
+    stamp_usage(&mut header, m);
+    let put = store
+        .client
+        .put_item()
+        .table_name(&store.cfg.tx_table)
+        .set_item(Some(header))
+        .condition_expression("attribute_not_exists(#id)")
+        .expression_attribute_names("#id", TX_PK);
+    Ok(matches!(store.put(m, put).await?, Written::Done(_)))
+}

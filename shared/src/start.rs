@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 
 use crate::error::TxError;
 use crate::phase::begin;
-use crate::records;
+use crate::records::{self, TxState};
 use crate::store::{Meter, Store};
 use crate::sweeper::StateMachine;
 
@@ -29,7 +29,13 @@ use crate::sweeper::StateMachine;
 pub struct Started {
     pub transaction_id: String,
     /// The execution named after the transaction: started by this call, or by an earlier one with the same request.
-    pub execution_arn: String,
+    /// Absent only for a transaction that had already ended here (carried out in one call) when Step Functions
+    /// refused to start it: nothing is left for an execution to do, and the answer is not an error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution_arn: Option<String>,
+    /// The transaction's state when this call answered: `PENDING` while its execution runs it, `COMMITTED` or
+    /// `ROLLED_BACK` when it was carried out here in one call (its execution then only reports that).
+    pub state: TxState,
 }
 
 /// `body` is a request (`TransactItems`, with `ClientRequestToken`, `Parent` and `Options` as `TransactWriteItems`
@@ -37,17 +43,18 @@ pub struct Started {
 /// request (every check Begin makes; nothing is written for a bad one), then starts its execution.
 pub async fn start(store: &Store, sm: &StateMachine, body: &Value) -> Result<Started, TxError> {
     let staged = body.as_object().filter(|o| o.len() == 1).and_then(|o| o.get("TransactionId"));
-    let id = match staged {
+    let (id, state, ended) = match staged {
         Some(Value::String(id)) => {
             // Only a transaction that exists (a sealed staged one, or one begun before) is started.
-            records::read_header(store, &Meter::default(), id).await?;
-            id.clone()
+            let h = records::read_header(store, &Meter::default(), id).await?;
+            (id.clone(), h.state, h.finished())
         }
         Some(_) => return Err(TxError::invalid(None, "TransactionId must be a string")),
         None => {
             let begun = begin::submit(store, body, None, None).await?;
-            crate::phase::direct::emit_metrics(store, &begun).await?;
-            begun.transaction_id
+            begun.emit_metrics(store).await?;
+            let ended = begun.state != TxState::Pending;
+            (begun.transaction_id, begun.state, ended)
         }
     };
     let sent = sm
@@ -59,10 +66,15 @@ pub async fn start(store: &Store, sm: &StateMachine, body: &Value) -> Result<Sta
         .send()
         .await;
     match sent {
-        Ok(out) => Ok(Started { transaction_id: id, execution_arn: out.execution_arn().to_string() }),
+        Ok(out) => Ok(Started { transaction_id: id, execution_arn: Some(out.execution_arn().to_string()), state }),
         Err(e) if e.as_service_error().is_some_and(|s| s.is_execution_already_exists()) => {
-            let execution_arn = execution_arn(&sm.arn, &id);
-            Ok(Started { transaction_id: id, execution_arn })
+            let execution_arn = Some(execution_arn(&sm.arn, &id));
+            Ok(Started { transaction_id: id, execution_arn, state })
+        }
+        Err(e) if ended => {
+            // Carried out already: an error would tell the caller to send again what was applied.
+            tracing::warn!(tx_id = %id, error = %aws_sdk_sfn::error::DisplayErrorContext(&e), "the transaction has ended; its execution could not be started");
+            Ok(Started { transaction_id: id, execution_arn: None, state })
         }
         Err(e) => {
             let detail = aws_sdk_sfn::error::DisplayErrorContext(&e);

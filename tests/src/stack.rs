@@ -255,8 +255,20 @@ impl Stack {
 
     /// Runs one execution; `fast` shortens Wait states and retry pauses to 200 ms, `progress` prints a line per Task.
     pub async fn run(&self, input: &Value, fast: bool, progress: bool) -> Execution {
+        self.run_named(input, fast, progress, None).await
+    }
+
+    /// [`Stack::execute`] with the execution named `name` (see [`Stack::inject_fault_for`]).
+    pub async fn execute_named(&self, input: &Value, name: &str) -> Execution {
+        self.run_named(input, true, false, Some(name)).await
+    }
+
+    async fn run_named(&self, input: &Value, fast: bool, progress: bool, name: Option<&str>) -> Execution {
         let script = root().join("tools/sfn-local.mjs");
         let mut args: Vec<String> = ["--lambda-endpoint", &self.lambda, "--input", "-"].map(String::from).to_vec();
+        if let Some(name) = name {
+            args.extend(["--name".to_string(), name.to_string()]);
+        }
         if fast {
             args.extend(["--wait-ms", "200", "--retry-ms", "200"].map(String::from));
         }
@@ -289,8 +301,8 @@ impl Stack {
         ex
     }
 
-    /// Makes the next call of `phase` for transaction `tx_id` die after `writes` DynamoDB writes (debug builds of
-    /// the functions only). Returns the fault's file, which the call renames to `<file>.taken` when it takes it.
+    /// Makes the next call of `phase` for transaction `tx_id` (or, for Begin given a request, for the execution of
+    /// that name) die after `writes` DynamoDB writes (debug builds of the functions only). Returns the fault's file, which the call renames to `<file>.taken` when it takes it.
     pub fn inject_fault_for(&self, tx_id: &str, phase: &str, writes: u64) -> PathBuf {
         let path = PathBuf::from(format!("{}.{tx_id}", self.fault_file.display()));
         std::fs::write(&path, format!("{phase} {writes}")).unwrap();

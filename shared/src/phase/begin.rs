@@ -17,7 +17,7 @@ use crate::constants::*;
 use crate::error::TxError;
 use crate::plan;
 use crate::records::{self, n, now_ms, s, TxState};
-use crate::phase::direct;
+use crate::phase::direct::{self, Direct};
 use crate::request::{self, TableSchema, ValidRequest};
 use crate::value::Item;
 use crate::store::{Meter, Store, Usage, Written};
@@ -161,8 +161,11 @@ pub(crate) async fn begin_as(
     let deadline = now + valid.options.deadline_seconds * 1000;
     if direct && direct::eligible(&valid) {
         let header = header_item(store, &tx_id, &valid, now, deadline, execution_arn);
-        if let Some(begun) = direct::run(store, &m, &valid, header).await? {
-            return Ok(begun);
+        let actions = valid.actions.len();
+        match direct::run(store, &m, &valid, header).await? {
+            Direct::Ended(state) => return Ok(Begun { transaction_id: tx_id, actions, batches: 0, created: true, state, usage: m.usage() }),
+            Direct::Existing(h) => return Ok(already_begun(*h, m.usage())),
+            Direct::Protocol => {}
         }
     }
 
@@ -179,19 +182,7 @@ pub(crate) async fn begin_as(
     ] {
         header.insert(k.to_string(), v);
     }
-    let usage = m.usage();
-    header.insert(H_CALLS.into(), n(usage.calls + 1));
-    header.insert(records::H_WRITES.into(), n(usage.writes + 1));
-    header.insert(H_READ_UNITS.into(), n(usage.read_units));
-    header.insert(H_WRITE_UNITS.into(), n(usage.write_units));
-    let put = store
-        .client
-        .put_item()
-        .table_name(&store.cfg.tx_table)
-        .set_item(Some(header))
-        .condition_expression("attribute_not_exists(#id)")
-        .expression_attribute_names("#id", TX_PK);
-    let created = matches!(store.put(&m, put).await?, Written::Done(_));
+    let created = records::put_header(store, &m, header).await?;
     info!(tx_id = %tx_id, actions = plan.action_count(), batches = plan.batch_count(), created, "begun");
     Ok(Begun {
         transaction_id: tx_id,
@@ -233,7 +224,23 @@ fn header_item(store: &Store, tx_id: &str, valid: &ValidRequest, now: u64, deadl
     header
 }
 
-pub(crate) fn already_begun(h: records::Header, usage: Usage) -> Begun {
+impl Begun {
+    /// Prints the metrics line (CloudWatch EMF, [`crate::metrics`]) of a transaction this run carried out in one
+    /// call, with the capacity that call consumed, when metrics are on: such a transaction never reaches the Release
+    /// function, which writes every other one's.
+    pub async fn emit_metrics(&self, store: &Store) -> Result<(), TxError> {
+        let Some(namespace) = store.cfg.metrics_namespace.as_deref() else { return Ok(()) };
+        if !self.created || self.state == TxState::Pending {
+            return Ok(());
+        }
+        let mut h = records::read_header(store, &Meter::default(), &self.transaction_id).await?;
+        h.usage = self.usage;
+        println!("{}", crate::metrics::record(&h, namespace, now_ms()));
+        Ok(())
+    }
+}
+
+fn already_begun(h: records::Header, usage: Usage) -> Begun {
     Begun { transaction_id: h.id, actions: h.actions, batches: h.batches, created: false, state: h.state, usage }
 }
 

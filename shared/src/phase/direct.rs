@@ -17,14 +17,13 @@
 use aws_sdk_dynamodb::types::{ConditionCheck, Delete, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update};
 use tracing::info;
 
-use super::begin::{already_begun, Begun};
 use super::ph;
 use crate::constants::*;
 use crate::error::{CancellationReason, TxError};
 use crate::expr;
 use crate::records::{self, n, now_ms, s, Decision, TxState};
 use crate::request::{Action, Op, ValidRequest, RATCHET_NAME};
-use crate::store::{Meter, Store, Transacted, Written};
+use crate::store::{Meter, Store, Transacted};
 use crate::value::{item_to_json, Item};
 
 /// Room left in the call's 4 MB for the header and the conditions this module adds.
@@ -38,9 +37,19 @@ pub fn eligible(valid: &ValidRequest) -> bool {
         && valid.actions.iter().map(crate::plan::transact_size).sum::<usize>() <= MAX_TRANSACT_BYTES - HEADER_ROOM_BYTES
 }
 
-/// Carries out `valid` in one call with `header` (the attributes every header has). `None`: nothing was written
-/// (another transaction's lock or tombstone, a conflict, a call refused as a whole), so the protocol must run it.
-pub(crate) async fn run(store: &Store, m: &Meter, valid: &ValidRequest, mut header: Item) -> Result<Option<Begun>, TxError> {
+/// What one call came to.
+pub(crate) enum Direct {
+    /// Carried out: `COMMITTED`, or `ROLLED_BACK` with the caller's reasons; finished either way.
+    Ended(TxState),
+    /// A driver that ran before carried the request out: its header.
+    Existing(Box<records::Header>),
+    /// Nothing was written (another transaction's lock or tombstone, a conflict, a call refused as a whole): the
+    /// protocol must run it.
+    Protocol,
+}
+
+/// Carries out `valid` in one call with `header` (the attributes every header has).
+pub(crate) async fn run(store: &Store, m: &Meter, valid: &ValidRequest, mut header: Item) -> Result<Direct, TxError> {
     let tx_id = match header.get(TX_PK) {
         Some(aws_sdk_dynamodb::types::AttributeValue::S(id)) => id.clone(),
         _ => return Err(TxError::Internal("a header without its id".into())),
@@ -48,20 +57,16 @@ pub(crate) async fn run(store: &Store, m: &Meter, valid: &ValidRequest, mut head
     let mut actions: Vec<&Action> = valid.actions.iter().collect();
     actions.sort_by_key(|a| a.index);
     let now = now_ms();
-    let usage = m.usage();
     for (k, v) in [
         (H_STATE, s(TxState::Committed.as_str())),
         (H_BATCHES, n(0)),
         (H_PAGES, n(0)),
         (H_FINISHED_AT, n(now)),
         (ATTR_EXPIRES_AT, n(now / 1000 + store.cfg.retention.as_secs())),
-        (H_CALLS, n(usage.calls + 1)),
-        (records::H_WRITES, n(usage.writes + 1)),
-        (H_READ_UNITS, n(usage.read_units)),
-        (H_WRITE_UNITS, n(usage.write_units)),
     ] {
         header.insert(k.to_string(), v);
     }
+    records::stamp_usage(&mut header, m);
     header.insert(H_DIRECT.into(), aws_sdk_dynamodb::types::AttributeValue::Bool(true));
     let mut items = actions.iter().map(|a| write_item(a)).collect::<Result<Vec<_>, _>>()?;
     items.push(header_put(store, header.clone())?);
@@ -69,16 +74,16 @@ pub(crate) async fn run(store: &Store, m: &Meter, valid: &ValidRequest, mut head
     let reasons = match store.transact(m, req).await? {
         Transacted::Done => {
             info!(tx_id = %tx_id, actions = actions.len(), "committed in one TransactWriteItems call");
-            return Ok(Some(ended(&tx_id, actions.len(), TxState::Committed, m)));
+            return Ok(Direct::Ended(TxState::Committed));
         }
         Transacted::Rejected(message) => {
             info!(tx_id = %tx_id, %message, "one TransactWriteItems call was refused: the protocol runs the request");
-            return Ok(None);
+            return Ok(Direct::Protocol);
         }
         Transacted::Canceled(reasons) => reasons,
     };
     if reasons.get(actions.len()).is_some_and(|r| r.0 == CancellationReason::CONDITIONAL_CHECK_FAILED) {
-        return Ok(Some(already_begun(records::read_header(store, m, &tx_id).await?, m.usage())));
+        return Ok(Direct::Existing(Box::new(records::read_header(store, m, &tx_id).await?)));
     }
     let mut failed = Vec::new();
     for (a, (code, message, item)) in actions.iter().zip(&reasons) {
@@ -86,7 +91,7 @@ pub(crate) async fn run(store: &Store, m: &Meter, valid: &ValidRequest, mut head
             CancellationReason::NONE => {}
             CancellationReason::CONDITIONAL_CHECK_FAILED if item.as_ref().is_some_and(|i| i.keys().any(|k| k.starts_with(RESERVED_PREFIX))) => {
                 info!(tx_id = %tx_id, action = a.index, "the item is another transaction's: the protocol runs the request");
-                return Ok(None);
+                return Ok(Direct::Protocol);
             }
             CancellationReason::CONDITIONAL_CHECK_FAILED | CancellationReason::VALIDATION_ERROR => {
                 let message = message.clone().filter(|m| !m.is_empty()).unwrap_or_else(|| match code.as_str() {
@@ -101,37 +106,22 @@ pub(crate) async fn run(store: &Store, m: &Meter, valid: &ValidRequest, mut head
             }
             _ => {
                 info!(tx_id = %tx_id, action = a.index, code, "one TransactWriteItems call was cancelled: the protocol runs the request");
-                return Ok(None);
+                return Ok(Direct::Protocol);
             }
         }
     }
     if failed.is_empty() {
-        return Ok(None);
+        return Ok(Direct::Protocol);
     }
     let decision = Decision::actions(failed);
     header.insert(H_STATE.into(), s(TxState::RolledBack.as_str()));
     header.insert(H_REASONS.into(), s(serde_json::to_string(&decision).expect("decisions serialise")));
     header.insert(H_DECIDED_AT.into(), n(now));
-    let usage = m.usage();
-    header.insert(H_CALLS.into(), n(usage.calls + 1));
-    header.insert(records::H_WRITES.into(), n(usage.writes + 1));
-    header.insert(H_WRITE_UNITS.into(), n(usage.write_units));
-    let put = store
-        .client
-        .put_item()
-        .table_name(&store.cfg.tx_table)
-        .set_item(Some(header))
-        .condition_expression("attribute_not_exists(#id)")
-        .expression_attribute_names("#id", TX_PK);
-    if let Written::ConditionFailed(_) = store.put(m, put).await? {
-        return Ok(Some(already_begun(records::read_header(store, m, &tx_id).await?, m.usage())));
+    if !records::put_header(store, m, header).await? {
+        return Ok(Direct::Existing(Box::new(records::read_header(store, m, &tx_id).await?)));
     }
     info!(tx_id = %tx_id, failed = decision.failed.len(), "cancelled in one TransactWriteItems call");
-    Ok(Some(ended(&tx_id, actions.len(), TxState::RolledBack, m)))
-}
-
-fn ended(tx_id: &str, actions: usize, state: TxState, m: &Meter) -> Begun {
-    Begun { transaction_id: tx_id.to_string(), actions, batches: 0, created: true, state, usage: m.usage() }
+    Ok(Direct::Ended(TxState::RolledBack))
 }
 
 fn header_put(store: &Store, header: Item) -> Result<TransactWriteItem, TxError> {
@@ -158,73 +148,30 @@ fn write_item(a: &Action) -> Result<TransactWriteItem, TxError> {
     names.insert(ph::TOMBSTONE.into(), ATTR_TOMBSTONE.into());
     let values = (!a.values.is_empty()).then(|| a.values.clone());
     let internal = |e: aws_sdk_dynamodb::error::BuildError| TxError::Internal(e.to_string());
-    let all_old = ReturnValuesOnConditionCheckFailure::AllOld;
+    // The same guard on each kind of action; the SDK's builders share no trait.
+    macro_rules! guarded {
+        ($builder:expr) => {
+            $builder
+                .table_name(&a.table)
+                .condition_expression(cond)
+                .set_expression_attribute_names(Some(names))
+                .set_expression_attribute_values(values)
+                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+                .build()
+                .map_err(internal)?
+        };
+    }
     let b = TransactWriteItem::builder();
     Ok(match a.op {
         Op::Put => {
             let item = a.item.clone().ok_or_else(|| TxError::Internal(format!("{} has no item", a.describe())))?;
-            b.put(
-                Put::builder()
-                    .table_name(&a.table)
-                    .set_item(Some(item))
-                    .condition_expression(cond)
-                    .set_expression_attribute_names(Some(names))
-                    .set_expression_attribute_values(values)
-                    .return_values_on_condition_check_failure(all_old)
-                    .build()
-                    .map_err(internal)?,
-            )
+            b.put(guarded!(Put::builder().set_item(Some(item))))
         }
-        Op::Update => b.update(
-            Update::builder()
-                .table_name(&a.table)
-                .set_key(Some(a.key.clone()))
-                .update_expression(a.update.clone().unwrap_or_default())
-                .condition_expression(cond)
-                .set_expression_attribute_names(Some(names))
-                .set_expression_attribute_values(values)
-                .return_values_on_condition_check_failure(all_old)
-                .build()
-                .map_err(internal)?,
-        ),
-        Op::Delete => b.delete(
-            Delete::builder()
-                .table_name(&a.table)
-                .set_key(Some(a.key.clone()))
-                .condition_expression(cond)
-                .set_expression_attribute_names(Some(names))
-                .set_expression_attribute_values(values)
-                .return_values_on_condition_check_failure(all_old)
-                .build()
-                .map_err(internal)?,
-        ),
-        Op::ConditionCheck => b.condition_check(
-            ConditionCheck::builder()
-                .table_name(&a.table)
-                .set_key(Some(a.key.clone()))
-                .condition_expression(cond)
-                .set_expression_attribute_names(Some(names))
-                .set_expression_attribute_values(values)
-                .return_values_on_condition_check_failure(all_old)
-                .build()
-                .map_err(internal)?,
-        ),
+        Op::Update => b.update(guarded!(Update::builder().set_key(Some(a.key.clone())).update_expression(a.update.clone().unwrap_or_default()))),
+        Op::Delete => b.delete(guarded!(Delete::builder().set_key(Some(a.key.clone())))),
+        Op::ConditionCheck => b.condition_check(guarded!(ConditionCheck::builder().set_key(Some(a.key.clone())))),
     }
     .build())
-}
-
-/// Prints the metrics line (CloudWatch EMF, [`crate::metrics`]) of a transaction this run carried out in one call,
-/// with the capacity that call consumed, when metrics are on: such a transaction never reaches the Release function,
-/// which writes every other one's.
-pub async fn emit_metrics(store: &Store, begun: &Begun) -> Result<(), TxError> {
-    let Some(namespace) = store.cfg.metrics_namespace.as_deref() else { return Ok(()) };
-    if !begun.created || begun.state == TxState::Pending {
-        return Ok(());
-    }
-    let mut h = records::read_header(store, &Meter::default(), &begun.transaction_id).await?;
-    h.usage = begun.usage;
-    println!("{}", crate::metrics::record(&h, namespace, now_ms()));
-    Ok(())
 }
 
 #[cfg(test)]
