@@ -308,7 +308,7 @@ async fn a_crash_in_any_phase_is_recovered_by_the_state_machine_retry() {
     .await;
     env.assert_clean().await;
     harness::report(format!(
-        "crash recovered by the state machine's retry: {} scenarios (1 and 2 actions in one call, every write of Begin; 101 and 250 actions, each phase, first 3 writes), 0 violations",
+        "crash recovered by the state machine's retry: {} scenarios (1 and 2 actions, Begin before its first write and after its first and second; 101 and 250 actions, each phase, first 3 writes), 0 violations",
         runs.len()
     ));
 }
