@@ -76,7 +76,7 @@ async fn a_failing_condition_cancels_as_native_does_and_the_token_finds_it() {
     assert_eq!(c.cancellation_reasons[1].item.as_ref().unwrap()["v"], nv(1), "ALL_OLD gives the item as it was");
     assert_eq!(env.snapshot().await, before, "nothing changed");
     let h = read_header(&env.store, &Meter::default(), &c.transaction_id).await.unwrap();
-    assert!(h.direct && h.finished() && h.state == TxState::RolledBack, "{h:?}");
+    assert!(h.direct() && h.finished() && h.state == TxState::RolledBack, "{h:?}");
     assert_eq!(status(&env.store, &c.transaction_id).await.unwrap().cancellation.unwrap().cancellation_reasons[1].code, "ConditionalCheckFailed");
 
     // The same token and body: the same transaction, the same answer, nothing run again.
@@ -135,7 +135,7 @@ async fn an_item_another_transaction_holds_is_waited_for_not_failed() {
     Coordinator::new(env.store.clone()).drive(&holder).await.expect("the holder commits");
     let c = waiter.await.unwrap().expect("the small request commits after the holder");
     assert!(c.batches >= 1, "met a lock: run by the protocol: {c:?}");
-    assert!(!read_header(&env.store, &Meter::default(), &c.transaction_id).await.unwrap().direct);
+    assert!(!read_header(&env.store, &Meter::default(), &c.transaction_id).await.unwrap().direct());
     assert_eq!(env.get(&env.a, json!({"pk": sv("h-1")})).await.unwrap()["n"], nv(11));
 
     // A tombstone is an absent item to the protocol, not an item: an insert guarded by attribute_not_exists goes

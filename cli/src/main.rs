@@ -257,8 +257,8 @@ async fn submit(a: &Args) -> Result<i32, Failure> {
     let started = Instant::now();
     let final_status = match sm {
         Some(sm) => {
-            // A request one TransactWriteItems call can carry is carried out here, as POST /transactions does; a
-            // larger one is staged in chunks, so no single call holds all of it.
+            // Under 100 actions the request goes to start() whole, as POST /transactions sends it, which carries it
+            // out in one call when it can; a larger one is staged in chunks, so no single call holds all of it.
             let small = body["TransactItems"].as_array().is_some_and(|a| a.len() < dynamo_saga::constants::MAX_TRANSACT_ACTIONS);
             let started = if small {
                 dynamo_saga::start::start(&store, &sm, &body).await?

@@ -103,9 +103,6 @@ pub const H_READ_UNITS: &str = "readUnits";
 pub const H_WRITE_UNITS: &str = "writeUnits";
 /// Header: a short hash of the request body, to tell a retried ClientRequestToken from a reused one.
 pub const H_BODY_HASH: &str = "bodyHash";
-/// Header: true when the transaction was carried out in one `TransactWriteItems` call, header included (no locks,
-/// no pages, no batches).
-pub const H_DIRECT: &str = "direct";
 /// Header: the transaction's ticket in its parent's FIFO queue.
 pub const H_PARENT_TICKET: &str = "parentTicket";
 /// Partition key prefix of a parent's queue (its ticket counter and one row per queued transaction).

@@ -23,6 +23,8 @@ impl CancellationReason {
     pub const CONDITIONAL_CHECK_FAILED: &'static str = "ConditionalCheckFailed";
     pub const VALIDATION_ERROR: &'static str = "ValidationError";
     pub const TRANSACTION_CONFLICT: &'static str = "TransactionConflict";
+    /// DynamoDB's message for a failed condition.
+    pub const CONDITION_FAILED_MESSAGE: &'static str = "The conditional request failed";
 
     pub fn none() -> Self {
         Self { code: Self::NONE.into(), message: None, item: None }

@@ -292,14 +292,16 @@ pub struct Header {
     /// The attempts rolled back and followed by another, oldest first.
     #[serde(default)]
     pub attempts: Vec<Attempt>,
-    /// Carried out in one `TransactWriteItems` call (see [`crate::phase::direct`]).
-    #[serde(default)]
-    pub direct: bool,
 }
 
 impl Header {
     pub fn finished(&self) -> bool {
         self.finished_at.is_some()
+    }
+    /// Carried out in one `TransactWriteItems` call ([`crate::phase::direct`]): the only transactions without batches,
+    /// since the protocol's have at least one.
+    pub fn direct(&self) -> bool {
+        self.batches == 0
     }
     pub fn cancellation(&self) -> Option<Cancellation> {
         (self.state == TxState::RolledBack)
@@ -362,7 +364,6 @@ impl Header {
             wait_for: s(H_WAIT_FOR).map(|w| serde_json::from_str(&w)).transpose().map_err(|_| bad(H_WAIT_FOR))?,
             waited_ms: u(H_WAITED).unwrap_or(0),
             attempts: s(H_ATTEMPTS).map(|a| serde_json::from_str(&a)).transpose().map_err(|_| bad(H_ATTEMPTS))?.unwrap_or_default(),
-            direct: matches!(item.get(H_DIRECT), Some(AttributeValue::Bool(true))),
             id,
         })
     }

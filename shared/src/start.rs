@@ -52,7 +52,7 @@ pub async fn start(store: &Store, sm: &StateMachine, body: &Value) -> Result<Sta
         Some(_) => return Err(TxError::invalid(None, "TransactionId must be a string")),
         None => {
             let begun = begin::submit(store, body, None, None).await?;
-            begun.emit_metrics(store).await?;
+            begun.emit_metrics(store);
             let ended = begun.state != TxState::Pending;
             (begun.transaction_id, begun.state, ended)
         }

@@ -78,7 +78,7 @@ impl From<&Header> for Status {
             waited_ms: h.waited_ms,
             attempts: h.attempts.clone(),
             actions: h.actions,
-            direct: h.direct,
+            direct: h.direct(),
             batches: h.batches,
             progress: Progress { locked: h.locked, saved: h.saved, applied: h.applied, completed: h.completed, restored: h.restored },
             cancellation: h.cancellation(),

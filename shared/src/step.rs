@@ -266,7 +266,7 @@ async fn begin_or_pick_up(store: &Store, input: &Value) -> Result<String, TxErro
             _ => None,
         };
         let begun = begin::submit(store, request, arn, id.as_deref()).await?;
-        begun.emit_metrics(store).await?;
+        begun.emit_metrics(store);
         return Ok(begun.transaction_id);
     };
     let (h, _) = resume::resume(store, id).await?;

@@ -33,6 +33,9 @@ pub struct Begun {
     pub created: bool,
     pub state: TxState,
     pub usage: Usage,
+    /// The header this call wrote when it carried the request out in one call (the transaction has ended).
+    #[serde(skip)]
+    pub ended_here: Option<Box<records::Header>>,
 }
 
 /// Validates a request against the tables' key schemas without writing anything.
@@ -69,54 +72,15 @@ pub async fn submit(store: &Store, body: &Value, execution_arn: Option<&str>, id
 /// RFC 3339): a ULID of that time whose random part comes from the ARN. A Begin task that runs twice (Lambda or the
 /// state machine retrying it) begins one transaction, never two, even when the first run carried it out in one call.
 pub fn execution_id(arn: &str, start_time: &str) -> Result<String, TxError> {
+    use aws_smithy_types::date_time::{DateTime, Format};
     use sha2::{Digest, Sha256};
-    let ms = parse_rfc3339_ms(start_time)
+    let ms = DateTime::from_str(start_time, Format::DateTimeWithOffset)
+        .ok()
+        .and_then(|t| u64::try_from(t.to_millis().ok()?).ok())
         .ok_or_else(|| TxError::invalid(None, format!("ExecutionStartTime {start_time:?} is not an RFC 3339 time")))?;
     let digest = Sha256::digest(arn.as_bytes());
     let random = digest[..10].iter().fold(0u128, |r, b| (r << 8) | u128::from(*b));
     Ok(ulid::Ulid::from_parts(ms, random).to_string())
-}
-
-/// Milliseconds since the Unix epoch of an RFC 3339 time such as Step Functions gives (`2026-11-24T10:18:13.123Z`,
-/// or with an offset).
-fn parse_rfc3339_ms(t: &str) -> Option<u64> {
-    let b = t.as_bytes();
-    let num = |r: std::ops::Range<usize>| -> Option<i64> { t.get(r)?.parse().ok() };
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') || b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let (y, mo, d, h, mi, s) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
-        return None;
-    }
-    let mut rest = &t[19..];
-    let mut ms = 0i64;
-    if let Some(frac) = rest.strip_prefix('.') {
-        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return None;
-        }
-        let first3: String = frac[..digits].chars().chain("00".chars()).take(3).collect();
-        ms = first3.parse().ok()?;
-        rest = &frac[digits..];
-    }
-    let offset_min = match rest {
-        "Z" | "z" => 0,
-        _ if rest.len() == 6 && matches!(&rest[..1], "+" | "-") && &rest[3..4] == ":" => {
-            let m = rest[1..3].parse::<i64>().ok()? * 60 + rest[4..6].parse::<i64>().ok()?;
-            if rest.starts_with('-') { -m } else { m }
-        }
-        _ => return None,
-    };
-    // Days from 1970-01-01 of a proleptic Gregorian date.
-    let (y, mo) = if mo <= 2 { (y - 1, mo + 9) } else { (y, mo - 3) };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * mo + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + h * 3600 + mi * 60 + s - offset_min * 60;
-    u64::try_from(secs * 1000 + ms).ok()
 }
 
 /// `begin` under an id chosen before (a staged transaction's, or an execution's); beginning it again returns the
@@ -162,8 +126,11 @@ pub(crate) async fn begin_as(
     if direct && direct::eligible(&valid) {
         let header = header_item(store, &tx_id, &valid, now, deadline, execution_arn);
         let actions = valid.actions.len();
-        match direct::run(store, &m, &valid, header).await? {
-            Direct::Ended(state) => return Ok(Begun { transaction_id: tx_id, actions, batches: 0, created: true, state, usage: m.usage() }),
+        match direct::run(store, &m, &tx_id, &valid, header).await? {
+            Direct::Ended(h) => {
+                let state = h.state;
+                return Ok(Begun { transaction_id: tx_id, actions, batches: 0, created: true, state, usage: m.usage(), ended_here: Some(h) });
+            }
             Direct::Existing(h) => return Ok(already_begun(*h, m.usage())),
             Direct::Protocol => {}
         }
@@ -191,6 +158,7 @@ pub(crate) async fn begin_as(
         created,
         state: TxState::Pending,
         usage: m.usage(),
+        ended_here: None,
     })
 }
 
@@ -228,20 +196,15 @@ impl Begun {
     /// Prints the metrics line (CloudWatch EMF, [`crate::metrics`]) of a transaction this run carried out in one
     /// call, with the capacity that call consumed, when metrics are on: such a transaction never reaches the Release
     /// function, which writes every other one's.
-    pub async fn emit_metrics(&self, store: &Store) -> Result<(), TxError> {
-        let Some(namespace) = store.cfg.metrics_namespace.as_deref() else { return Ok(()) };
-        if !self.created || self.state == TxState::Pending {
-            return Ok(());
-        }
-        let mut h = records::read_header(store, &Meter::default(), &self.transaction_id).await?;
-        h.usage = self.usage;
+    pub fn emit_metrics(&self, store: &Store) {
+        let (Some(namespace), Some(h)) = (store.cfg.metrics_namespace.as_deref(), &self.ended_here) else { return };
+        let h = records::Header { usage: self.usage, ..(**h).clone() };
         println!("{}", crate::metrics::record(&h, namespace, now_ms()));
-        Ok(())
     }
 }
 
 fn already_begun(h: records::Header, usage: Usage) -> Begun {
-    Begun { transaction_id: h.id, actions: h.actions, batches: h.batches, created: false, state: h.state, usage }
+    Begun { transaction_id: h.id, actions: h.actions, batches: h.batches, created: false, state: h.state, usage, ended_here: None }
 }
 
 enum Claim {

@@ -39,8 +39,8 @@ pub fn eligible(valid: &ValidRequest) -> bool {
 
 /// What one call came to.
 pub(crate) enum Direct {
-    /// Carried out: `COMMITTED`, or `ROLLED_BACK` with the caller's reasons; finished either way.
-    Ended(TxState),
+    /// Carried out: `COMMITTED`, or `ROLLED_BACK` with the caller's reasons; finished either way. The header written.
+    Ended(Box<records::Header>),
     /// A driver that ran before carried the request out: its header.
     Existing(Box<records::Header>),
     /// Nothing was written (another transaction's lock or tombstone, a conflict, a call refused as a whole): the
@@ -48,12 +48,8 @@ pub(crate) enum Direct {
     Protocol,
 }
 
-/// Carries out `valid` in one call with `header` (the attributes every header has).
-pub(crate) async fn run(store: &Store, m: &Meter, valid: &ValidRequest, mut header: Item) -> Result<Direct, TxError> {
-    let tx_id = match header.get(TX_PK) {
-        Some(aws_sdk_dynamodb::types::AttributeValue::S(id)) => id.clone(),
-        _ => return Err(TxError::Internal("a header without its id".into())),
-    };
+/// Carries out `valid`, transaction `tx_id`, in one call with `header` (the attributes every header has).
+pub(crate) async fn run(store: &Store, m: &Meter, tx_id: &str, valid: &ValidRequest, mut header: Item) -> Result<Direct, TxError> {
     let mut actions: Vec<&Action> = valid.actions.iter().collect();
     actions.sort_by_key(|a| a.index);
     let now = now_ms();
@@ -67,14 +63,13 @@ pub(crate) async fn run(store: &Store, m: &Meter, valid: &ValidRequest, mut head
         header.insert(k.to_string(), v);
     }
     records::stamp_usage(&mut header, m);
-    header.insert(H_DIRECT.into(), aws_sdk_dynamodb::types::AttributeValue::Bool(true));
     let mut items = actions.iter().map(|a| write_item(a)).collect::<Result<Vec<_>, _>>()?;
     items.push(header_put(store, header.clone())?);
     let req = store.client.transact_write_items().set_transact_items(Some(items));
     let reasons = match store.transact(m, req).await? {
         Transacted::Done => {
             info!(tx_id = %tx_id, actions = actions.len(), "committed in one TransactWriteItems call");
-            return Ok(Direct::Ended(TxState::Committed));
+            return Ok(Direct::Ended(Box::new(records::Header::from_item(&header)?)));
         }
         Transacted::Rejected(message) => {
             info!(tx_id = %tx_id, %message, "one TransactWriteItems call was refused: the protocol runs the request");
@@ -83,7 +78,7 @@ pub(crate) async fn run(store: &Store, m: &Meter, valid: &ValidRequest, mut head
         Transacted::Canceled(reasons) => reasons,
     };
     if reasons.get(actions.len()).is_some_and(|r| r.0 == CancellationReason::CONDITIONAL_CHECK_FAILED) {
-        return Ok(Direct::Existing(Box::new(records::read_header(store, m, &tx_id).await?)));
+        return Ok(Direct::Existing(Box::new(records::read_header(store, m, tx_id).await?)));
     }
     let mut failed = Vec::new();
     for (a, (code, message, item)) in actions.iter().zip(&reasons) {
@@ -95,7 +90,7 @@ pub(crate) async fn run(store: &Store, m: &Meter, valid: &ValidRequest, mut head
             }
             CancellationReason::CONDITIONAL_CHECK_FAILED | CancellationReason::VALIDATION_ERROR => {
                 let message = message.clone().filter(|m| !m.is_empty()).unwrap_or_else(|| match code.as_str() {
-                    CancellationReason::CONDITIONAL_CHECK_FAILED => "The conditional request failed".into(),
+                    CancellationReason::CONDITIONAL_CHECK_FAILED => CancellationReason::CONDITION_FAILED_MESSAGE.into(),
                     _ => format!("DynamoDB refused {}", a.describe()),
                 });
                 let mut r = CancellationReason { code: code.clone(), message: Some(message), item: None };
@@ -117,11 +112,12 @@ pub(crate) async fn run(store: &Store, m: &Meter, valid: &ValidRequest, mut head
     header.insert(H_STATE.into(), s(TxState::RolledBack.as_str()));
     header.insert(H_REASONS.into(), s(serde_json::to_string(&decision).expect("decisions serialise")));
     header.insert(H_DECIDED_AT.into(), n(now));
+    let written = records::Header::from_item(&header)?;
     if !records::put_header(store, m, header).await? {
-        return Ok(Direct::Existing(Box::new(records::read_header(store, m, &tx_id).await?)));
+        return Ok(Direct::Existing(Box::new(records::read_header(store, m, tx_id).await?)));
     }
     info!(tx_id = %tx_id, failed = decision.failed.len(), "cancelled in one TransactWriteItems call");
-    Ok(Direct::Ended(TxState::RolledBack))
+    Ok(Direct::Ended(Box::new(written)))
 }
 
 fn header_put(store: &Store, header: Item) -> Result<TransactWriteItem, TxError> {

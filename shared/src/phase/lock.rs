@@ -195,7 +195,7 @@ async fn lock_item(store: &Store, m: &Meter, h: &Header, a: &Action) -> Result<I
             (Some(_), None) => Found::Present,
         };
         if next == found {
-            let mut r = CancellationReason::new(CancellationReason::CONDITIONAL_CHECK_FAILED, "The conditional request failed");
+            let mut r = CancellationReason::new(CancellationReason::CONDITIONAL_CHECK_FAILED, CancellationReason::CONDITION_FAILED_MESSAGE);
             if a.return_old && found == Found::Present {
                 r.item = old.map(|o| item_to_json(&records::strip_reserved(o)));
             }
