@@ -10,7 +10,7 @@
 //!   the item as it is;
 //! - a transactional write costs 2 write units per started KB for every item of the call, `ConditionCheck` included;
 //! - a strongly consistent read costs 1 read unit per started 4 KB of the item, and a read of a missing item costs
-//!   1; `BatchGetItem` counts each item on its own; `Query` adds up the sizes of the items a page returns, then
+//!   1; an eventually consistent read half as much; `BatchGetItem` counts each item on its own; `Query` adds up the sizes of the items a page returns, then
 //!   rounds up to 4 KB;
 //! - a write also costs write units in each global secondary index it changes ("Global secondary indexes", provisioned
 //!   throughput considerations): 1 per started KB of the index entry when an item enters or leaves the index or a
@@ -43,6 +43,11 @@ pub fn transact_units(before: usize, after: usize) -> f64 {
 /// Read units of a strongly consistent read of an item of `size` bytes (0 = missing).
 pub fn read_units(size: usize) -> f64 {
     size.max(1).div_ceil(READ_UNIT_BYTES) as f64
+}
+
+/// Read units of a read of an item of `size` bytes: strongly consistent, or eventually consistent at half the price.
+pub fn read_units_as(size: usize, consistent: bool) -> f64 {
+    if consistent { read_units(size) } else { read_units(size) / 2.0 }
 }
 
 /// What one global secondary index holds of an item.
@@ -195,5 +200,7 @@ mod tests {
         assert_eq!(read_units(0), 1.0);
         assert_eq!(read_units(4096), 1.0);
         assert_eq!(read_units(4097), 2.0);
+        assert_eq!(read_units_as(4097, false), 1.0);
+        assert_eq!(read_units_as(100, false), 0.5);
     }
 }

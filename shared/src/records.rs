@@ -615,9 +615,10 @@ pub async fn write_plan(store: &Store, m: &Meter, tx_id: &str, plan: &Plan, stre
     store.batch_write(m, &store.cfg.tx_table, reqs).await
 }
 
+/// The plan, which never changes once written (an eventually consistent read, see [`Store::get_written`]).
 pub async fn read_plan(store: &Store, m: &Meter, tx_id: &str) -> Result<Plan, TxError> {
     let item = store
-        .get(m, &store.cfg.tx_table, record_key(tx_id, SK_PLAN.into()))
+        .get_written(m, &store.cfg.tx_table, record_key(tx_id, SK_PLAN.into()))
         .await?
         .ok_or_else(|| TxError::Internal(format!("transaction {tx_id} has no plan record")))?;
     match item.get(R_BODY) {
@@ -631,7 +632,8 @@ pub async fn read_batch(store: &Store, m: &Meter, tx_id: &str, plan: &Plan, b: u
     let pages = plan.pages(b);
     let keys: Vec<Item> = pages.clone().map(|p| record_key(tx_id, page_sk(p))).collect();
     let mut got: HashMap<String, Vec<u8>> = HashMap::new();
-    for item in store.batch_get(m, &store.cfg.tx_table, keys).await? {
+    // Pages never change once written: eventually consistent reads, at half the price (see Store::get_written).
+    for item in store.batch_get_written(m, &store.cfg.tx_table, keys, &[TX_PK, TX_SK]).await? {
         if let (Some(AttributeValue::S(sk)), Some(AttributeValue::B(body))) = (item.get(TX_SK), item.get(R_BODY)) {
             got.insert(sk.clone(), body.as_ref().to_vec());
         }

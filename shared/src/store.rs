@@ -388,29 +388,67 @@ impl Store {
         Ok(s)
     }
 
+    /// A strongly consistent `GetItem`.
     pub async fn get(&self, m: &Meter, table: &str, key: Item) -> Result<Option<Item>, TxError> {
+        self.get_with(m, table, key, true).await
+    }
+
+    /// `GetItem` of a record that never changes once written (a plan): eventually consistent, at half the price of a
+    /// strongly consistent read, and strongly consistent only when that finds nothing (a record written a moment
+    /// ago).
+    pub async fn get_written(&self, m: &Meter, table: &str, key: Item) -> Result<Option<Item>, TxError> {
+        match self.get_with(m, table, key.clone(), false).await? {
+            Some(item) => Ok(Some(item)),
+            None => self.get_with(m, table, key, true).await,
+        }
+    }
+
+    async fn get_with(&self, m: &Meter, table: &str, key: Item, consistent: bool) -> Result<Option<Item>, TxError> {
         self.check_alive()?;
         let out = self
             .client
             .get_item()
             .table_name(table)
             .set_key(Some(key))
-            .consistent_read(true)
+            .consistent_read(consistent)
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await
             .map_err(|e| map_err("GetItem", e))?;
         let cc: Vec<ConsumedCapacity> = out.consumed_capacity().into_iter().cloned().collect();
         m.record(false, &cc);
-        self.charge_read(billing::read_units(out.item.as_ref().map_or(0, item_size)), &cc);
+        self.charge_read(billing::read_units_as(out.item.as_ref().map_or(0, item_size), consistent), &cc);
         Ok(out.item)
     }
 
     /// Strongly consistent reads of many keys of one table, in any order; missing items are absent from the result.
     pub async fn batch_get(&self, m: &Meter, table: &str, keys: Vec<Item>) -> Result<Vec<Item>, TxError> {
+        self.batch_get_with(m, table, keys, true).await
+    }
+
+    /// [`Store::batch_get`] of records that never change once written (request pages), as [`Store::get_written`]
+    /// reads one: eventually consistent, then strongly consistent for the keys that found nothing.
+    pub async fn batch_get_written(&self, m: &Meter, table: &str, keys: Vec<Item>, key_names: &[&str]) -> Result<Vec<Item>, TxError> {
+        let mut found = self.batch_get_with(m, table, keys.clone(), false).await?;
+        if found.len() < keys.len() {
+            let key_of = |i: &Item| key_names.iter().map(|k| i.get(*k).cloned()).collect::<Vec<_>>();
+            let have: Vec<_> = found.iter().map(key_of).collect();
+            let missing: Vec<Item> = keys.into_iter().filter(|k| !have.contains(&key_of(k))).collect();
+            found.extend(self.batch_get_with(m, table, missing, true).await?);
+        }
+        Ok(found)
+    }
+
+    /// Eventually consistent reads of many keys of one table (half the read units of [`Store::batch_get`]): an item
+    /// may come back as it was a moment ago, or not at all if it was written a moment ago.
+    pub async fn batch_get_eventually(&self, m: &Meter, table: &str, keys: Vec<Item>) -> Result<Vec<Item>, TxError> {
+        self.batch_get_with(m, table, keys, false).await
+    }
+
+    async fn batch_get_with(&self, m: &Meter, table: &str, keys: Vec<Item>, consistent: bool) -> Result<Vec<Item>, TxError> {
         let mut found = Vec::with_capacity(keys.len());
         for chunk in keys.chunks(100) {
-            let mut pending = Some(KeysAndAttributes::builder().set_keys(Some(chunk.to_vec())).consistent_read(true).build().map_err(|e| TxError::Internal(e.to_string()))?);
+            let mut pending = Some(KeysAndAttributes::builder().set_keys(Some(chunk.to_vec())).consistent_read(consistent).build().map_err(|e| TxError::Internal(e.to_string()))?);
             let mut tries = 0u32;
             while let Some(ka) = pending.take() {
                 self.check_alive()?;
@@ -425,7 +463,7 @@ impl Store {
                 let got = out.responses.clone().and_then(|mut r| r.remove(table)).unwrap_or_default();
                 let unprocessed = out.unprocessed_keys.as_ref().and_then(|u| u.get(table)).map_or(0, |k| k.keys().len());
                 let missing = asked.saturating_sub(got.len() + unprocessed);
-                let units: f64 = got.iter().map(|i| billing::read_units(item_size(i))).sum::<f64>() + missing as f64;
+                let units: f64 = got.iter().chain(std::iter::repeat_n(&Item::new(), missing)).map(|i| billing::read_units_as(item_size(i), consistent)).sum();
                 self.charge_read(units, out.consumed_capacity());
                 found.extend(got);
                 if let Some(mut u) = out.unprocessed_keys {
