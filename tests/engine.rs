@@ -110,7 +110,7 @@ async fn rolls_back_when_dynamodb_rejects_an_apply() {
     let n = 150;
     seed_mixed(&env, "t", n).await;
     let mut body = mixed(&env, "t", n);
-    // ADD a number to a string attribute: only DynamoDB can tell, when the write is applied.
+    // ADD a number to a string attribute: DynamoDB refuses it only when it sees the item.
     env.put(&env.a, json!({"pk": sv("text"), "s": sv("not a number")})).await;
     body["TransactItems"].as_array_mut().unwrap().push(json!({"Update": {"TableName": env.a, "Key": {"pk": sv("text")},
         "UpdateExpression": "ADD s :one", "ExpressionAttributeValues": {":one": nv(1)}}}));
@@ -118,7 +118,12 @@ async fn rolls_back_when_dynamodb_rejects_an_apply() {
     let c = harness::canceled(Coordinator::new(env.store.clone()).run(&body).await);
     let failed: Vec<(usize, &str)> = c.failed().map(|(i, r)| (i, r.code.as_str())).collect();
     assert_eq!(failed, vec![(n, "ValidationError")], "{}", c.message);
-    assert_eq!(env.snapshot().await, before, "applied batches were restored");
+    let reason = c.cancellation_reasons[n].message.as_deref().unwrap_or_default();
+    assert!(reason.contains("incorrect data type") && reason.contains("pk=text"), "the reason names the action and the rule: {reason}");
+    // Save evaluates every update on the item it reads, so the refusal comes before any batch is applied.
+    let h = dynamo_saga::records::read_header(&env.store, &Default::default(), &c.transaction_id).await.unwrap();
+    assert_eq!((h.locked, h.applied), (h.batches, 0), "cancelled at save, with every batch locked and none applied: {h:?}");
+    assert_eq!(env.snapshot().await, before, "nothing changed");
     env.assert_clean().await;
 }
 

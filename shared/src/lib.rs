@@ -8,8 +8,8 @@
 //!
 //! A transaction's state lives in DynamoDB, in a transactions table ([`records`]): a header (the state, `PENDING` ->
 //! `COMMITTED` | `ROLLED_BACK`, a version bumped by every write, one progress watermark per phase), a plan (batch
-//! boundaries), the request itself in pages, and one image per item it changes. Any number of coordinators may work
-//! on one transaction at once; every phase ([`phase`]) is idempotent and safe to run late:
+//! boundaries), the request itself in pages (each batch deflated), and one image per item it changes. Any number of
+//! coordinators may work on one transaction at once; every phase ([`phase`]) is idempotent and safe to run late:
 //!
 //! 1. **begin** ([`phase::begin`]) validates everything ([`request`]), sorts the actions into one global lock order
 //!    and cuts them into batches ([`plan`]), and writes the records. Nothing else is written for a bad request.
@@ -17,7 +17,9 @@
 //!    batch, in the same conditional write that evaluates the caller's condition on the item as it was. A missing
 //!    item is created to hold its lock and marked transient; so is a tombstone, which the lock item keeps and a
 //!    condition sees as absent.
-//! 3. **save** ([`phase::save`]) copies each item about to change into the transactions table.
+//! 3. **save** ([`phase::save`]) evaluates every update on the item it reads ([`eval`]); one DynamoDB would refuse
+//!    decides `ROLLED_BACK` with `ValidationError` on its action. Then it copies each item about to change into the
+//!    transactions table.
 //! 4. **apply** ([`phase::apply`]) writes each batch in one `TransactWriteItems` call fenced on the parent's
 //!    `lockToken` (or on the header still being `PENDING`); each write sets an applied flag, so none happens twice.
 //!    Deletes wait for complete.

@@ -5,7 +5,8 @@
 //! Each write also sets the applied flag and is conditional on the lock and on the flag being absent, so a retried
 //! apply never applies an action twice (an `ADD` counter moves once). Deletes are deferred to complete; a tombstone is
 //! put here, so that DynamoDB judges it before the commit, and gets its time to live at complete. An action
-//! DynamoDB rejects (for example `ADD` to a string) cancels the transaction, naming that action.
+//! DynamoDB rejects cancels the transaction, naming that action: save has already refused the updates DynamoDB
+//! would refuse, so this is what its evaluation cannot see (a tombstone whose attributes an index refuses).
 
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update};
 

@@ -1,13 +1,27 @@
-//! save: a copy of each locked item about to change, written to the transactions table before it changes.
+//! save: a copy of each locked item about to change, written to the transactions table before it changes, and the
+//! check that DynamoDB will accept every update.
 //!
 //! The copy is the item as it is now minus the lock attributes: nothing has been applied to a locked item before its
 //! batch is saved. An item already applied (a second coordinator got further) is skipped: its image was written
 //! before the apply, and the item no longer shows what it was.
+//!
+//! Items are read eventually consistent, at half the read units. Once this attempt's lock is on an item, only this
+//! attempt writes it, so a copy that shows the lock is either the item as it is or, if another coordinator applied
+//! it a moment ago, the item as it was before, which is the image anyway. A copy without the lock (from before it)
+//! is read again strongly consistent.
+//!
+//! Each update is evaluated on the item it reads ([`crate::eval::apply_update`], with the key and index key types
+//! of the table's description): one DynamoDB would refuse (`ADD` to a string, a path through a missing map, a number
+//! past 38 digits, an item past 400 KB, an index key of the wrong type) cancels the transaction here with
+//! `ValidationError` on that action, before any batch is saved or applied. Apply still cancels on a refusal the
+//! evaluation did not foresee.
 
 use std::collections::HashMap;
 
 use super::*;
-use crate::records::{flag, Image};
+use crate::error::CancellationReason;
+use crate::records::{flag, Decision, Image};
+use crate::request::Op;
 use crate::value::key_order;
 
 pub async fn save(store: &Store, tx_id: &str, batch: usize) -> Result<Report, TxError> {
@@ -30,15 +44,27 @@ pub async fn save(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
     for (_, a) in &actions {
         by_table.entry(&a.table).or_default().push(a.key.clone());
     }
+    let owner = h.owner();
     let mut current: HashMap<Vec<u8>, Item> = HashMap::new();
     for (table, keys) in by_table {
         let schema = store.schema(&m, table).await?;
-        for item in store.batch_get(&m, table, keys).await? {
-            current.insert(key_order(table, &item, &schema.key_names), item);
+        // Eventually consistent, at half the price: once this attempt's lock is on an item nobody else writes it, so
+        // a copy that shows the lock is the item as it is. A copy from before the lock, or none, is read again
+        // strongly consistent.
+        for item in store.batch_get_eventually(&m, table, keys.clone()).await? {
+            if lock_holder(&item) == Some(owner.as_str()) {
+                current.insert(key_order(table, &item, &schema.key_names), item);
+            }
+        }
+        let stale: Vec<Item> = keys.into_iter().filter(|k| !current.contains_key(&key_order(table, k, &schema.key_names))).collect();
+        if !stale.is_empty() {
+            for item in store.batch_get(&m, table, stale).await? {
+                current.insert(key_order(table, &item, &schema.key_names), item);
+            }
         }
     }
-    let owner = h.owner();
     let mut writes = Vec::new();
+    let mut refused = Vec::new();
     for (pos, a) in &actions {
         let schema = store.schema(&m, &a.table).await?;
         let item = current.remove(&key_order(&a.table, &a.key, &schema.key_names));
@@ -53,6 +79,10 @@ pub async fn save(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
         if flag(&item, ATTR_APPLIED) {
             continue;
         }
+        if let Some(message) = refusal(a, &item, &schema) {
+            refused.push((a.index, CancellationReason::new(CancellationReason::VALIDATION_ERROR, message)));
+            continue;
+        }
         let image = match (flag(&item, ATTR_TRANSIENT), item.get(ATTR_STONE)) {
             // Locked in place of a tombstone: the tombstone is what a rollback puts back.
             (true, Some(AttributeValue::M(stone))) => Image::Existed(stone.clone()),
@@ -61,8 +91,29 @@ pub async fn save(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
         };
         writes.push(records::image_request(store, tx_id, h.attempt, *pos, &image, h.deadline));
     }
+    if !refused.is_empty() {
+        return Ok(Report::new(decided(store, &m, &h, &Decision::actions(refused)).await?, &m));
+    }
     store.batch_write(&m, &store.cfg.tx_table, writes).await?;
     beat_parent(store, &m, &h).await?;
     let outcome = progress(store, &m, &h, H_SAVED, batch + 1).await?.unwrap_or(Outcome::Done);
     Ok(Report::new(outcome, &m))
+}
+
+/// Why DynamoDB would refuse action `a`'s update on `locked` (the item as this transaction's lock holds it), or
+/// `None` when it accepts it or `a` is not an update. An item that exists only to hold the lock (in place of nothing,
+/// or of a tombstone) is absent to the update.
+fn refusal(a: &Action, locked: &Item, schema: &crate::request::TableSchema) -> Option<String> {
+    if a.op != Op::Update {
+        return None;
+    }
+    let update = a.update.as_deref().unwrap_or_default();
+    let (names, values) = match crate::expr::parse_update(update) {
+        Ok(parsed) => used(a, &parsed.refs),
+        Err(_) => (a.names.clone(), a.values.clone()),
+    };
+    let before = (!flag(locked, ATTR_TRANSIENT)).then(|| records::strip_reserved(locked.clone()));
+    crate::eval::apply_update(before.as_ref(), &a.key, update, &names, &values, &schema.key_types())
+        .err()
+        .map(|e| format!("{}: {e}", a.describe()))
 }
