@@ -24,7 +24,7 @@ pub struct Config {
     pub default_deadline: Duration,
     /// Default for `Options.LockWaitSeconds`: the longest a transaction waits for another's lock.
     pub default_lock_wait: Duration,
-    /// Concurrent DynamoDB requests one phase run may have in flight.
+    /// Concurrent DynamoDB requests one phase run may have in flight (`SAGA_IN_FLIGHT`).
     pub concurrency: usize,
     /// Largest `Options.DeadlineSeconds` a request may ask for (and cap on `default_deadline`): 604,800 (a week), or
     /// less where the driver cannot outlive it, such as an Express workflow's 5 minutes.
@@ -92,6 +92,9 @@ impl Config {
         if let Some(n) = num(ENV_MAX_ACTIONS)? {
             c.max_actions = n as usize;
         }
+        if let Some(n) = num(ENV_IN_FLIGHT)? {
+            c.concurrency = n as usize;
+        }
         if let Some(n) = num(ENV_LEASE_SECONDS)? {
             c.lease = Duration::from_secs(n);
         }
@@ -130,7 +133,7 @@ impl Config {
             )));
         }
         if self.max_actions == 0 || self.concurrency == 0 {
-            return Err(TxError::Internal("max actions and concurrency must be at least 1".into()));
+            return Err(TxError::Internal(format!("max actions and the in-flight limit ({ENV_IN_FLIGHT}) must be at least 1")));
         }
         Ok(())
     }
@@ -192,6 +195,17 @@ mod tests {
         assert!(!from(&[(ENV_TX_TABLE, "tx"), (ENV_DIRECT, "False")]).direct);
         assert!(Config::from_vars(|k| [(ENV_TX_TABLE, "tx"), (ENV_DIRECT, "no")].iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())).is_err());
         assert!(Config::from_vars(|k| [(ENV_TX_TABLE, "tx"), (ENV_MAX_REQUEST_BYTES, "10MB")].iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())).is_err());
+    }
+
+    #[test]
+    fn the_in_flight_limit_is_a_setting() {
+        assert_eq!(from(&[(ENV_TX_TABLE, "tx")]).concurrency, 16);
+        assert_eq!(from(&[(ENV_TX_TABLE, "tx"), (ENV_IN_FLIGHT, "64")]).concurrency, 64);
+        let refuse = |v: &str| Config::from_vars(|k| [(ENV_TX_TABLE, "tx"), (ENV_IN_FLIGHT, v)].iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string()));
+        for bad in ["0", "many"] {
+            let e = refuse(bad).unwrap_err();
+            assert!(e.to_string().contains(ENV_IN_FLIGHT), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -165,6 +165,9 @@ pub const ENV_MAX_REQUEST_BYTES: &str = "SAGA_MAX_REQUEST_BYTES";
 /// `true` (the default) or `false`: whether a request one `TransactWriteItems` call can carry is carried out in that
 /// call ([`crate::phase::direct`]) rather than by the protocol.
 pub const ENV_DIRECT: &str = "SAGA_DIRECT";
+/// Most DynamoDB requests one phase call keeps in flight at once (default 16): each batch's item writes go out this
+/// many at a time, so a phase's round trips on the critical path are about its items divided by this.
+pub const ENV_IN_FLIGHT: &str = "SAGA_IN_FLIGHT";
 /// The memory Lambda gives the function, in MB, as Lambda sets it.
 pub const LAMBDA_MEMORY_MB: &str = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE";
 /// Memory to allow per byte of request JSON when a request is validated and begun in one call: the benchmark's largest
