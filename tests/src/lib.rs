@@ -10,6 +10,7 @@ pub mod diagram;
 pub mod seed000;
 pub mod sfn_api;
 pub mod stack;
+pub mod trips;
 pub mod workload;
 
 use std::collections::BTreeMap;

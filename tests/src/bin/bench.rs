@@ -31,6 +31,16 @@ use harness::{create_table, native_item, nv, put_all, sv, Env};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+/// DynamoDB on-demand in US East (N. Virginia): $0.625 per million write request units and $0.125 per million read
+/// request units.
+const USD_PER_WRITE_UNIT: f64 = 0.625 / 1_000_000.0;
+const USD_PER_READ_UNIT: f64 = 0.125 / 1_000_000.0;
+
+/// What a bill's capacity costs on demand, in USD.
+fn dynamodb_usd(b: &Bill) -> f64 {
+    b.write_units * USD_PER_WRITE_UNIT + b.read_units * USD_PER_READ_UNIT
+}
+
 /// Step Functions Standard Workflows: USD per state transition ($0.025 per 1,000).
 const USD_PER_TRANSITION: f64 = 0.025 / 1000.0;
 /// Express Workflows in US East (N. Virginia): $1.00 per million executions, and $0.00001667 per GB-second for the
@@ -141,6 +151,9 @@ struct MachineRow {
     lambda_calls: u64,
     duration_ms: u64,
     usd: f64,
+    /// The Lambda calls' cost at each function's deployed `MemorySize`, on the local stack's call times.
+    #[serde(default)]
+    lambda_usd: f64,
 }
 
 /// The largest transaction the template allows, staged through the API function and run through the state machine
@@ -206,6 +219,20 @@ struct ContentionRow {
     p99_ms: f64,
 }
 
+/// DynamoDB round trips on the critical path of one run: the longest chain of requests each sent after the one
+/// before it was answered.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TripRow {
+    actions: usize,
+    method: Method,
+    /// The in-flight limit (`SAGA_IN_FLIGHT`); the other ways send one call at a time.
+    in_flight: usize,
+    calls: usize,
+    round_trips: usize,
+    wall_ms: f64,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct FunctionRow {
@@ -228,12 +255,14 @@ struct Args {
     /// the last run (its JSON).
     largest_only: bool,
     largest_actions: usize,
+    /// In-flight limits the round-trip pass runs dynamo-saga with.
+    in_flight: Vec<usize>,
 }
 
 fn args() -> Args {
-    let mut a = Args { sizes: vec![10, 100, 1000, 10_000], kinds: Kind::all().to_vec(), item_bytes: 940, out: harness::root().join("docs"), seed000_max: 10_000, functions_only: false, contention_only: false, largest_only: false, largest_actions: 100_000 };
+    let mut a = Args { sizes: vec![10, 100, 1000, 10_000], kinds: Kind::all().to_vec(), item_bytes: 940, out: harness::root().join("docs"), seed000_max: 10_000, functions_only: false, contention_only: false, largest_only: false, largest_actions: 100_000, in_flight: vec![4, 16, 64] };
     let mut it = std::env::args().skip(1);
-    let usage = "usage: bench [--sizes 10,100,1000,10000] [--kinds update,insert,delete,check] [--item-bytes 940] [--seed000-max N] [--out DIR] [--functions-only | --contention-only | --largest-only [--largest-actions 100000]]";
+    let usage = "usage: bench [--sizes 10,100,1000,10000] [--kinds update,insert,delete,check] [--item-bytes 940] [--seed000-max N] [--in-flight 4,16,64] [--out DIR] [--functions-only | --contention-only | --largest-only [--largest-actions 100000]]";
     while let Some(flag) = it.next() {
         let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value\n{usage}"));
         match flag.as_str() {
@@ -246,6 +275,7 @@ fn args() -> Args {
             }
             "--item-bytes" => a.item_bytes = value().parse().expect("a number of bytes"),
             "--seed000-max" => a.seed000_max = value().parse().expect("a number of actions"),
+            "--in-flight" => a.in_flight = value().split(',').map(|s| s.trim().parse().expect("an in-flight limit")).collect(),
             "--out" => a.out = PathBuf::from(value()),
             "--functions-only" => a.functions_only = true,
             "--contention-only" => a.contention_only = true,
@@ -261,12 +291,26 @@ fn args() -> Args {
     a
 }
 
-/// An item of exactly `bytes` bytes by DynamoDB's size rules: `pk`, a counter `v` and a filler.
+/// An item of exactly `bytes` bytes by DynamoDB's size rules: `pk`, a counter `v` and a filler of letters and
+/// digits that differ from item to item, so that stored copies of it (request pages) deflate no better than real data.
 fn item(key: &str, bytes: usize) -> Value {
     let bare = json!({"pk": sv(key), "v": nv(0), "payload": sv("")});
     let size = item_size(&item_from_json(&bare).unwrap());
     assert!(bytes > size, "--item-bytes must be more than {size}");
-    json!({"pk": sv(key), "v": nv(0), "payload": sv(&"x".repeat(bytes - size))})
+    json!({"pk": sv(key), "v": nv(0), "payload": sv(&filler(key, bytes - size))})
+}
+
+/// `n` letters and digits drawn from a generator seeded by `key`.
+fn filler(key: &str, n: usize) -> String {
+    let mut x = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"[(x % 62) as usize] as char
+        })
+        .collect()
 }
 
 fn action(kind: Kind, table: &str, key: &str, bytes: usize) -> Value {
@@ -358,6 +402,15 @@ async fn machine(n: usize, bytes: usize) -> MachineRow {
     let st = harness::stack::stack().await;
     let ex = st.execute(&body).await;
     assert_eq!(ex.status, "SUCCEEDED", "{n} updates through the state machine: {ex:?}");
+    let settings = deployed_settings();
+    let lambda_usd = ex
+        .task_ms
+        .iter()
+        .map(|(f, calls)| {
+            let memory_mb = settings.get(f).unwrap_or_else(|| panic!("{f} is not in template.yaml")).0;
+            calls.iter().map(|ms| *ms as f64 / 1000.0 * memory_mb as f64 / 1024.0 * USD_PER_LAMBDA_GB_SECOND + USD_PER_LAMBDA_REQUEST).sum::<f64>()
+        })
+        .sum();
     MachineRow {
         actions: n,
         transitions: ex.transitions,
@@ -365,7 +418,23 @@ async fn machine(n: usize, bytes: usize) -> MachineRow {
         lambda_calls: ex.task_calls,
         duration_ms: ex.duration_ms,
         usd: ex.transitions as f64 * USD_PER_TRANSITION,
+        lambda_usd,
     }
+}
+
+/// The round-trip pass: `n` updates run by `method` on a store whose client notes when each DynamoDB request went
+/// out and when its answer came back, with `in_flight` requests at most in flight per phase call.
+async fn round_trips(env: &Env, n: usize, method: Method, in_flight: usize, bytes: usize) -> TripRow {
+    let tracer = harness::trips::Tracer::default();
+    let client = aws_sdk_dynamodb::Client::from_conf(env.client.config().to_builder().interceptor(tracer.clone()).build());
+    let cfg = dynamo_saga::Config { concurrency: in_flight, ..(*env.store.cfg).clone() };
+    let store = Store::new(client, cfg);
+    let body = prepare(env, Kind::Update, n, &format!("{}-trip{in_flight}", method.tag()), bytes).await;
+    let started = Instant::now();
+    run(env, &store, method, &body, &format!("update-{}-{n}-trip{in_flight}", method.tag())).await.unwrap_or_else(|e| panic!("{n} updates, {}: {e}", method.name()));
+    let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let calls = tracer.calls();
+    TripRow { actions: n, method, in_flight, calls: calls.len(), round_trips: harness::trips::critical_path(&calls), wall_ms }
 }
 
 /// Each function's `MemorySize` (MB) and `Timeout` (s) in `template.yaml`, by binary name: its own, else the Globals';
@@ -669,6 +738,26 @@ fn contention_markdown(rows: &[ContentionRow]) -> String {
     md
 }
 
+fn trips_markdown(rows: &[TripRow]) -> String {
+    let mut md = String::from(
+        "## Round trips on the critical path\n\nUpdates of existing items, run once more on fresh items by a client that notes when \
+         each DynamoDB request went out and when its answer came back (`tests/src/trips.rs`). The critical path is the longest \
+         chain of requests each sent after the one before it was answered: what a transaction waits for whatever DynamoDB's \
+         latency, since requests sent side by side count once. dynamo-saga runs in-process at each in-flight limit \
+         (`SAGA_IN_FLIGHT`, the template's `InFlightLimit`, default 16: the most requests one phase call has in flight); \
+         chunked sends its calls one after another. Wall time is on DynamoDB Local, about a millisecond a request; at 5 to 10 ms \
+         a request in a Region, the round trips dominate.\n\n\
+         | actions | way | in-flight limit | DynamoDB calls | round trips on the critical path | wall time (ms) |\n\
+         | ---: | --- | ---: | ---: | ---: | ---: |\n",
+    );
+    for r in rows {
+        let limit = if r.method == Method::Saga { r.in_flight.to_string() } else { "-".into() };
+        md.push_str(&format!("| {} | {} | {} | {} | {} | {:.0} |\n", r.actions, r.method.name(), limit, r.calls, r.round_trips, r.wall_ms));
+    }
+    md.push('\n');
+    md
+}
+
 /// What the largest run's Lambda calls cost at each function's deployed `MemorySize`.
 fn lambda_usd(r: &LargestRun) -> f64 {
     r.functions
@@ -735,7 +824,8 @@ fn markdown(a: &Args, report: &Report, when: &str) -> String {
     md.push_str(&format!(
         "Written by `bash tools/bench.sh` on {when}, on DynamoDB Local 3.3.1 (one Java process) on this machine; every figure below is \
          from that one run. Items are {} bytes by DynamoDB's size rules, so an item with dynamo-saga's lock attributes (about 70 \
-         bytes) and its saved image (about 60 bytes more) still fit in one 1 KB write unit; `--item-bytes` changes that.\n\n",
+         bytes) and its saved image (about 60 bytes more) still fit in one 1 KB write unit; `--item-bytes` changes that. An item's filler is letters and digits that differ from item to \
+         item, so the request pages that hold inserted items deflate about as well as real data would.\n\n",
         a.item_bytes
     ));
     md.push_str(
@@ -760,8 +850,8 @@ fn markdown(a: &Args, report: &Report, when: &str) -> String {
     );
     for kind in &a.kinds {
         md.push_str(&format!("## {}\n\n", kind.title()));
-        md.push_str("| actions | way | DynamoDB calls | writes per action | write units | write units per action | read units | wall time (ms) | wall time vs chunked |\n");
-        md.push_str("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+        md.push_str("| actions | way | DynamoDB calls | writes per action | write units | write units per action | read units | read units per action | non-transactional write units: billed (DynamoDB Local) | read units: billed (DynamoDB Local) | DynamoDB USD per 1,000 actions | wall time (ms) | wall time vs chunked |\n");
+        md.push_str("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
         for &n in &a.sizes {
             let chunked = by(rows, *kind, n, Method::Chunked).and_then(|r| r.wall_ms);
             for m in Method::all() {
@@ -776,6 +866,15 @@ fn markdown(a: &Args, report: &Report, when: &str) -> String {
                     ),
                     None => ("-".into(), "-".into(), "-".into(), "-".into(), "-".into()),
                 };
+                let (rpa, plain_w, plain_r, usd) = match &r.bill {
+                    Some(b) => (
+                        format!("{:.2}", b.read_units / n as f64),
+                        format!("{} ({})", f1(b.plain_write_units), f1(b.plain_write_reported)),
+                        format!("{} ({})", f1(b.plain_read_units), f1(b.plain_read_reported)),
+                        format!("{:.6}", dynamodb_usd(b) / n as f64 * 1000.0),
+                    ),
+                    None => ("-".into(), "-".into(), "-".into(), "-".into()),
+                };
                 let wall = r.wall_ms.map_or("-".into(), |w| format!("{w:.0}"));
                 let ratio = match (r.wall_ms, chunked) {
                     (Some(w), Some(c)) if c > 0.0 => format!("{:.2}x", w / c),
@@ -785,7 +884,7 @@ fn markdown(a: &Args, report: &Report, when: &str) -> String {
                 if let Some(note) = &r.note {
                     way = format!("{way} ({note})");
                 }
-                md.push_str(&format!("| {n} | {way} | {calls} | {writes} | {w} | {wpa} | {rd} | {wall} | {ratio} |\n"));
+                md.push_str(&format!("| {n} | {way} | {calls} | {writes} | {w} | {wpa} | {rd} | {rpa} | {plain_w} | {plain_r} | {usd} | {wall} | {ratio} |\n"));
             }
         }
         md.push('\n');
@@ -806,6 +905,33 @@ fn markdown(a: &Args, report: &Report, when: &str) -> String {
             ));
         }
         md.push('\n');
+        md.push_str("The whole price of an update through the state machine, in USD per 1,000 actions: DynamoDB on demand \
+            (US East, $0.625 per million write request units and $0.125 per million read request units) at the billed capacity \
+            of the same number of updates in the table above, `STANDARD` state transitions, and Lambda (arm64, $0.0000133334 per \
+            GB-second and $0.20 per million requests) for every call at each function's `MemorySize` in `template.yaml`, on the \
+            local stack's call times (debug builds on DynamoDB Local, so above what Lambda would bill). Native \
+            `TransactWriteItems` pays only the DynamoDB column.\n\n\
+            | actions | DynamoDB | Step Functions (STANDARD) | Lambda | total | native `TransactWriteItems` (DynamoDB) |\n| ---: | ---: | ---: | ---: | ---: | ---: |\n");
+        for r in machine {
+            let per = |usd: f64| usd / r.actions as f64 * 1000.0;
+            let saga = by(rows, Kind::Update, r.actions, Method::Saga).and_then(|x| x.bill.as_ref()).map(dynamodb_usd);
+            let native = by(rows, Kind::Update, r.actions, Method::Native).and_then(|x| x.bill.as_ref()).map(dynamodb_usd);
+            let cell = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.6}", per(v)));
+            let total = saga.map(|d| d + r.usd + r.lambda_usd);
+            md.push_str(&format!(
+                "| {} | {} | {:.6} | {:.6} | {} | {} |\n",
+                r.actions,
+                cell(saga),
+                per(r.usd),
+                per(r.lambda_usd),
+                cell(total),
+                if r.actions <= 100 { cell(native) } else { "- (more than 100 actions)".into() }
+            ));
+        }
+        md.push('\n');
+    }
+    if !report.round_trips.is_empty() {
+        md.push_str(&trips_markdown(&report.round_trips));
     }
     if !contention.is_empty() {
         md.push_str(&contention_markdown(contention));
@@ -918,6 +1044,27 @@ struct Report {
     largest: Option<LargestRun>,
     functions: Vec<FunctionRow>,
     non_transactional_cross_check: Bill,
+    #[serde(default)]
+    round_trips: Vec<TripRow>,
+}
+
+/// Updates at each size: native and chunked once, dynamo-saga at each in-flight limit, on a tracing client.
+async fn measure_trips(a: &Args) -> Vec<TripRow> {
+    let mut out = Vec::new();
+    for &n in &a.sizes {
+        let env = Env::new(&format!("bench-trips-{n}")).await;
+        let mut ways: Vec<(Method, usize)> = vec![(Method::Chunked, 1)];
+        if n <= 100 {
+            ways.insert(0, (Method::Native, 1));
+        }
+        ways.extend(a.in_flight.iter().map(|l| (Method::Saga, *l)));
+        for (m, limit) in ways {
+            let r = round_trips(&env, n, m, limit, a.item_bytes).await;
+            eprintln!("round trips {:>6} updates {:<12} in flight {:>3}: {} calls, {} on the critical path, {:.0} ms", n, m.name(), limit, r.calls, r.round_trips, r.wall_ms);
+            out.push(r);
+        }
+    }
+    out
 }
 
 async fn measure_all(a: &Args) -> (Vec<Row>, Vec<MachineRow>) {
@@ -976,6 +1123,7 @@ async fn main() {
         r
     } else {
         let (rows, state_machine) = measure_all(&a).await;
+        let round_trips = measure_trips(&a).await;
         let mut total = Bill::default();
         for b in rows.iter().filter_map(|r| r.bill.as_ref()) {
             total.add(b);
@@ -991,6 +1139,7 @@ async fn main() {
             largest: None,
             functions: Vec::new(),
             non_transactional_cross_check: total,
+            round_trips,
         }
     };
     if !a.functions_only && !a.largest_only {
