@@ -157,17 +157,17 @@ mod tests {
     use crate::value::Item;
     use aws_sdk_dynamodb::types::AttributeValue;
 
-    /// `n` letters and digits that do not repeat, so they deflate about as well as real data.
+    /// `n` hex digits that do not repeat (a chain of SHA-256 digests), so they deflate about as well as real data.
     fn noise(seed: usize, n: usize) -> String {
-        let mut x = seed as u64 ^ 0x9E37_79B9_7F4A_7C15;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"[(x % 62) as usize] as char
-            })
-            .collect()
+        use sha2::{Digest, Sha256};
+        let mut digest = Sha256::digest(seed.to_le_bytes());
+        let mut out = String::with_capacity(n + 64);
+        while out.len() < n {
+            out.push_str(&format!("{digest:x}"));
+            digest = Sha256::digest(digest);
+        }
+        out.truncate(n);
+        out
     }
 
     fn action(i: usize, table: &str, pk: &str, op: Op, pad: usize) -> Action {
