@@ -745,7 +745,8 @@ fn trips_markdown(rows: &[TripRow]) -> String {
          chain of requests each sent after the one before it was answered: what a transaction waits for whatever DynamoDB's \
          latency, since requests sent side by side count once. dynamo-saga runs in-process at each in-flight limit \
          (`SAGA_IN_FLIGHT`, the template's `InFlightLimit`, default 16: the most requests one phase call has in flight); \
-         chunked sends its calls one after another. Wall time is on DynamoDB Local, about a millisecond a request; at 5 to 10 ms \
+         chunked sends its calls one after another. Each run is on a new client, so dynamo-saga's count includes one \
+         `DescribeTable` of the table, which a warm process has cached (the second call at 10 updates). Wall time is on DynamoDB Local, about a millisecond a request; at 5 to 10 ms \
          a request in a Region, the round trips dominate.\n\n\
          | actions | way | in-flight limit | DynamoDB calls | round trips on the critical path | wall time (ms) |\n\
          | ---: | --- | ---: | ---: | ---: | ---: |\n",
