@@ -134,3 +134,29 @@ pub async fn parent_order(env: &Env) -> Vec<String> {
     let p = env.get(&env.a, json!({"pk": sv("QUEUED")})).await.unwrap();
     p["order"]["L"].as_array().unwrap().iter().map(|v| v["S"].as_str().unwrap().to_owned()).collect()
 }
+
+/// An action every check before apply accepts and DynamoDB refuses when it is applied: a tombstone delete of item
+/// `<tag>-ix` whose attribute `g` is a string, in a table whose global secondary index keys `g` as a number (save
+/// evaluates updates, not tombstones). The table's name is table `b`'s plus `-ix`, so it sorts after the
+/// environment's tables and its item is locked and applied last; it is made on first use, and the item seeded.
+pub async fn refused_at_apply(env: &Env, tag: &str) -> Value {
+    use aws_sdk_dynamodb::types::{AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType, ScalarAttributeType};
+    let table = format!("{}-ix", env.b);
+    if env.client.describe_table().table_name(&table).send().await.is_err() {
+        let key = |n: &str| KeySchemaElement::builder().attribute_name(n).key_type(KeyType::Hash).build().unwrap();
+        let def = |n: &str, t: ScalarAttributeType| AttributeDefinition::builder().attribute_name(n).attribute_type(t).build().unwrap();
+        let gsi = GlobalSecondaryIndex::builder().index_name("by-g").key_schema(key("g"))
+            .projection(Projection::builder().projection_type(ProjectionType::All).build()).build().unwrap();
+        let made = env.client.create_table().table_name(&table).billing_mode(BillingMode::PayPerRequest).key_schema(key("pk"))
+            .attribute_definitions(def("pk", ScalarAttributeType::S)).attribute_definitions(def("g", ScalarAttributeType::N))
+            .global_secondary_indexes(gsi).send().await;
+        // Scenarios of one environment run concurrently: another may have made it first.
+        if let Err(e) = made {
+            assert!(format!("{e:?}").contains("ResourceInUse"), "{table}: {e:?}");
+        }
+    }
+    let key = json!({"pk": sv(&format!("{tag}-ix"))});
+    env.put(&table, json!({"pk": key["pk"], "v": nv(1)})).await;
+    json!({"Delete": {"TableName": table, "Key": key,
+        "Tombstone": {"Attributes": {"g": sv("text")}, "TimeToLiveAttribute": "ttl", "TimeToLiveSeconds": 60}}})
+}
