@@ -53,6 +53,11 @@ const USD_PER_EXPRESS_GB_SECOND: f64 = 0.000_016_67;
 const USD_PER_LAMBDA_GB_SECOND: f64 = 0.000_013_333_4;
 const USD_PER_LAMBDA_REQUEST: f64 = 0.20 / 1_000_000.0;
 
+/// What `calls` Lambda invocations lasting `total_ms` in all cost at `memory_mb`.
+fn lambda_calls_usd(calls: usize, total_ms: u64, memory_mb: u64) -> f64 {
+    total_ms as f64 / 1000.0 * memory_mb as f64 / 1024.0 * USD_PER_LAMBDA_GB_SECOND + calls as f64 * USD_PER_LAMBDA_REQUEST
+}
+
 /// What an Express execution of `duration_ms` costs at the smallest memory step, 64 MB.
 fn express_usd(duration_ms: u64) -> f64 {
     let billed_s = duration_ms.div_ceil(100).max(1) as f64 / 10.0;
@@ -408,7 +413,7 @@ async fn machine(n: usize, bytes: usize) -> MachineRow {
         .iter()
         .map(|(f, calls)| {
             let memory_mb = settings.get(f).unwrap_or_else(|| panic!("{f} is not in template.yaml")).0;
-            calls.iter().map(|ms| *ms as f64 / 1000.0 * memory_mb as f64 / 1024.0 * USD_PER_LAMBDA_GB_SECOND + USD_PER_LAMBDA_REQUEST).sum::<f64>()
+            lambda_calls_usd(calls.len(), calls.iter().sum(), memory_mb)
         })
         .sum();
     MachineRow {
@@ -763,7 +768,7 @@ fn trips_markdown(rows: &[TripRow]) -> String {
 fn lambda_usd(r: &LargestRun) -> f64 {
     r.functions
         .iter()
-        .map(|f| f.total_ms as f64 / 1000.0 * f.memory_mb as f64 / 1024.0 * USD_PER_LAMBDA_GB_SECOND + f.calls as f64 * USD_PER_LAMBDA_REQUEST)
+        .map(|f| lambda_calls_usd(f.calls, f.total_ms, f.memory_mb))
         .sum()
 }
 
