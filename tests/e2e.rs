@@ -24,7 +24,7 @@ async fn commits_250_actions_through_the_state_machine() {
     assert_committed(&ex, 250, 3);
     assert_mixed_committed(&env, "t", 250).await;
     env.assert_clean().await;
-    // Each phase call does every batch it can: Begin, Lock, Save, Apply, Commit, Complete, Release.
+    // Each phase call does every batch it can: Begin, Lock, Save, Commit, Apply, Complete, Release.
     assert_eq!(ex.task_calls, 7, "{ex:?}");
 }
 
@@ -93,8 +93,8 @@ async fn a_phase_that_dies_mid_batch_is_retried_and_commits_once() {
     let st = stack().await;
     let begun = st.invoke("saga-begin", &mixed(&env, "t", 250)).await.expect("begins");
     let id = begun["TransactionId"].as_str().unwrap().to_string();
-    // The Apply call dies right after the second batch's TransactWriteItems (its 3rd write, after the first batch's
-    // and the header's), before recording it; the retried call must not apply that batch again.
+    // The Apply call, after the commit, dies after its 3rd write (three items applied and unlocked), before it
+    // records the batch; the retried call must not apply those items again.
     let fault = st.inject_fault_for(&id, "Apply", 3);
     let ex = st.execute(&json!({ "TransactionId": id })).await;
     assert!(!fault.exists(), "the fault was taken");
@@ -135,9 +135,9 @@ async fn commits_10000_actions_through_the_state_machine() {
         .collect();
     let ex = stack().await.execute(&json!({ "TransactItems": items })).await;
     assert_committed(&ex, n, n.div_ceil(99));
-    // Begin, Commit and Release once; Lock, Save, Apply and Complete each ceil(102 / 50) = 3 times, or more when a
-    // call's time budget ends first.
-    assert!(ex.task_calls >= 15 && ex.task_calls <= 40, "{ex:?}");
+    // Begin, Commit, Complete (every batch in one step) and Release once; Lock, Save and Apply each ceil(102 / 50) = 3
+    // times, or more when a call's time budget ends first.
+    assert!(ex.task_calls >= 13 && ex.task_calls <= 40, "{ex:?}");
     assert!(ex.history_events < 1_000, "{ex:?}");
     let all = env.scan(&env.a).await;
     assert_eq!(all.len(), n);
@@ -242,9 +242,9 @@ async fn bad_inputs_fail_through_the_state_machine_and_the_staging_api() {
 
 /// A phase Lambda dies after its 1st, 2nd or 3rd DynamoDB write, in every phase, on the commit path and on the
 /// rollback path of transactions of 1, 2, 101 and 250 actions (for 101 and 250 a tombstone an index refuses, which
-/// DynamoDB refuses at apply after the earlier batches were applied; for 1 and 2 an `ADD` to a string):
-/// the state machine's retry finishes it, all-or-nothing, each `ADD` applied exactly once, no lock left. Every phase
-/// call makes at least 3 writes (its header writes included), so every scenario crashes.
+/// save refuses after every batch was locked; for 1 and 2 an `ADD` to a string): the state machine's retry finishes
+/// it, all-or-nothing, each `ADD` applied exactly once, no lock left. The rollback path has no Apply: nothing is
+/// applied before the commit.
 #[tokio::test]
 async fn a_crash_in_any_phase_is_recovered_by_the_state_machine_retry() {
     use futures::StreamExt;
@@ -259,7 +259,7 @@ async fn a_crash_in_any_phase_is_recovered_by_the_state_machine_retry() {
                 (0, true) => vec![("Begin", 0), ("Begin", 1)],
                 (0, false) => vec![("Begin", 0), ("Begin", 1), ("Begin", 2)],
                 (_, true) => ["Lock", "Save", "Apply", "Commit", "Complete", "Release"].iter().flat_map(|p| (1..=3).map(move |k| (*p, k))).collect(),
-                (_, false) => ["Lock", "Save", "Apply", "Rollback", "Release"].iter().flat_map(|p| (1..=3).map(move |k| (*p, k))).collect(),
+                (_, false) => ["Lock", "Save", "Rollback", "Release"].iter().flat_map(|p| (1..=3).map(move |k| (*p, k))).collect(),
             };
             for (phase, k) in points {
                 cases.push((n, batches, commit_path, phase, k));
@@ -278,7 +278,7 @@ async fn a_crash_in_any_phase_is_recovered_by_the_state_machine_retry() {
         seed_mixed(env, &tag, good).await;
         let mut body = mixed(env, &tag, good);
         if !commit_path && batches > 0 {
-            body["TransactItems"].as_array_mut().unwrap().push(harness::workload::refused_at_apply(env, &tag).await);
+            body["TransactItems"].as_array_mut().unwrap().push(harness::workload::refused_at_save(env, &tag).await);
         } else if !commit_path {
             env.put(&env.b, json!({"pk": sv(&format!("{tag}-zz")), "sk": nv(0), "s": sv("text")})).await;
             body["TransactItems"].as_array_mut().unwrap().push(json!({"Update": {"TableName": env.b,

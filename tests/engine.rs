@@ -120,9 +120,10 @@ async fn rolls_back_when_dynamodb_rejects_an_apply() {
     assert_eq!(failed, vec![(n, "ValidationError")], "{}", c.message);
     let reason = c.cancellation_reasons[n].message.as_deref().unwrap_or_default();
     assert!(reason.contains("incorrect data type") && reason.contains("pk=text"), "the reason names the action and the rule: {reason}");
-    // Save evaluates every update on the item it reads, so the refusal comes before any batch is applied.
+    // Lock evaluates every update on the item its lock write returns, so the refusal comes at the lock of the
+    // update's batch (the last), before anything is checked, committed or applied.
     let h = dynamo_saga::records::read_header(&env.store, &Default::default(), &c.transaction_id).await.unwrap();
-    assert_eq!((h.locked, h.applied), (h.batches, 0), "cancelled at save, with every batch locked and none applied: {h:?}");
+    assert_eq!((h.lock_started, h.locked, h.saved, h.applied), (h.batches, h.batches - 1, 0, 0), "cancelled at the last lock: {h:?}");
     assert_eq!(env.snapshot().await, before, "nothing changed");
     env.assert_clean().await;
 }
@@ -219,8 +220,130 @@ async fn the_parent_lock_can_be_read_without_taking_it() {
         assert_eq!(lock.lease_seconds, env.store.cfg.lease.as_secs());
         versions.push(lock.record_version_number);
     }
-    assert!(versions.len() >= 3 && versions.windows(2).all(|w| w[0] != w[1]), "every phase moves the version waiters watch: {versions:?}");
+    // Lock and save, the phases before the commit.
+    assert!(versions.len() >= 2 && versions.windows(2).all(|w| w[0] != w[1]), "every phase moves the version waiters watch: {versions:?}");
     Coordinator::new(env.store.clone()).drive(&id).await.unwrap();
     assert_eq!(read::parent_lock(&env.store, &env.a, parent).await.unwrap(), None);
+    env.assert_clean().await;
+}
+
+/// 120 updates `ADD n :one` of items `<tag>000`.. (each `n` 0), begun and carried to its commit, nothing applied.
+async fn committed_unapplied(env: &Env, tag: &str) -> (String, Vec<String>) {
+    use dynamo_saga::phase::resume::{resume, Step};
+    let keys: Vec<String> = (0..120).map(|i| format!("{tag}{i:03}")).collect();
+    harness::put_all(&env.client, &env.a, keys.iter().map(|k| json!({"pk": sv(k), "n": nv(0)}))).await;
+    let items: Vec<_> = keys
+        .iter()
+        .map(|k| json!({"Update": {"TableName": env.a, "Key": {"pk": sv(k)}, "UpdateExpression": "ADD n :one", "ExpressionAttributeValues": {":one": nv(1)}}}))
+        .collect();
+    let id = begin::begin(&env.store, &json!({ "TransactItems": items })).await.unwrap().transaction_id;
+    loop {
+        let (h, step) = resume(&env.store, &id).await.unwrap();
+        if h.state == dynamo_saga::TxState::Committed {
+            assert_eq!(step, Step::Apply(0), "committed with nothing applied: {h:?}");
+            break;
+        }
+        dynamo_saga::coordinator::run_step(&env.store, &id, step).await.unwrap();
+    }
+    (id, keys)
+}
+
+/// A committed write DynamoDB refuses at apply (injected: a writer outside the protocol, ignoring the lock, turns the
+/// counter into a string after the commit). The transaction stays all-or-nothing: the rest of its batch is applied,
+/// the refused item keeps its lock (and later batches theirs), the apply fails with `ApplyRejected` naming it, the
+/// transaction stays committed and open, and a committed read of the item reports the refusal rather than a value. Once the item is mended, the
+/// next run applies it, exactly once.
+#[tokio::test]
+async fn a_write_refused_after_the_commit_keeps_its_lock_until_dynamodb_accepts_it() {
+    use dynamo_saga::read::{get_item, Isolation};
+    use dynamo_saga::value::item_from_json;
+    let env = Env::new("rejected").await;
+    let (id, keys) = committed_unapplied(&env, "j").await;
+    let victim = keys[60].clone();
+    let set_n = |v: serde_json::Value| {
+        let (client, table, key) = (env.client.clone(), env.a.clone(), victim.clone());
+        async move {
+            client.update_item().table_name(table).key("pk", dynamo_saga::records::s(key)).update_expression("SET n = :v")
+                .expression_attribute_values(":v", dynamo_saga::value::item_from_json(&json!({ "v": v })).unwrap()["v"].clone()).send().await.unwrap();
+        }
+    };
+    set_n(sv("text")).await;
+    let refused = Coordinator::new(env.store.clone()).drive(&id).await;
+    let Err(TxError::ApplyRejected { tx_id, action, message }) = &refused else { panic!("expected ApplyRejected, got {refused:?}") };
+    assert_eq!(refused.as_ref().unwrap_err().name(), "ApplyRejected");
+    assert!(tx_id == &id && action.contains(&victim) && message.contains("ValidationException"), "{refused:?}");
+    let h = dynamo_saga::records::read_header(&env.store, &Meter::default(), &id).await.unwrap();
+    assert!(h.state == dynamo_saga::TxState::Committed && !h.finished() && h.applied < h.batches, "{h:?}");
+    // The refused item's batch is applied but for it; later batches wait, locked, and read committed as they will be.
+    let mut applied = 0;
+    for k in &keys {
+        let item = env.get(&env.a, json!({"pk": sv(k)})).await.unwrap();
+        if k == &victim {
+            assert!(item.get("_sagaLock").is_some() && item["n"] == sv("text"), "the refused item keeps its lock: {item}");
+        } else if item.get("_sagaLock").is_none() {
+            assert_eq!(item["n"], nv(1), "applied: {item}");
+            applied += 1;
+        } else {
+            assert!(k > &victim && item["n"] == nv(0), "only batches after the refused one wait: {item}");
+            let read = get_item(&env.store, &env.a, item_from_json(&json!({"pk": sv(k)})).unwrap(), Isolation::Committed).await.unwrap().unwrap();
+            assert_eq!(read["n"].as_n().unwrap(), "1", "a committed read of {k}");
+        }
+    }
+    assert_eq!(applied, env.store.cfg.batch_size - 2, "the rest of the refused item's batch is applied");
+    let key = item_from_json(&json!({"pk": sv(&victim)})).unwrap();
+    let read = get_item(&env.store, &env.a, key.clone(), Isolation::Committed).await;
+    assert!(matches!(read, Err(TxError::ApplyRejected { .. })), "a committed read cannot give a value: {read:?}");
+
+    // Mended: a committed read gives the value the transaction leaves, and the next run applies it once.
+    set_n(nv(0)).await;
+    let read = get_item(&env.store, &env.a, key.clone(), Isolation::Committed).await.unwrap().unwrap();
+    assert_eq!(read["n"].as_n().unwrap(), "1");
+    let uncommitted = get_item(&env.store, &env.a, key, Isolation::Uncommitted).await.unwrap().unwrap();
+    assert_eq!(uncommitted["n"].as_n().unwrap(), "0", "not applied yet");
+    Coordinator::new(env.store.clone()).drive(&id).await.expect("commits once DynamoDB accepts the write");
+    Coordinator::new(env.store.clone()).drive(&id).await.expect("a second drive finds it finished");
+    for k in &keys {
+        assert_eq!(env.get(&env.a, json!({"pk": sv(k)})).await.unwrap()["n"], nv(1), "every ADD applied exactly once: {k}");
+    }
+    env.assert_clean().await;
+}
+
+/// A transaction begun before protocol 2 (its header has no protocol) finishes the first protocol's way, whoever
+/// picks it up: every batch applied before the commit, from saved images, each `ADD` once.
+#[tokio::test]
+async fn a_transaction_of_the_first_protocol_finishes_the_first_way() {
+    use dynamo_saga::phase::resume::{resume, Step};
+    let env = Env::new("protocol1").await;
+    let n = 150;
+    seed_mixed(&env, "t", n).await;
+    let id = begin::begin(&env.store, &mixed(&env, "t", n)).await.unwrap().transaction_id;
+    env.client
+        .update_item()
+        .table_name(&env.tx_table)
+        .set_key(Some(dynamo_saga::records::header_key(&id)))
+        .update_expression("REMOVE #p")
+        .expression_attribute_names("#p", dynamo_saga::constants::H_PROTOCOL)
+        .send()
+        .await
+        .unwrap();
+    let mut steps = Vec::new();
+    loop {
+        let (h, step) = resume(&env.store, &id).await.unwrap();
+        assert_eq!(h.protocol, 1);
+        if step == Step::Finished {
+            break;
+        }
+        let kind = format!("{step:?}");
+        steps.push(kind[..kind.find('(').unwrap_or(kind.len())].to_string());
+        let r = dynamo_saga::coordinator::run_step(&env.store, &id, step).await.unwrap();
+        assert_eq!(r.outcome, dynamo_saga::phase::Outcome::Done, "{step:?}");
+        if step == Step::Commit {
+            let images = env.tx_records().await.into_iter().filter(|r| r["sk"].as_s().is_ok_and(|s| s.starts_with(dynamo_saga::constants::SK_IMAGE_PREFIX))).count();
+            assert!(images > 0, "the first protocol saves images before it applies");
+        }
+    }
+    steps.dedup();
+    assert_eq!(steps, ["Lock", "Save", "Apply", "Commit", "Complete", "Release"]);
+    assert_mixed_committed(&env, "t", n).await;
     env.assert_clean().await;
 }

@@ -61,9 +61,9 @@ async fn every_sample_event_works_as_documented() {
     // lock-contended.json: Lock again with a Contention; the locks are already ours, so it simply moves on.
     assert_eq!(step(st, "saga-lock", &for_tx("lock-contended.json", &id)).await["Step"], "Save");
     for (function, file, next) in [
-        ("saga-save", "save.json", "Apply"),
-        ("saga-apply", "apply.json", "Commit"),
-        ("saga-commit", "commit.json", "Complete"),
+        ("saga-save", "save.json", "Commit"),
+        ("saga-commit", "commit.json", "Apply"),
+        ("saga-apply", "apply.json", "Complete"),
         ("saga-complete", "complete.json", "Release"),
         ("saga-release", "release.json", "Finished"),
     ] {

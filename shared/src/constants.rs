@@ -66,6 +66,11 @@ pub const H_DEADLINE: &str = "deadline";
 pub const H_FINISHED_AT: &str = "finishedAt";
 pub const H_ACTIONS: &str = "actionCount";
 pub const H_BATCHES: &str = "batchCount";
+/// Header: the protocol a transaction of batches runs (absent: 1). 1 applies every batch before it commits, from saved
+/// images; 2 commits first and applies each item with its unlock. A transaction keeps its protocol to the end.
+pub const H_PROTOCOL: &str = "protocol";
+/// The protocol new transactions run (see [`H_PROTOCOL`]).
+pub const PROTOCOL: u32 = 2;
 pub const H_PAGES: &str = "pageCount";
 /// Header: the Parent reference as JSON.
 pub const H_PARENT: &str = "parent";

@@ -351,7 +351,7 @@ impl Coordinator {
     /// The action of transaction `tx_id` on the item `c` is about (request order), when `c` names one.
     async fn action_of(&self, m: &Meter, tx_id: &str, c: &Contention) -> Result<Option<usize>, TxError> {
         let Some((table, key)) = &c.key else { return Ok(None) };
-        Ok(records::find_action(&self.store, m, tx_id, table, key).await?.map(|(_, a)| a.index))
+        Ok(records::find_action(&self.store, m, tx_id, table, key).await?.map(|(_, _, a)| a.index))
     }
 
     /// What a waiter watches of a holder, and for how long: for an item, the holder's header version and our lease;

@@ -138,6 +138,11 @@ pub enum TxError {
     /// A DynamoDB call failed for a reason that retrying the phase may fix (network, service error).
     #[error("DynamoDB call {op} failed: {message}")]
     DynamoDb { op: &'static str, message: String },
+    /// DynamoDB refused to apply a committed action (protocol 2 applies after the commit). The item keeps its lock and
+    /// the transaction stays committed and open: it is applied, exactly once, when DynamoDB accepts the write (the
+    /// sweeper tries again on each pass).
+    #[error("transaction {tx_id} is committed, and DynamoDB refused to apply {action}: {message}")]
+    ApplyRejected { tx_id: String, action: String, message: String },
     /// A record of the transactions table is not what this version of the library wrote.
     #[error("internal error: {0}")]
     Internal(String),
@@ -157,6 +162,7 @@ impl TxError {
             TxError::Throttled(_) => "Throttled",
             TxError::NotFound(_) => "TransactionNotFound",
             TxError::DynamoDb { .. } => "DynamoDbError",
+            TxError::ApplyRejected { .. } => "ApplyRejected",
             TxError::Internal(_) => "InternalError",
             TxError::InjectedFault(_) => "InjectedFault",
         }

@@ -191,6 +191,16 @@ pub fn apply_update(
     Ok(after)
 }
 
+/// Whether DynamoDB accepts `item` as a whole new item (`PutItem`): at most 400 KB, and every index key attribute it
+/// has a non-empty scalar of its index's type.
+pub fn check_item(item: &Item, keys: &KeyTypes) -> Result<(), EvalError> {
+    let size = item_size(item);
+    if size > MAX_ITEM_BYTES {
+        return fail(EvalErrorKind::ItemTooLarge, format!("Item size has exceeded the maximum allowed size ({size} bytes; at most {MAX_ITEM_BYTES})"));
+    }
+    check_index_keys(item, keys)
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Numbers, as Java's BigDecimal holds them: DynamoDB Local parses, adds and prints numbers with it.
 

@@ -7,27 +7,31 @@
 //! ## The protocol in one page
 //!
 //! A transaction's state lives in DynamoDB, in a transactions table ([`records`]): a header (the state, `PENDING` ->
-//! `COMMITTED` | `ROLLED_BACK`, a version bumped by every write, one progress watermark per phase), a plan (batch
-//! boundaries), the request itself in pages (each batch deflated), and one image per item it changes. Any number of
+//! `COMMITTED` | `ROLLED_BACK`, a version bumped by every write, one progress watermark per phase, the protocol), a
+//! plan (batch boundaries) and the request itself in pages (each batch deflated): the redo log. Any number of
 //! coordinators may work on one transaction at once; every phase ([`phase`]) is idempotent and safe to run late:
 //!
 //! 1. **begin** ([`phase::begin`]) validates everything ([`request`]), sorts the actions into one global lock order
 //!    and cuts them into batches ([`plan`]), and writes the records. Nothing else is written for a bad request.
 //! 2. **lock** ([`phase::lock`]) takes the parent lock (when a `Parent` is given) and then each item's lock, batch by
-//!    batch, in the same conditional write that evaluates the caller's condition on the item as it was. A missing
-//!    item is created to hold its lock and marked transient; so is a tombstone, which the lock item keeps and a
-//!    condition sees as absent.
-//! 3. **save** ([`phase::save`]) evaluates every update on the item it reads ([`eval`]); one DynamoDB would refuse
-//!    decides `ROLLED_BACK` with `ValidationError` on its action. Then it copies each item about to change into the
-//!    transactions table.
-//! 4. **apply** ([`phase::apply`]) writes each batch in one `TransactWriteItems` call fenced on the parent's
-//!    `lockToken` (or on the header still being `PENDING`); each write sets an applied flag, so none happens twice.
-//!    Deletes wait for complete.
-//! 5. **commit** ([`phase::commit`]) is one conditional header write, `PENDING` -> `COMMITTED`: the commit point.
-//! 6. **complete** ([`phase::complete`]) unlocks every item and carries out the deletes (as tombstones when asked).
-//! 7. **rollback** ([`phase::rollback`]) decides `ROLLED_BACK` if still pending, restores every saved image, deletes
-//!    every transient item (putting back a tombstone it kept) and unlocks the rest.
+//!    batch, in the same conditional write that evaluates the caller's condition on the item as it was. The write
+//!    returns that item, and each update is evaluated on it ([`eval`]): one DynamoDB would refuse decides
+//!    `ROLLED_BACK` with `ValidationError` on its action. A missing item is created to hold its lock and marked
+//!    transient; so is a tombstone, which the lock item keeps and a condition sees as absent.
+//! 3. **save** ([`phase::save`]) checks the items that replace others (each `Put`, each tombstone) against the
+//!    table's size limit and index key types, the same way. Nothing has been written but locks.
+//! 4. **commit** ([`phase::commit`]) is one conditional header write, `PENDING` -> `COMMITTED`: the commit point.
+//! 5. **apply** ([`phase::apply`]) writes each item once: the caller's write and the unlock together, conditioned on
+//!    the lock, so a missing lock means "applied" and nothing happens twice.
+//! 6. **complete** ([`phase::complete`]) records the items done.
+//! 7. **rollback** ([`phase::rollback`]) decides `ROLLED_BACK` if still pending and lets go of every lock, deleting
+//!    every transient item (putting back a tombstone it kept).
 //! 8. **release** ([`phase::release`]) lets go of the parent and marks the header finished (TTL then removes it).
+//!
+//! Reads at the committed level ([`read`]) see a locked item as it was until its transaction commits, and after that
+//! as its action leaves it (evaluated). A transaction begun before this protocol (protocol 1, no `protocol` on its
+//! header) finishes its own way: save copies each item, apply writes each batch in a fenced `TransactWriteItems`
+//! call before the commit, complete unlocks, and rollback restores the copies.
 //!
 //! A request one `TransactWriteItems` call can carry (fewer than 100 actions, nothing beyond native) skips all of
 //! this: [`phase::direct`] sends it in that call, each action conditioned on its item being neither locked nor a

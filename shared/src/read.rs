@@ -242,28 +242,43 @@ async fn resolve(store: &Store, m: &Meter, table: &str, key: Item, item: Option<
         return Ok(Some(strip_reserved(item)));
     };
     let (holder, attempt) = records::parse_owner(&owner);
-    // An item created to hold a lock, and not written yet, does not exist for anyone.
-    if transient && !applied {
-        return Ok(None);
-    }
+    // What the item was before its holder, as far as anyone but a committed holder of protocol 2 is concerned: an
+    // item created to hold a lock, and not written yet, does not exist.
+    let as_is = if transient && !applied { None } else { Some(strip_reserved(item.clone())) };
     if isolation == Isolation::Uncommitted {
-        return Ok(Some(strip_reserved(item)));
+        return Ok(as_is);
     }
-    let state = match records::read_header(store, m, holder).await {
+    let header = match records::read_header(store, m, holder).await {
         // A lock an earlier attempt left behind: that attempt applied nothing to the item.
-        Ok(h) if h.attempt != attempt => return Ok(Some(strip_reserved(item))),
-        Ok(h) => Some(h.state),
+        Ok(h) if h.attempt != attempt => return Ok(as_is),
+        Ok(h) => Some(h),
         Err(TxError::NotFound(_)) => None,
         Err(e) => return Err(e),
     };
-    match state {
+    if let Some(h) = header.as_ref().filter(|h| h.commits_first()) {
+        // Protocol 2 writes nothing to an item but its lock before the commit, and unlocks it as it applies it: a
+        // locked item of a committed transaction is read as its action leaves it.
+        if h.state != TxState::Committed {
+            return Ok(as_is);
+        }
+        return match records::find_action(store, m, holder, table, &key).await? {
+            Some((batch, _, a)) if batch >= h.applied && !h.finished() => committed_value(store, m, h, &a, as_is).await,
+            // A lock on an item of a batch already applied was taken again by a lock run that woke after the commit:
+            // the item is as the transaction left it.
+            _ => Ok(as_is),
+        };
+    }
+    if transient && !applied {
+        return Ok(None);
+    }
+    match header.map(|h| h.state) {
         Some(TxState::Committed) => match records::find_action(store, m, holder, table, &key).await? {
-            Some((_, a)) if a.op == Op::Delete => Ok(None),
+            Some((_, _, a)) if a.op == Op::Delete => Ok(None),
             _ => Ok(Some(strip_reserved(item))),
         },
         // Pending or rolled back: what the item was before the transaction touched it.
         Some(_) if applied => {
-            let (pos, _) = records::find_action(store, m, holder, table, &key)
+            let (_, pos, _) = records::find_action(store, m, holder, table, &key)
                 .await?
                 .ok_or_else(|| TxError::Internal(format!("{holder} holds an item that is not in its request")))?;
             match records::read_image(store, m, holder, attempt, pos).await? {
@@ -277,4 +292,20 @@ async fn resolve(store: &Store, m: &Meter, table: &str, key: Item, item: Option<
         // The holder's records have expired: its lock is stale and its outcome unknown; the item is what is left.
         None => Ok(Some(strip_reserved(item))),
     }
+}
+
+/// The value committed action `a` of protocol-2 transaction `h` leaves on an item it has not applied yet, `before`
+/// being the item as it was. An update is evaluated as DynamoDB will apply it.
+async fn committed_value(store: &Store, m: &Meter, h: &records::Header, a: &crate::request::Action, before: Option<Item>) -> Result<Option<Item>, TxError> {
+    Ok(match a.op {
+        Op::Put => a.item.clone(),
+        Op::Delete => None,
+        Op::ConditionCheck => before,
+        Op::Update => {
+            let schema = store.schema(m, &a.table).await?;
+            let after = crate::phase::evaluate(a, before.as_ref(), &schema)
+                .map_err(|e| TxError::ApplyRejected { tx_id: h.id.clone(), action: a.describe(), message: e.to_string() })?;
+            Some(after)
+        }
+    })
 }

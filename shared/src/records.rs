@@ -257,6 +257,9 @@ pub struct Header {
     pub actions: usize,
     pub batches: usize,
     pub pages: usize,
+    /// The protocol it runs ([`H_PROTOCOL`]): 1 applies before it commits, 2 after.
+    #[serde(default = "first_protocol")]
+    pub protocol: u32,
     pub parent: Option<Parent>,
     pub client_request_token: Option<String>,
     pub lock_wait_seconds: Option<u64>,
@@ -311,6 +314,11 @@ impl Header {
     pub fn rollback_error(&self) -> Option<TxError> {
         (self.state == TxState::RolledBack).then(|| self.decision.clone().unwrap_or_default().error(&self.id, self.actions))
     }
+    /// Whether it commits before it applies (protocol 2): nothing is written to an item before the commit but its
+    /// lock, and each item is applied and unlocked in one write after it.
+    pub fn commits_first(&self) -> bool {
+        self.protocol >= 2
+    }
     /// The value this attempt's locks carry (see [`owner`]).
     pub fn owner(&self) -> String {
         owner(&self.id, self.attempt)
@@ -338,6 +346,7 @@ impl Header {
             actions: u(H_ACTIONS).ok_or_else(|| bad(H_ACTIONS))? as usize,
             batches: u(H_BATCHES).ok_or_else(|| bad(H_BATCHES))? as usize,
             pages: u(H_PAGES).unwrap_or(0) as usize,
+            protocol: u(H_PROTOCOL).map_or(1, |p| p as u32),
             parent: s(H_PARENT).map(|p| serde_json::from_str(&p)).transpose().map_err(|_| bad(H_PARENT))?,
             client_request_token: s(H_TOKEN),
             lock_wait_seconds: u(H_LOCK_WAIT),
@@ -367,6 +376,10 @@ impl Header {
             id,
         })
     }
+}
+
+fn first_protocol() -> u32 {
+    1
 }
 
 /// Header: longest wait for another transaction's lock, in seconds (absent: until the deadline).
@@ -749,7 +762,7 @@ pub fn flag(item: &Item, attr: &str) -> bool {
 
 /// The action (and its lock-order position) of transaction `tx_id` on `table`/`key`: a binary search over the
 /// batches, which are in lock order, reading one batch's request pages per step.
-pub async fn find_action(store: &Store, m: &Meter, tx_id: &str, table: &str, key: &Item) -> Result<Option<(usize, Action)>, TxError> {
+pub async fn find_action(store: &Store, m: &Meter, tx_id: &str, table: &str, key: &Item) -> Result<Option<(usize, usize, Action)>, TxError> {
     let plan = read_plan(store, m, tx_id).await?;
     let names = store.schema(m, table).await?.key_names;
     let target = key_order(table, key, &names);
@@ -774,7 +787,7 @@ pub async fn find_action(store: &Store, m: &Meter, tx_id: &str, table: &str, key
     }
     for (pos, a) in read_batch(store, m, tx_id, &plan, lo).await? {
         if a.table == table && order(&a).await? == target {
-            return Ok(Some((pos, a)));
+            return Ok(Some((lo, pos, a)));
         }
     }
     Ok(None)

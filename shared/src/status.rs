@@ -45,6 +45,10 @@ pub struct Status {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub direct: bool,
     pub batches: usize,
+    /// The protocol its batches run: 2 commits before it applies each item with its unlock; 1 (transactions begun
+    /// before protocol 2) applies before it commits. Absent when it was carried out in one call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<u32>,
     pub progress: Progress,
     /// For a rolled-back transaction: DynamoDB's shape, one `CancellationReasons` entry per action.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -80,6 +84,7 @@ impl From<&Header> for Status {
             actions: h.actions,
             direct: h.direct(),
             batches: h.batches,
+            protocol: (!h.direct()).then_some(h.protocol),
             progress: Progress { locked: h.locked, saved: h.saved, applied: h.applied, completed: h.completed, restored: h.restored },
             cancellation: h.cancellation(),
             usage: h.usage,

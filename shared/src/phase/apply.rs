@@ -1,4 +1,19 @@
-//! apply: the requested writes of one batch (and the tombstones that deletes leave), in one TransactWriteItems call fenced by a ConditionCheck on the parent's
+//! apply: the requested writes of one batch.
+//!
+//! Protocol 2, after the commit: each item is written once, the caller's write and the unlock together, conditioned
+//! on this attempt's lock (a `Put` replaces the item, which drops the lock; an `Update` removes the lock attributes
+//! in the same expression; a `Delete` deletes it, or puts its tombstone with its time to live; a `ConditionCheck`
+//! only unlocks). The lock's disappearance is the item's "applied" mark: a run that finds the lock gone has nothing
+//! left to do for that item, so an `ADD` moves once however often the phase runs. Nothing is fenced: after the
+//! commit, the outcome no longer depends on who holds the parent.
+//!
+//! DynamoDB refusing an apply after the commit is what lock and save exist to prevent. If it happens all the same
+//! (the evaluator and DynamoDB disagree, or a writer outside the protocol changed a locked item), the rest of the
+//! batch is applied, the refused item keeps its lock, and the phase fails with `ApplyRejected`, logged as an error.
+//! The transaction stays committed and open: committed reads of the item evaluate its write, writers wait, and the
+//! sweeper applies it, exactly once, when DynamoDB accepts it (for example after the item is mended).
+//!
+//! Protocol 1: the requested writes of one batch (and the tombstones that deletes leave), in one TransactWriteItems call fenced by a ConditionCheck on the parent's
 //! `lockToken` (or on the header still being PENDING when there is no parent), so that a coordinator that lost its
 //! lock, or whose transaction was decided, cannot write.
 //!
@@ -29,6 +44,10 @@ enum Group {
 
 pub async fn apply(store: &Store, tx_id: &str, batch: usize) -> Result<Report, TxError> {
     let m = Meter::default();
+    let h = records::read_header(store, &m, tx_id).await?;
+    if h.commits_first() {
+        return apply_committed(store, m, h, batch).await;
+    }
     let h = match header_in(store, &m, tx_id, TxState::Pending).await? {
         Ok(h) => h,
         Err(o) => return Ok(Report::new(o, &m)),
@@ -75,6 +94,116 @@ pub async fn apply(store: &Store, tx_id: &str, batch: usize) -> Result<Report, T
     beat_parent(store, &m, &h).await?;
     let outcome = progress(store, &m, &h, H_APPLIED, batch + 1).await?.unwrap_or(Outcome::Done);
     Ok(Report::new(outcome, &m))
+}
+
+/// Protocol 2: applies and unlocks every item of `batch` of the committed transaction `h`.
+async fn apply_committed(store: &Store, m: Meter, h: Header, batch: usize) -> Result<Report, TxError> {
+    if h.state != TxState::Committed || h.finished() {
+        return Ok(Report::new(Outcome::Ended { state: h.state }, &m));
+    }
+    if h.applied > batch {
+        return Ok(Report::new(Outcome::Done, &m));
+    }
+    let plan = records::read_plan(store, &m, &h.id).await?;
+    let actions = records::read_batch(store, &m, &h.id, &plan, batch).await?;
+    let refused = concurrently(actions, store.cfg.concurrency, |(_, a)| {
+        let (m, h) = (&m, &h);
+        async move { Ok(apply_item(store, m, h, &a).await?.map(|message| (a.describe(), message))) }
+    })
+    .await?;
+    let refused: Vec<(String, String)> = refused.into_iter().flatten().collect();
+    if let Some((action, message)) = refused.first() {
+        for (action, message) in &refused {
+            tracing::error!(tx_id = %h.id, action, message, "DynamoDB refused to apply a committed write; the item stays locked");
+        }
+        let message = match refused.len() {
+            1 => message.clone(),
+            k => format!("{message} (and {} more actions of batch {batch})", k - 1),
+        };
+        return Err(TxError::ApplyRejected { tx_id: h.id.clone(), action: action.clone(), message });
+    }
+    let outcome = progress(store, &m, &h, H_APPLIED, batch + 1).await?.unwrap_or(Outcome::Done);
+    Ok(Report::new(outcome, &m))
+}
+
+/// Applies and unlocks one item while `h`'s attempt holds it. `Some(message)` when DynamoDB refuses the write.
+async fn apply_item(store: &Store, m: &Meter, h: &Header, a: &Action) -> Result<Option<String>, TxError> {
+    let owner = h.owner();
+    let c = &store.client;
+    let held = format!("{} = {}", ph::LOCK, ph::TX);
+    let sent = match (&a.op, &a.tombstone) {
+        (Op::Update, _) => {
+            let caller = a.update.as_deref().unwrap_or_default();
+            let parsed = expr::parse_update(caller).map_err(|e| TxError::Internal(format!("stored update: {e}")))?;
+            let (names, values) = used(a, &parsed.refs);
+            let (req, unlock) = unlock_clause(c.update_item().table_name(&a.table).set_key(Some(a.key.clone())));
+            let remove = unlock.trim_start_matches("REMOVE ");
+            let update = expr::add_actions(caller, ClauseKind::Remove, remove).map_err(|e| TxError::Internal(format!("stored update: {e}")))?;
+            let names = names.into_iter().chain(req_names(&req)).collect();
+            let req = req
+                .update_expression(update)
+                .condition_expression(held)
+                .set_expression_attribute_names(Some(names))
+                .set_expression_attribute_values(Some(values))
+                .expression_attribute_values(ph::TX, s(&owner));
+            store.update(m, req).await
+        }
+        (Op::Put, _) => {
+            let mut item = a.item.clone().ok_or_else(|| TxError::Internal(format!("{} has nothing to put", a.describe())))?;
+            if h.parent.as_ref().is_some_and(|p| same_item(p, a)) {
+                keep_parent_lock(&mut item, h, store.cfg.lease.as_secs());
+            }
+            put_held(store, m, &owner, &a.table, item).await
+        }
+        (Op::Delete, Some(t)) => {
+            let mut item = t.item(&a.key, &h.id);
+            item.insert(t.ttl_attribute.clone(), t.expires_at(now_ms()));
+            match put_held(store, m, &owner, &a.table, item).await {
+                // The table's indexes refuse the time to live (an index key of another type): a tombstone that never
+                // expires is better than a committed transaction that cannot finish.
+                Err(TxError::DynamoDb { message, .. }) if message.starts_with("ValidationException") => {
+                    tracing::warn!(tx_id = %h.id, table = %a.table, %message, "the tombstone's time to live was refused; it is kept without one");
+                    put_held(store, m, &owner, &a.table, t.item(&a.key, &h.id)).await
+                }
+                other => other,
+            }
+        }
+        (Op::Delete, None) => release_item(store, m, &owner, a, Release::Delete).await.map(|_| Written::Done(None)),
+        (Op::ConditionCheck, _) => release_item(store, m, &owner, a, Release::Keep).await.map(|_| Written::Done(None)),
+    };
+    match sent {
+        // Done, or the lock was already gone: applied by an earlier run.
+        Ok(_) => Ok(None),
+        Err(TxError::DynamoDb { message, .. }) if message.starts_with("ValidationException") => Ok(Some(message)),
+        Err(e) => Err(e),
+    }
+}
+
+/// The names `unlock_clause` put on `req`.
+fn req_names(req: &aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder) -> HashMap<String, String> {
+    req.get_expression_attribute_names().clone().unwrap_or_default()
+}
+
+/// Puts `item` in place of the one `owner` holds.
+async fn put_held(store: &Store, m: &Meter, owner: &str, table: &str, item: Item) -> Result<Written, TxError> {
+    let req = store
+        .client
+        .put_item()
+        .table_name(table)
+        .set_item(Some(item))
+        .condition_expression(format!("{} = {}", ph::LOCK, ph::TX))
+        .expression_attribute_names(ph::LOCK, ATTR_LOCK)
+        .expression_attribute_values(ph::TX, s(owner));
+    store.put(m, req).await
+}
+
+/// The parent lock's attributes on an item that replaces the parent item, so the parent stays locked by `h`'s
+/// attempt until it is released.
+fn keep_parent_lock(item: &mut Item, h: &Header, lease_seconds: u64) {
+    item.insert(PARENT_LOCK_TOKEN.into(), s(h.owner()));
+    item.insert(PARENT_LOCKED_AT.into(), now());
+    item.insert(PARENT_LEASE.into(), n(lease_seconds));
+    item.insert(PARENT_RVN.into(), new_rvn());
 }
 
 /// Applies `todo` in one fenced call, dropping actions found already applied and trying again with the rest.
@@ -193,10 +322,7 @@ fn write_item(h: &Header, a: &Action, lease_seconds: u64) -> Result<TransactWrit
             item.insert(ATTR_LOCKED_AT.into(), now());
             item.insert(ATTR_APPLIED.into(), AttributeValue::Bool(true));
             if inline_fence {
-                item.insert(PARENT_LOCK_TOKEN.into(), s(h.owner()));
-                item.insert(PARENT_LOCKED_AT.into(), now());
-                item.insert(PARENT_LEASE.into(), n(lease_seconds));
-                item.insert(PARENT_RVN.into(), new_rvn());
+                keep_parent_lock(&mut item, h, lease_seconds);
             }
             let mut b = Put::builder()
                 .table_name(&a.table)

@@ -145,6 +145,7 @@ pub(crate) async fn begin_as(
         (H_STATE, s(TxState::Pending.as_str())),
         (H_BATCHES, n(plan.batch_count())),
         (H_PAGES, n(plan.page_count())),
+        (H_PROTOCOL, n(PROTOCOL)),
         (H_OPEN_SHARD, s(format!("open#{shard}"))),
     ] {
         header.insert(k.to_string(), v);

@@ -1,5 +1,6 @@
 //! commit: the header moves `PENDING` -> `COMMITTED` in one conditional write. This write is the commit point: before
-//! it, anyone may roll the transaction back; after it, nobody can.
+//! it, anyone may roll the transaction back; after it, nobody can. Protocol 2 commits once every batch is locked and
+//! checked, with nothing applied yet; protocol 1 once every batch is applied.
 //!
 //! With a parent, the same call checks the parent's `lockToken` still names this transaction, so a coordinator whose
 //! parent lock was taken over cannot commit.
@@ -18,7 +19,10 @@ pub async fn commit(store: &Store, tx_id: &str) -> Result<Report, TxError> {
         TxState::RolledBack => return Ok(Report::new(Outcome::Ended { state: h.state }, &m)),
         TxState::Pending => {}
     }
-    if h.applied < h.batches {
+    if h.commits_first() && h.saved < h.batches {
+        return Err(TxError::Internal(format!("commit with {} of {} batches checked", h.saved, h.batches)));
+    }
+    if !h.commits_first() && h.applied < h.batches {
         return Err(TxError::Internal(format!("commit with {} of {} batches applied", h.applied, h.batches)));
     }
     let usage = m.usage();

@@ -1,5 +1,8 @@
 //! complete: after commit, unlock every item of a batch and carry out its deferred deletes (a tombstone, put at
-//! apply, gets its time to live).
+//! apply, gets its time to live): protocol 1.
+//!
+//! Protocol 2 has unlocked every item at apply: complete records the items done, every batch at once, and leaves the
+//! parent lock and the header's end to release.
 
 use super::*;
 use crate::request::Op;
@@ -12,6 +15,13 @@ pub async fn complete(store: &Store, tx_id: &str, batch: usize) -> Result<Report
     };
     if h.completed > batch {
         return Ok(Report::new(Outcome::Done, &m));
+    }
+    if h.commits_first() {
+        if h.applied < h.batches {
+            return Err(TxError::Internal(format!("complete with {} of {} batches applied", h.applied, h.batches)));
+        }
+        let outcome = progress(store, &m, &h, H_COMPLETED, h.batches).await?.unwrap_or(Outcome::Done);
+        return Ok(Report::new(outcome, &m));
     }
     let plan = records::read_plan(store, &m, tx_id).await?;
     let actions = records::read_batch(store, &m, tx_id, &plan, batch).await?;

@@ -4,6 +4,12 @@
 //! was before the transaction. An item that does not exist is created to hold the lock and marked transient; the
 //! condition still sees it as absent, because the write that creates it is the one that evaluates the condition.
 //! Meeting another transaction's lock is contention, reported with the holder, never a failure.
+//!
+//! The lock write returns the item as it was (`ReturnValues: ALL_OLD`, at no extra cost; a run that finds its own lock
+//! gets it back from the failed condition). Protocol 2 evaluates each update there ([`crate::eval::apply_update`],
+//! with the table's key and index key types): an update DynamoDB would refuse cancels the transaction with
+//! `ValidationError` on that action, before anything can commit. A failed condition anywhere takes precedence, as
+//! it does in a `TransactWriteItems` call.
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
@@ -17,6 +23,8 @@ use crate::value::{self, item_to_json, Item};
 
 enum ItemLock {
     Locked,
+    /// Locked, and DynamoDB would refuse the action's update (protocol 2).
+    Refused(CancellationReason),
     Failed(CancellationReason),
     Contended(Contention),
 }
@@ -52,23 +60,25 @@ pub async fn lock(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
             match lock_parent(store, &m, &h, p).await? {
                 ItemLock::Locked => queue::leave(store, &m, &records::Header { parent_ticket: Some(ticket), ..h.clone() }).await?,
                 ItemLock::Contended(c) => return Ok(Report::new(Outcome::Contended(c), &m)),
-                ItemLock::Failed(r) => return Ok(Report::new(decided(store, &m, &h, &Decision::parent(r)).await?, &m)),
+                ItemLock::Failed(r) | ItemLock::Refused(r) => return Ok(Report::new(decided(store, &m, &h, &Decision::parent(r)).await?, &m)),
             }
         }
     }
     let plan = records::read_plan(store, &m, tx_id).await?;
     let mut failed = Vec::new();
+    let mut refused = Vec::new();
     let mut contention = Vec::new();
-    lock_batch(store, &m, &h, &plan, batch, &mut failed, &mut contention).await?;
-    if !failed.is_empty() {
+    lock_batch(store, &m, &h, &plan, batch, &mut failed, &mut refused, &mut contention).await?;
+    if !failed.is_empty() || (!refused.is_empty() && contention.is_empty()) {
         // DynamoDB reports every failing condition of a transaction; for transactions it could have run itself, do
         // the same by evaluating the remaining batches too.
         if h.actions <= MAX_TRANSACT_ACTIONS {
             for b in batch + 1..plan.batch_count() {
-                lock_batch(store, &m, &h, &plan, b, &mut failed, &mut Vec::new()).await?;
+                lock_batch(store, &m, &h, &plan, b, &mut failed, &mut refused, &mut Vec::new()).await?;
             }
         }
-        return Ok(Report::new(decided(store, &m, &h, &Decision::actions(failed)).await?, &m));
+        let reasons = if failed.is_empty() { refused } else { failed };
+        return Ok(Report::new(decided(store, &m, &h, &Decision::actions(reasons)).await?, &m));
     }
     if !contention.is_empty() {
         contention.sort_by_key(|c| c.action);
@@ -82,7 +92,11 @@ pub async fn lock(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
     }
     if let Some(ended) = progress(store, &m, &h, H_LOCKED, batch + 1).await? {
         // The transaction was decided while this run was taking locks: whoever decided it may already have passed
-        // these items, so let go of them here.
+        // these items, so let go of them here. Not after a commit of protocol 2: its locks are its items' "not
+        // applied yet" marks, which only apply removes.
+        if h.commits_first() && ended == (Outcome::Ended { state: TxState::Committed }) {
+            return Ok(Report::new(ended, &m));
+        }
         let actions = records::read_batch(store, &m, tx_id, &plan, batch).await?;
         let owner = h.owner();
         concurrently(actions, store.cfg.concurrency, |(_, a)| {
@@ -103,6 +117,7 @@ async fn lock_batch(
     plan: &crate::plan::Plan,
     batch: usize,
     failed: &mut Vec<(usize, CancellationReason)>,
+    refused: &mut Vec<(usize, CancellationReason)>,
     contention: &mut Vec<Contention>,
 ) -> Result<(), TxError> {
     if h.lock_started <= batch
@@ -122,6 +137,7 @@ async fn lock_batch(
     for (a, r) in results {
         match r {
             ItemLock::Locked => {}
+            ItemLock::Refused(reason) => refused.push((a.index, reason)),
             ItemLock::Failed(reason) => failed.push((a.index, reason)),
             ItemLock::Contended(c) => {
                 contention.push(c);
@@ -171,9 +187,20 @@ async fn lock_item(store: &Store, m: &Meter, h: &Header, a: &Action) -> Result<I
             }
             _ => lock_plain(store, m, &owner, a, &pk, found == Found::Absent).await?,
         };
-        let Some(old) = old else { return Ok(ItemLock::Locked) };
+        let old = match old {
+            Locked::Now(before) => {
+                let before = before.filter(|b| !is_tombstone(b)).map(records::strip_reserved);
+                return locked(store, m, h, a, before.as_ref()).await;
+            }
+            Locked::Not(old) => old,
+        };
         let next = match (&old, lock_holder_of(&old)) {
-            (_, Some(o)) if o == owner => return Ok(ItemLock::Locked),
+            (Some(item), Some(o)) if o == owner => {
+                // Locked by an earlier run of this phase: the item as it was is the item without the lock, unless the
+                // lock created it.
+                let before = (!records::flag(item, ATTR_TRANSIENT)).then(|| records::strip_reserved(item.clone()));
+                return locked(store, m, h, a, before.as_ref()).await;
+            }
             (_, Some(o)) if records::parse_owner(o).0 == h.id => {
                 // A late worker of an earlier attempt of this transaction locked it after that attempt was rolled
                 // back: let that lock go and try again.
@@ -206,9 +233,29 @@ async fn lock_item(store: &Store, m: &Meter, h: &Header, a: &Action) -> Result<I
     Err(TxError::Contended { holder: "unknown".into(), item: value::key_display(&a.table, &a.key) })
 }
 
-/// Locks an item that is absent or present (not a tombstone) for `owner` (the attempt's lock value). `Ok(None)` when
-/// locked, otherwise the item as it was.
-async fn lock_plain(store: &Store, m: &Meter, owner: &str, a: &Action, pk: &str, absent: bool) -> Result<Option<Option<Item>>, TxError> {
+/// What one lock write came to.
+enum Locked {
+    /// Locked by this write; the item as it was (none when absent).
+    Now(Option<Item>),
+    /// Not locked by this write; the item as it is (none when absent).
+    Not(Option<Item>),
+}
+
+/// An item locked by `h`'s attempt, with the item as it was before the transaction (`None`: absent): protocol 2
+/// evaluates the action's update on it.
+async fn locked(store: &Store, m: &Meter, h: &Header, a: &Action, before: Option<&Item>) -> Result<ItemLock, TxError> {
+    if !h.commits_first() || a.op != Op::Update {
+        return Ok(ItemLock::Locked);
+    }
+    let schema = store.schema(m, &a.table).await?;
+    Ok(match refusal(a, before, &schema) {
+        Some(message) => ItemLock::Refused(CancellationReason::new(CancellationReason::VALIDATION_ERROR, message)),
+        None => ItemLock::Locked,
+    })
+}
+
+/// Locks an item that is absent or present (not a tombstone) for `owner` (the attempt's lock value).
+async fn lock_plain(store: &Store, m: &Meter, owner: &str, a: &Action, pk: &str, absent: bool) -> Result<Locked, TxError> {
     let refs = match &a.condition {
         Some(c) => expr::parse_condition(c).map_err(|e| TxError::Internal(format!("stored condition: {e}")))?,
         None => Default::default(),
@@ -241,15 +288,16 @@ async fn lock_plain(store: &Store, m: &Meter, owner: &str, a: &Action, pk: &str,
         .expression_attribute_names(ph::LOCK, ATTR_LOCK)
         .expression_attribute_names(ph::LOCKED_AT, ATTR_LOCKED_AT)
         .expression_attribute_values(ph::TX, s(owner))
-        .expression_attribute_values(ph::NOW, now());
+        .expression_attribute_values(ph::NOW, now())
+        .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld);
     req = if absent {
         req.expression_attribute_names(ph::TRANSIENT, ATTR_TRANSIENT).expression_attribute_values(ph::TRUE, AttributeValue::Bool(true))
     } else {
         req.expression_attribute_names(ph::TOMBSTONE, ATTR_TOMBSTONE)
     };
     Ok(match store.update(m, req).await? {
-        Written::Done(_) => None,
-        Written::ConditionFailed(old) => Some(old),
+        Written::Done(before) => Locked::Now(before),
+        Written::ConditionFailed(old) => Locked::Not(old),
     })
 }
 
@@ -275,7 +323,7 @@ async fn lock_tombstone(
     a: &Action,
     stone: &Item,
     caller: Option<&str>,
-) -> Result<Option<Option<Item>>, TxError> {
+) -> Result<Locked, TxError> {
     let refs = match caller {
         Some(c) => expr::parse_condition(c).map_err(|e| TxError::Internal(format!("redirected condition: {e}")))?,
         None => Default::default(),
@@ -305,8 +353,9 @@ async fn lock_tombstone(
         req = req.expression_attribute_names(ph::GONE, ATTR_GONE);
     }
     Ok(match store.put(m, req).await? {
-        Written::Done(_) => None,
-        Written::ConditionFailed(old) => Some(old),
+        // The tombstone reads as absent.
+        Written::Done(_) => Locked::Now(None),
+        Written::ConditionFailed(old) => Locked::Not(old),
     })
 }
 

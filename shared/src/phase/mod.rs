@@ -142,6 +142,26 @@ fn used(a: &Action, refs: &ExprRefs) -> (HashMap<String, String>, Item) {
     (names, values)
 }
 
+/// The item DynamoDB leaves after update action `a` on `before` (the item as it was before the transaction, without
+/// dynamo-saga's attributes; `None`: absent), or the error it raises instead.
+pub(crate) fn evaluate(a: &Action, before: Option<&Item>, schema: &crate::request::TableSchema) -> Result<Item, crate::eval::EvalError> {
+    let update = a.update.as_deref().unwrap_or_default();
+    let (names, values) = match crate::expr::parse_update(update) {
+        Ok(parsed) => used(a, &parsed.refs),
+        Err(_) => (a.names.clone(), a.values.clone()),
+    };
+    crate::eval::apply_update(before, &a.key, update, &names, &values, &schema.key_types())
+}
+
+/// Why DynamoDB would refuse action `a`'s update on `before` (see [`evaluate`]), or `None` when it accepts it or `a`
+/// is not an update.
+fn refusal(a: &Action, before: Option<&Item>, schema: &crate::request::TableSchema) -> Option<String> {
+    if a.op != crate::request::Op::Update {
+        return None;
+    }
+    evaluate(a, before, schema).err().map(|e| format!("{}: {e}", a.describe()))
+}
+
 /// Runs `f` over `items` with at most `limit` in flight, keeping their order.
 async fn concurrently<T, R, F, Fut>(items: Vec<T>, limit: usize, f: F) -> Result<Vec<R>, TxError>
 where

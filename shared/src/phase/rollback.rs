@@ -1,6 +1,9 @@
 //! rollback: with a reason (the state machine's Abort), decide the transaction `ROLLED_BACK` if it is still pending;
 //! then, batch by batch, put every saved image back, delete every item the transaction created, and unlock the rest.
 //!
+//! Protocol 2 rolls back before anything but locks was written: each item is unlocked, and an item that exists only
+//! to hold the lock is deleted (or given its tombstone back). No images are read.
+//!
 //! Only batches whose locking had started are visited; every write is conditional on this transaction's lock, so an
 //! item restored once is never touched again.
 
@@ -31,7 +34,7 @@ pub async fn rollback(store: &Store, tx_id: &str, batch: usize, why: Option<&Dec
         let plan = records::read_plan(store, &m, tx_id).await?;
         let actions = records::read_batch(store, &m, tx_id, &plan, batch).await?;
         let positions: Vec<usize> = actions.iter().filter(|(_, a)| a.op.writes()).map(|(p, _)| *p).collect();
-        let mut images = records::read_images(store, &m, tx_id, h.attempt, &positions).await?;
+        let mut images = if h.commits_first() { Default::default() } else { records::read_images(store, &m, tx_id, h.attempt, &positions).await? };
         let work: Vec<(Action, Release)> = actions
             .into_iter()
             .map(|(pos, a)| {

@@ -1,22 +1,18 @@
-//! save: a copy of each locked item about to change, written to the transactions table before it changes, and the
-//! check that DynamoDB will accept every update.
+//! save: before anything can commit, the check that DynamoDB will accept every write.
 //!
-//! The copy is the item as it is now minus the lock attributes: nothing has been applied to a locked item before its
-//! batch is saved. An item already applied (a second coordinator got further) is skipped: its image was written
-//! before the apply, and the item no longer shows what it was.
+//! Protocol 2: lock has already evaluated each update on the item its lock write returned. Save checks the writes
+//! that replace an item, each `Put` and each tombstone a `Delete` leaves: the item's size and its index key types from
+//! the table's description ([`crate::eval::check_item`]). One DynamoDB would refuse cancels the transaction with
+//! `ValidationError` on that action. Save reads nothing and writes nothing but its progress: after the commit, apply
+//! writes each item once, and nothing before the commit needs undoing but locks.
 //!
-//! Items are read eventually consistent, at half the read units. Once this attempt's lock is on an item, only this
-//! attempt writes it, so a copy that shows the lock is either the item as it is or, if another coordinator applied
-//! it a moment ago, the item as it was before, which is the image anyway. A copy without the lock (from before it)
-//! is read again strongly consistent.
-//!
-//! Each update is evaluated on the item it reads ([`crate::eval::apply_update`], with the key and index key types
-//! of the table's description): one DynamoDB would refuse (`ADD` to a string, a path through a missing map, a number
-//! past 38 digits, an item past 400 KB, an index key of the wrong type) cancels the transaction here with
-//! `ValidationError` on that action, before any batch is saved or applied. Apply still cancels on a refusal the
-//! evaluation did not foresee.
-
-use std::collections::HashMap;
+//! Protocol 1 (transactions begun before protocol 2, which apply before they commit): a copy of each locked item
+//! about to change, written to the transactions table before it changes, and the same check of every update on the
+//! item it reads. The copy is the item as it is now minus the lock attributes: nothing has been applied to a locked
+//! item before its batch is saved. An item already applied (a second coordinator got further) is skipped: its image
+//! was written before the apply, and the item no longer shows what it was. Items are read eventually consistent, at
+//! half the read units; a copy that does not show this attempt's lock (from before it) is read again strongly
+//! consistent.
 
 use super::*;
 use crate::error::CancellationReason;
@@ -37,6 +33,28 @@ pub async fn save(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
         return Err(TxError::Internal(format!("save of batch {batch} before every batch was locked")));
     }
     let plan = records::read_plan(store, &m, tx_id).await?;
+    if h.commits_first() {
+        let actions = records::read_batch(store, &m, tx_id, &plan, batch).await?;
+        let mut refused = Vec::new();
+        for (_, a) in &actions {
+            let replaced = match (&a.op, &a.item, &a.tombstone) {
+                (Op::Put, Some(item), _) => item.clone(),
+                (Op::Delete, _, Some(t)) => t.item(&a.key, &h.id),
+                _ => continue,
+            };
+            let schema = store.schema(&m, &a.table).await?;
+            if let Err(e) = crate::eval::check_item(&replaced, &schema.key_types()) {
+                let message = format!("{}: {e}", a.describe());
+                refused.push((a.index, CancellationReason::new(CancellationReason::VALIDATION_ERROR, message)));
+            }
+        }
+        if !refused.is_empty() {
+            return Ok(Report::new(decided(store, &m, &h, &Decision::actions(refused)).await?, &m));
+        }
+        beat_parent(store, &m, &h).await?;
+        let outcome = progress(store, &m, &h, H_SAVED, batch + 1).await?.unwrap_or(Outcome::Done);
+        return Ok(Report::new(outcome, &m));
+    }
     let actions: Vec<(usize, Action)> =
         records::read_batch(store, &m, tx_id, &plan, batch).await?.into_iter().filter(|(_, a)| a.op.writes()).collect();
 
@@ -79,7 +97,8 @@ pub async fn save(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
         if flag(&item, ATTR_APPLIED) {
             continue;
         }
-        if let Some(message) = refusal(a, &item, &schema) {
+        let before = (!flag(&item, ATTR_TRANSIENT)).then(|| records::strip_reserved(item.clone()));
+        if let Some(message) = refusal(a, before.as_ref(), &schema) {
             refused.push((a.index, CancellationReason::new(CancellationReason::VALIDATION_ERROR, message)));
             continue;
         }
@@ -98,22 +117,4 @@ pub async fn save(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
     beat_parent(store, &m, &h).await?;
     let outcome = progress(store, &m, &h, H_SAVED, batch + 1).await?.unwrap_or(Outcome::Done);
     Ok(Report::new(outcome, &m))
-}
-
-/// Why DynamoDB would refuse action `a`'s update on `locked` (the item as this transaction's lock holds it), or
-/// `None` when it accepts it or `a` is not an update. An item that exists only to hold the lock (in place of nothing,
-/// or of a tombstone) is absent to the update.
-fn refusal(a: &Action, locked: &Item, schema: &crate::request::TableSchema) -> Option<String> {
-    if a.op != Op::Update {
-        return None;
-    }
-    let update = a.update.as_deref().unwrap_or_default();
-    let (names, values) = match crate::expr::parse_update(update) {
-        Ok(parsed) => used(a, &parsed.refs),
-        Err(_) => (a.names.clone(), a.values.clone()),
-    };
-    let before = (!flag(locked, ATTR_TRANSIENT)).then(|| records::strip_reserved(locked.clone()));
-    crate::eval::apply_update(before.as_ref(), &a.key, update, &names, &values, &schema.key_types())
-        .err()
-        .map(|e| format!("{}: {e}", a.describe()))
 }

@@ -830,7 +830,7 @@ fn markdown(a: &Args, report: &Report, when: &str) -> String {
     md.push_str(&format!(
         "Written by `bash tools/bench.sh` on {when}, on DynamoDB Local 3.3.1 (one Java process) on this machine; every figure below is \
          from that one run. Items are {} bytes by DynamoDB's size rules, so an item with dynamo-saga's lock attributes (about 70 \
-         bytes) and its saved image (about 60 bytes more) still fit in one 1 KB write unit; `--item-bytes` changes that. An item's filler is letters and digits that differ from item to \
+         bytes) still fits in one 1 KB write unit; `--item-bytes` changes that. An item's filler is letters and digits that differ from item to \
          item, so the request pages that hold inserted items deflate about as well as real data would.\n\n",
         a.item_bytes
     ));
