@@ -12,7 +12,7 @@
 // The script is chosen by the TransactionId's prefix: the execution input is {"TransactionId": "<script>-..."}, which
 // Begin receives as it is or, from the state machine, as {"Request": {...}, "ExecutionArn": "..."}.
 // Each transaction has 3 batches and every call does one batch:
-//   committed   Begin, Lock x3, Save x3, Apply x3, Commit, Complete x3, Release -> Finished/COMMITTED
+//   committed   Begin, Lock x3, Save x3, Commit, Apply x3, Complete (every batch at once), Release -> Finished/COMMITTED
 //   contended   as committed, but the first Lock answers Step Wait, WaitSeconds 5, Contention; Relock goes on
 //   fault       as committed, but the first Lock fails with InjectedFault (retried by the definition)
 //   fault-aws   as fault, answered the way real Lambda does: HTTP 200 with X-Amz-Function-Error: Unhandled
@@ -80,13 +80,13 @@ function transaction(id) {
       }
       return batch('lock', 'Lock', 'Save');
     },
-    'saga-save': () => batch('save', 'Save', 'Apply'),
-    'saga-apply': () => batch('apply', 'Apply', 'Commit'),
+    'saga-save': () => batch('save', 'Save', 'Commit'),
     'saga-commit': () => {
       state = 'COMMITTED';
-      return out('Complete', 0);
+      return out('Apply', 0);
     },
-    'saga-complete': () => batch('complete', 'Complete', 'Release'),
+    'saga-apply': () => batch('apply', 'Apply', 'Complete'),
+    'saga-complete': () => out('Release', BATCHES),
     'saga-rollback': (input) => {
       if (input.Abort) {
         if (typeof input.Error?.Cause !== 'string') throw new FunctionError('ValidationError', 'Abort without Error.Cause');

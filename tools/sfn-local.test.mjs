@@ -59,15 +59,15 @@ test('a 3-batch transaction commits: every phase in order, one batch a call', as
   assert.equal(record.status, 'SUCCEEDED');
   assert.deepEqual(record.output, { TransactionId: 'committed-a', Step: 'Finished', Batch: 3, Batches: 3, State: 'COMMITTED', Actions: 250, Attempts: 1 });
   const fns = callsOf('committed-a').map((c) => c.fn.replace('saga-', ''));
-  assert.deepEqual(fns, ['begin', ...Array(3).fill('lock'), ...Array(3).fill('save'), ...Array(3).fill('apply'), 'commit', ...Array(3).fill('complete'), 'release']);
-  assert.equal(record.taskCalls, 15);
+  assert.deepEqual(fns, ['begin', ...Array(3).fill('lock'), ...Array(3).fill('save'), 'commit', ...Array(3).fill('apply'), 'complete', 'release']);
+  assert.equal(record.taskCalls, 13);
   // Each invocation's duration, by function.
   assert.deepEqual(Object.fromEntries(Object.entries(record.taskMs).map(([f, ms]) => [f, ms.length])),
-    { 'saga-begin': 1, 'saga-lock': 3, 'saga-save': 3, 'saga-apply': 3, 'saga-commit': 1, 'saga-complete': 3, 'saga-release': 1 });
+    { 'saga-begin': 1, 'saga-lock': 3, 'saga-save': 3, 'saga-apply': 3, 'saga-commit': 1, 'saga-complete': 1, 'saga-release': 1 });
   assert.ok(Object.values(record.taskMs).flat().every((ms) => Number.isInteger(ms) && ms >= 0));
-  // 15 Tasks, 14 Route visits, Released and Committed; each state entered and exited, 3 events per Lambda call.
-  assert.equal(record.transitions, 31);
-  assert.equal(record.historyEvents, 2 + 31 + 31 + 3 * 15);
+  // 13 Tasks, 12 Route visits, Released and Committed; each state entered and exited, 3 events per Lambda call.
+  assert.equal(record.transitions, 27);
+  assert.equal(record.historyEvents, 2 + 27 + 27 + 3 * 13);
   // Begin gets the execution's ARN and start time, from which it names the transaction of a request.
   const begin = callsOf('committed-a')[0].input;
   assert.deepEqual(begin, { Request: { TransactionId: 'committed-a' }, ExecutionArn: record.executionArn, ExecutionStartTime: begin.ExecutionStartTime });
@@ -91,8 +91,8 @@ for (const style of ['fault', 'fault-aws']) {
     const { code, record, stderr } = await run(`${style}-a`, ...FAST);
     assert.equal(code, 0, stderr);
     assert.equal(record.status, 'SUCCEEDED');
-    assert.equal(record.taskCalls, 16);
-    assert.equal(record.historyEvents, 2 + 31 + 31 + 3 * 16);
+    assert.equal(record.taskCalls, 14);
+    assert.equal(record.historyEvents, 2 + 27 + 27 + 3 * 14);
     assert.match(stderr, /Lock +failed: InjectedFault: injected fault before the first lock write\n.*Lock +retry 1\/5 after InjectedFault/);
   });
 }
