@@ -184,19 +184,6 @@ fn req_names(req: &aws_sdk_dynamodb::operation::update_item::builders::UpdateIte
     req.get_expression_attribute_names().clone().unwrap_or_default()
 }
 
-/// Puts `item` in place of the one `owner` holds.
-async fn put_held(store: &Store, m: &Meter, owner: &str, table: &str, item: Item) -> Result<Written, TxError> {
-    let req = store
-        .client
-        .put_item()
-        .table_name(table)
-        .set_item(Some(item))
-        .condition_expression(format!("{} = {}", ph::LOCK, ph::TX))
-        .expression_attribute_names(ph::LOCK, ATTR_LOCK)
-        .expression_attribute_values(ph::TX, s(owner));
-    store.put(m, req).await
-}
-
 /// The parent lock's attributes on an item that replaces the parent item, so the parent stays locked by `h`'s
 /// attempt until it is released.
 fn keep_parent_lock(item: &mut Item, h: &Header, lease_seconds: u64) {

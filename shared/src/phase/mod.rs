@@ -261,17 +261,23 @@ pub(crate) async fn release_key(store: &Store, m: &Meter, owner: &str, table: &s
             }
         }
         Release::Restore(item) => {
-            let req = c
-                .put_item()
-                .table_name(table)
-                .set_item(Some(item))
-                .condition_expression(format!("{} = {}", ph::LOCK, ph::TX))
-                .expression_attribute_names(ph::LOCK, ATTR_LOCK)
-                .expression_attribute_values(ph::TX, s(owner));
-            store.put(m, req).await?;
+            put_held(store, m, owner, table, item).await?;
         }
     }
     Ok(())
+}
+
+/// Puts `item` in place of the one `owner` (an attempt's lock value) holds; nothing when it no longer holds it.
+pub(crate) async fn put_held(store: &Store, m: &Meter, owner: &str, table: &str, item: Item) -> Result<Written, TxError> {
+    let req = store
+        .client
+        .put_item()
+        .table_name(table)
+        .set_item(Some(item))
+        .condition_expression(format!("{} = {}", ph::LOCK, ph::TX))
+        .expression_attribute_names(ph::LOCK, ATTR_LOCK)
+        .expression_attribute_values(ph::TX, s(owner));
+    store.put(m, req).await
 }
 
 /// Lets go of the parent lock (token, time, lease and record version number) while `holder` (an attempt's lock
