@@ -60,6 +60,10 @@ pub const H_STATE: &str = "state";
 pub const H_VERSION: &str = "version";
 pub const H_CREATED_AT: &str = "createdAt";
 pub const H_UPDATED_AT: &str = "updatedAt";
+/// A header's `updatedAt` is moved by a write at least this often while the transaction progresses (more often with a
+/// lease under 30 s: every third of a lease), not by every write; the sweeper's `stale_after` must be longer (the
+/// template allows no less than 30 s).
+pub const UPDATED_AT_EVERY_MS: u64 = 10_000;
 /// Header: epoch milliseconds after which a pending transaction is cancelled instead of waiting any longer.
 pub const H_DEADLINE: &str = "deadline";
 /// Header: epoch milliseconds when the transaction reached its end (everything unlocked).

@@ -164,7 +164,7 @@ impl ReadLock {
     pub async fn refresh(&self) -> Result<bool, TxError> {
         let m = Meter::default();
         let h = records::read_header(self.coordinator.store(), &m, &self.transaction_id).await?;
-        records::update_header(self.coordinator.store(), &m, &self.transaction_id, records::Expect { state: TxState::Pending, attempt: Some(h.attempt) }, &[], None, &m.usage()).await
+        records::update_header(self.coordinator.store(), &m, &self.transaction_id, records::Expect { state: TxState::Pending, attempt: Some(h.attempt), touched_at: None }, &[], None, &m.usage()).await
     }
 
     /// Lets every item go by rolling the transaction back (nothing was changed, so nothing is restored). Safe to

@@ -228,18 +228,20 @@ pub fn parse_owner(owner: &str) -> (&str, u32) {
 pub struct Expect {
     pub state: TxState,
     pub attempt: Option<u32>,
+    /// The header's `updatedAt` as last read, when the write may leave it alone (see [`write_header`]); `None` moves it.
+    pub touched_at: Option<u64>,
 }
 
 impl Expect {
-    /// The state and attempt `h` is in.
+    /// The state and attempt `h` is in; the write moves `updatedAt` only when it is old (see [`write_header`]).
     pub fn at(h: &Header) -> Self {
-        Self { state: h.state, attempt: Some(h.attempt) }
+        Self { state: h.state, attempt: Some(h.attempt), touched_at: Some(h.updated_at) }
     }
 }
 
 impl From<TxState> for Expect {
     fn from(state: TxState) -> Self {
-        Self { state, attempt: None }
+        Self { state, attempt: None, touched_at: None }
     }
 }
 
@@ -444,20 +446,28 @@ pub struct HeaderWrite<'a> {
     pub require: Vec<(&'a str, bool)>,
 }
 
-/// One conditional header write (see [`update_header`]).
+/// One conditional header write (see [`update_header`]). It always moves the version, which waiters watch. It moves
+/// `updatedAt`, the sort key of the open-transactions index the sweeper reads, only when `expect.touched_at` is
+/// absent or older than a third of a lease or [`UPDATED_AT_EVERY_MS`], whichever is less: moving an index key costs two more write units (the index entry's delete and
+/// put), and the sweeper only needs to know the header moved within its `stale_after`.
 pub async fn write_header(store: &Store, m: &Meter, tx_id: &str, expect: Expect, w: HeaderWrite<'_>, usage: &Usage) -> Result<bool, TxError> {
-    let mut expr = String::from("SET #ver = #ver + :one, #upd = :now");
+    let now = now_ms();
+    let every = (store.cfg.lease.as_millis() as u64 / 3).min(UPDATED_AT_EVERY_MS);
+    let touch = expect.touched_at.is_none_or(|t| now.saturating_sub(t) >= every);
+    let mut expr = String::from("SET #ver = #ver + :one");
     let mut req = store
         .client
         .update_item()
         .table_name(&store.cfg.tx_table)
         .set_key(Some(header_key(tx_id)))
         .expression_attribute_names("#ver", H_VERSION)
-        .expression_attribute_names("#upd", H_UPDATED_AT)
         .expression_attribute_names("#st", H_STATE)
         .expression_attribute_values(":one", n(1))
-        .expression_attribute_values(":now", n(now_ms()))
         .expression_attribute_values(":st", s(expect.state.as_str()));
+    if touch {
+        expr.push_str(", #upd = :now");
+        req = req.expression_attribute_names("#upd", H_UPDATED_AT).expression_attribute_values(":now", n(now));
+    }
     for (i, (k, v)) in w.set.iter().enumerate() {
         expr.push_str(&format!(", #s{i} = :s{i}"));
         req = req.expression_attribute_names(format!("#s{i}"), *k).expression_attribute_values(format!(":s{i}"), v.clone());
@@ -545,7 +555,7 @@ pub async fn decide_rollback(store: &Store, m: &Meter, tx_id: &str, attempt: Opt
     if decision.retries() {
         w.set.push((H_RETRY, AttributeValue::Bool(true)));
     }
-    if write_header(store, m, tx_id, Expect { state: TxState::Pending, attempt }, w, &Usage::default()).await? {
+    if write_header(store, m, tx_id, Expect { state: TxState::Pending, attempt, touched_at: None }, w, &Usage::default()).await? {
         return Ok(TxState::RolledBack);
     }
     Ok(read_header(store, m, tx_id).await?.state)
@@ -558,7 +568,7 @@ pub async fn give_up(store: &Store, m: &Meter, h: &Header, why: &str) -> Result<
     let Some(d) = &h.decision else { return Ok(false) };
     let reasons = serde_json::to_string(&d.given_up(why)).expect("decisions serialise");
     let w = HeaderWrite { set: vec![(H_REASONS, s(reasons))], remove: vec![H_RETRY], require: vec![(H_RETRY, true)], ..HeaderWrite::default() };
-    write_header(store, m, &h.id, Expect { state: TxState::RolledBack, attempt: Some(h.attempt) }, w, &Usage::default()).await
+    write_header(store, m, &h.id, Expect { state: TxState::RolledBack, attempt: Some(h.attempt), touched_at: None }, w, &Usage::default()).await
 }
 
 /// Most attempts the header's history keeps.
@@ -600,7 +610,7 @@ pub async fn restart(store: &Store, m: &Meter, h: &Header) -> Result<bool, TxErr
         w.remove.retain(|k| *k != H_WAIT_FOR);
         w.set.push((H_WAIT_FOR, s(serde_json::to_string(&wait).expect("serialises"))));
     }
-    write_header(store, m, &h.id, Expect { state: TxState::RolledBack, attempt: Some(h.attempt) }, w, &Usage::default()).await
+    write_header(store, m, &h.id, Expect { state: TxState::RolledBack, attempt: Some(h.attempt), touched_at: None }, w, &Usage::default()).await
 }
 
 fn expires_at(store: &Store, from_ms: u64) -> AttributeValue {

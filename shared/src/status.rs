@@ -57,6 +57,7 @@ pub struct Status {
     pub usage: Usage,
     /// Milliseconds since the Unix epoch.
     pub created_at_ms: u64,
+    /// When the header last moved, to within 10 s (`constants::UPDATED_AT_EVERY_MS`).
     pub updated_at_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finished_at_ms: Option<u64>,
