@@ -1,12 +1,15 @@
 //! Reads while transactions run (seed 000, Part Two: isolation), and a condition for writers outside the protocol.
 //!
-//! - [`Isolation::Uncommitted`]: the item as it is, without dynamo-saga's attributes. It may show a value a pending
-//!   transaction has applied and will later roll back, and it hides items that exist only to hold a lock.
-//! - [`Isolation::Committed`]: never a value that might still be rolled back. An item locked by a transaction that
-//!   has not committed is read from the image saved before the transaction applied anything to it (or as it is, when
-//!   nothing was applied yet); an item locked by a committed transaction is read as that transaction leaves it (a
-//!   committed `Delete` reads as absent before complete removes the item). Reading a locked item costs a few more
-//!   reads (the holder's header, and for an applied item its plan, one or more request pages and the image).
+//! - [`Isolation::Uncommitted`]: the item as it is, without dynamo-saga's attributes. It may show an item a committed
+//!   transaction has not applied yet (or, on protocol 1, a value a pending transaction has applied and will later roll
+//!   back), and it hides items that exist only to hold a lock.
+//! - [`Isolation::Committed`]: never a value that might still be rolled back, nor a transaction half applied. An
+//!   item locked by a transaction that has not committed is read as it is (protocol 2 writes nothing but the lock
+//!   before its commit; for protocol 1, from the image saved before the transaction applied anything to it); an item
+//!   locked by a committed transaction is read as that transaction leaves it (protocol 2: its update evaluated on the
+//!   item, its `Put`'s item, a `Delete` absent, before apply writes it). Reading a locked item costs a few more reads
+//!   (the holder's header, and for a committed or applied item its plan, one or more request pages, and on protocol
+//!   1 the image).
 //!
 //! - [`Isolation::ReadLock`]: the items are locked by a transaction of their own ([`lock_for_read`]) and read
 //!   while it holds them, so the reads are one consistent cut of committed values, and then released by rolling
