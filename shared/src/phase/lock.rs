@@ -65,16 +65,18 @@ pub async fn lock(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
         }
     }
     let plan = records::read_plan(store, &m, tx_id).await?;
-    let mut failed = Vec::new();
-    let mut refused = Vec::new();
-    let mut contention = Vec::new();
-    lock_batch(store, &m, &h, &plan, batch, &mut failed, &mut refused, &mut contention).await?;
+    let mut met = Met::default();
+    lock_batch(store, &m, &h, &plan, batch, &mut met).await?;
+    let Met { mut failed, mut refused, mut contention } = met;
     if !failed.is_empty() || (!refused.is_empty() && contention.is_empty()) {
         // DynamoDB reports every failing condition of a transaction; for transactions it could have run itself, do
         // the same by evaluating the remaining batches too.
         if h.actions <= MAX_TRANSACT_ACTIONS {
             for b in batch + 1..plan.batch_count() {
-                lock_batch(store, &m, &h, &plan, b, &mut failed, &mut refused, &mut Vec::new()).await?;
+                let mut later = Met::default();
+                lock_batch(store, &m, &h, &plan, b, &mut later).await?;
+                failed.append(&mut later.failed);
+                refused.append(&mut later.refused);
             }
         }
         let reasons = if failed.is_empty() { refused } else { failed };
@@ -109,17 +111,19 @@ pub async fn lock(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
     Ok(Report::new(Outcome::Done, &m))
 }
 
+/// What a lock run met besides locks taken.
+#[derive(Default)]
+struct Met {
+    /// Conditions that failed.
+    failed: Vec<(usize, CancellationReason)>,
+    /// Updates DynamoDB would refuse (protocol 2).
+    refused: Vec<(usize, CancellationReason)>,
+    /// Items other transactions hold.
+    contention: Vec<Contention>,
+}
+
 /// Records that locking of `batch` has begun (so a rollback looks at it), then locks its items.
-async fn lock_batch(
-    store: &Store,
-    m: &Meter,
-    h: &Header,
-    plan: &crate::plan::Plan,
-    batch: usize,
-    failed: &mut Vec<(usize, CancellationReason)>,
-    refused: &mut Vec<(usize, CancellationReason)>,
-    contention: &mut Vec<Contention>,
-) -> Result<(), TxError> {
+async fn lock_batch(store: &Store, m: &Meter, h: &Header, plan: &crate::plan::Plan, batch: usize, met: &mut Met) -> Result<(), TxError> {
     if h.lock_started <= batch
         && !records::update_header(store, m, &h.id, records::Expect::at(h), &[], Some((H_LOCK_STARTED, batch + 1)), &Default::default()).await?
     {
@@ -137,11 +141,9 @@ async fn lock_batch(
     for (a, r) in results {
         match r {
             ItemLock::Locked => {}
-            ItemLock::Refused(reason) => refused.push((a.index, reason)),
-            ItemLock::Failed(reason) => failed.push((a.index, reason)),
-            ItemLock::Contended(c) => {
-                contention.push(c);
-            }
+            ItemLock::Refused(reason) => met.refused.push((a.index, reason)),
+            ItemLock::Failed(reason) => met.failed.push((a.index, reason)),
+            ItemLock::Contended(c) => met.contention.push(c),
         }
     }
     Ok(())
