@@ -252,7 +252,7 @@ async fn committed_unapplied(env: &Env, tag: &str) -> (String, Vec<String>) {
 /// counter into a string after the commit). The transaction stays all-or-nothing: the rest of its batch is applied,
 /// the refused item keeps its lock (and later batches theirs), the apply fails with `ApplyRejected` naming it, the
 /// transaction stays committed and open, and a committed read of the item reports the refusal rather than a value. Once the item is mended, the
-/// next run applies it, exactly once.
+/// sweeper applies it, exactly once.
 #[tokio::test]
 async fn a_write_refused_after_the_commit_keeps_its_lock_until_dynamodb_accepts_it() {
     use dynamo_saga::read::{get_item, Isolation};
@@ -300,8 +300,14 @@ async fn a_write_refused_after_the_commit_keeps_its_lock_until_dynamodb_accepts_
     assert_eq!(read["n"].as_n().unwrap(), "1");
     let uncommitted = get_item(&env.store, &env.a, key, Isolation::Uncommitted).await.unwrap().unwrap();
     assert_eq!(uncommitted["n"].as_n().unwrap(), "0", "not applied yet");
-    Coordinator::new(env.store.clone()).drive(&id).await.expect("commits once DynamoDB accepts the write");
-    Coordinator::new(env.store.clone()).drive(&id).await.expect("a second drive finds it finished");
+    // The sweeper finds it open and still, and finishes it.
+    let mut sweeper = dynamo_saga::sweeper::Sweeper::new(env.store.clone());
+    sweeper.stale_after = std::time::Duration::from_millis(1);
+    let swept = sweeper.sweep().await.unwrap();
+    assert!(swept.failed.is_empty(), "{swept:?}");
+    let h = dynamo_saga::records::read_header(&env.store, &Meter::default(), &id).await.unwrap();
+    assert!(h.state == dynamo_saga::TxState::Committed && h.finished(), "the sweeper applied it once DynamoDB accepted the write: {h:?}");
+    Coordinator::new(env.store.clone()).drive(&id).await.expect("a later drive finds it finished");
     for k in &keys {
         assert_eq!(env.get(&env.a, json!({"pk": sv(k)})).await.unwrap()["n"], nv(1), "every ADD applied exactly once: {k}");
     }

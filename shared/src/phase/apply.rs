@@ -45,13 +45,14 @@ enum Group {
 pub async fn apply(store: &Store, tx_id: &str, batch: usize) -> Result<Report, TxError> {
     let m = Meter::default();
     let h = records::read_header(store, &m, tx_id).await?;
+    // Protocol 2 applies after the commit, protocol 1 before it.
+    let applies_in = if h.commits_first() { TxState::Committed } else { TxState::Pending };
+    if h.state != applies_in || h.finished() {
+        return Ok(Report::new(Outcome::Ended { state: h.state }, &m));
+    }
     if h.commits_first() {
         return apply_committed(store, m, h, batch).await;
     }
-    let h = match header_in(store, &m, tx_id, TxState::Pending).await? {
-        Ok(h) => h,
-        Err(o) => return Ok(Report::new(o, &m)),
-    };
     if h.applied > batch {
         return Ok(Report::new(Outcome::Done, &m));
     }
@@ -98,9 +99,6 @@ pub async fn apply(store: &Store, tx_id: &str, batch: usize) -> Result<Report, T
 
 /// Protocol 2: applies and unlocks every item of `batch` of the committed transaction `h`.
 async fn apply_committed(store: &Store, m: Meter, h: Header, batch: usize) -> Result<Report, TxError> {
-    if h.state != TxState::Committed || h.finished() {
-        return Ok(Report::new(Outcome::Ended { state: h.state }, &m));
-    }
     if h.applied > batch {
         return Ok(Report::new(Outcome::Done, &m));
     }
@@ -136,16 +134,16 @@ async fn apply_item(store: &Store, m: &Meter, h: &Header, a: &Action) -> Result<
             let caller = a.update.as_deref().unwrap_or_default();
             let parsed = expr::parse_update(caller).map_err(|e| TxError::Internal(format!("stored update: {e}")))?;
             let (names, values) = used(a, &parsed.refs);
-            let (req, unlock) = unlock_clause(c.update_item().table_name(&a.table).set_key(Some(a.key.clone())));
+            let req = c
+                .update_item()
+                .table_name(&a.table)
+                .set_key(Some(a.key.clone()))
+                .set_expression_attribute_names(Some(names))
+                .set_expression_attribute_values(Some(values));
+            let (req, unlock) = unlock_clause(req);
             let remove = unlock.trim_start_matches("REMOVE ");
             let update = expr::add_actions(caller, ClauseKind::Remove, remove).map_err(|e| TxError::Internal(format!("stored update: {e}")))?;
-            let names = names.into_iter().chain(req_names(&req)).collect();
-            let req = req
-                .update_expression(update)
-                .condition_expression(held)
-                .set_expression_attribute_names(Some(names))
-                .set_expression_attribute_values(Some(values))
-                .expression_attribute_values(ph::TX, s(&owner));
+            let req = req.update_expression(update).condition_expression(held).expression_attribute_values(ph::TX, s(&owner));
             store.update(m, req).await
         }
         (Op::Put, _) => {
@@ -177,11 +175,6 @@ async fn apply_item(store: &Store, m: &Meter, h: &Header, a: &Action) -> Result<
         Err(TxError::DynamoDb { message, .. }) if message.starts_with("ValidationException") => Ok(Some(message)),
         Err(e) => Err(e),
     }
-}
-
-/// The names `unlock_clause` put on `req`.
-fn req_names(req: &aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder) -> HashMap<String, String> {
-    req.get_expression_attribute_names().clone().unwrap_or_default()
 }
 
 /// The parent lock's attributes on an item that replaces the parent item, so the parent stays locked by `h`'s
