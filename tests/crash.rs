@@ -9,7 +9,7 @@ use dynamo_saga::records::{self, read_header, Decision};
 use dynamo_saga::store::Meter;
 use dynamo_saga::sweeper::Sweeper;
 use dynamo_saga::{Coordinator, TxError, TxState};
-use harness::workload::{assert_mixed_committed, assert_tombstones_committed, mixed, refused_at_save, seed_mixed, seed_tombstones, tombstones};
+use harness::workload::{assert_mixed_committed, assert_tombstones_committed, mixed, refused_at_lock, seed_mixed, seed_tombstones, tombstones};
 use harness::{nv, sv, Env};
 use serde_json::{json, Value};
 
@@ -23,9 +23,9 @@ enum Work {
 }
 
 /// The transaction of a scenario: `n` actions. On the rollback path the last one fails after the others were locked:
-/// from 100 actions on, a tombstone delete whose attribute the index of its table refuses (save refuses it, in the
-/// last batch, after every batch was locked, so the rollback has every lock and placeholder to remove); below, an
-/// `ADD` to a string, which DynamoDB refuses as a whole call and lock then refuses on the item its lock returns.
+/// from 100 actions on, an update that sets an attribute the index of its table keys as a number to a string (lock
+/// refuses it on the item its lock write returns, last of all, so the rollback has every other lock and placeholder
+/// to remove); below, an `ADD` to a string, which DynamoDB refuses as a whole call and lock then refuses the same way.
 async fn scenario(env: &Env, tag: &str, n: usize, commit_path: bool, work: Work) -> Value {
     let good = if commit_path { n } else { n - 1 };
     let mut body = match work {
@@ -39,7 +39,7 @@ async fn scenario(env: &Env, tag: &str, n: usize, commit_path: bool, work: Work)
         }
     };
     if !commit_path && n >= 100 {
-        body["TransactItems"].as_array_mut().unwrap().push(refused_at_save(env, tag).await);
+        body["TransactItems"].as_array_mut().unwrap().push(refused_at_lock(env, tag).await);
     } else if !commit_path {
         env.put(&env.b, json!({"pk": sv(&format!("{tag}-zz")), "sk": nv(0), "s": sv("text")})).await;
         body["TransactItems"].as_array_mut().unwrap().push(json!({"Update": {"TableName": env.b,
@@ -108,9 +108,11 @@ async fn crash_matrix_on(env: &Env, name: &str, n: usize, commit_path: bool, rec
     let clean = Coordinator::new(counter.clone()).run(&body).await;
     assert_eq!(clean.is_ok(), commit_path);
     if let (Err(TxError::Canceled(c)), true) = (&clean, n >= 100) {
-        // The failure is met at the last save: every batch is locked, and nothing was applied before the commit.
+        // The failure is met at the last lock: every other batch is locked, and nothing was saved or applied.
         let h = read_header(&env.store, &Meter::default(), &c.transaction_id).await.unwrap();
-        assert_eq!((h.locked, h.saved, h.applied), (h.batches, h.batches - 1, 0), "{name}: the rollback path must lock every batch before it fails: {h:?}");
+        assert_eq!((h.lock_started, h.locked, h.saved, h.applied), (h.batches, h.batches - 1, 0, 0), "{name}: the rollback path must lock every batch before it fails: {h:?}");
+        let failed: Vec<(usize, &str)> = c.failed().map(|(i, r)| (i, r.code.as_str())).collect();
+        assert_eq!(failed, vec![(n - 1, "ValidationError")], "{name}: {c:?}");
     }
     let total = counter.writes_sent().unwrap();
     let points = crash_points(total, stride);

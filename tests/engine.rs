@@ -128,6 +128,35 @@ async fn rolls_back_when_dynamodb_rejects_an_apply() {
     env.assert_clean().await;
 }
 
+/// A `Put` whose item an index refuses (its index key of the wrong type) is cancelled with `ValidationError` on that
+/// action, as `TransactWriteItems` cancels it: below 100 actions by DynamoDB in the one call, from 100 on by begin,
+/// which has the request in hand, before anything is locked. Either way nothing is written but the header that
+/// records the cancellation.
+#[tokio::test]
+async fn a_put_an_index_refuses_is_cancelled_before_anything_is_locked() {
+    let env = Env::with("putidx", |c| c.with_allowed_tables(["t-*"])).await;
+    for (n, batches) in [(3usize, 0usize), (150, 0)] {
+        let tag = format!("p{n}");
+        seed_mixed(&env, &tag, n).await;
+        let mut body = mixed(&env, &tag, n);
+        // Makes the table whose index keys `g` as a number.
+        let table = harness::workload::refused_at_lock(&env, &tag).await["Update"]["TableName"].as_str().unwrap().to_owned();
+        body["TransactItems"].as_array_mut().unwrap().insert(1, json!({"Put": {"TableName": table, "Item": {"pk": sv(&format!("{tag}-new")), "g": sv("text")}}}));
+        let (before, before_ix) = (env.snapshot().await, env.scan(&table).await);
+        let c = harness::canceled(Coordinator::new(env.store.clone()).run(&body).await);
+        let failed: Vec<(usize, &str)> = c.failed().map(|(i, r)| (i, r.code.as_str())).collect();
+        assert_eq!(failed, vec![(1, "ValidationError")], "{n} actions: {}", c.message);
+        if n >= 100 {
+            let reason = c.cancellation_reasons[1].message.as_deref().unwrap_or_default();
+            assert!(reason.contains("Type mismatch for Index Key g") && reason.contains(&format!("pk={tag}-new")), "the reason names the action and the rule: {reason}");
+        }
+        let h = dynamo_saga::records::read_header(&env.store, &Default::default(), &c.transaction_id).await.unwrap();
+        assert_eq!((h.batches, h.lock_started, h.finished()), (batches, 0, true), "{n} actions: ended before any lock: {h:?}");
+        assert_eq!((env.snapshot().await, env.scan(&table).await), (before, before_ix), "{n} actions: nothing changed");
+    }
+    env.assert_clean().await;
+}
+
 #[tokio::test]
 async fn same_client_request_token_runs_once() {
     let env = Env::new("token").await;

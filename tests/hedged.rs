@@ -203,9 +203,10 @@ async fn a_tombstone_through_the_state_machine_keeps_a_late_put_out() {
     env.assert_clean().await;
 }
 
-/// DynamoDB judges a tombstone before the commit: one that breaks an index's key type rolls its transaction back
-/// with `ValidationError` on its action, and a time to live that an index refuses leaves the tombstone without one
-/// rather than a committed transaction that cannot finish.
+/// DynamoDB judges a tombstone before anything is locked: one that breaks an index's key type cancels its
+/// transaction at begin with `ValidationError` on its action, as `TransactWriteItems` refuses such a `Put`, and a
+/// time to live that an index refuses leaves the tombstone without one rather than a committed transaction that
+/// cannot finish.
 #[tokio::test]
 async fn tombstones_an_index_refuses() {
     use aws_sdk_dynamodb::types::{AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType, ScalarAttributeType};
@@ -230,7 +231,7 @@ async fn tombstones_an_index_refuses() {
     let delete = |attrs: Value, ttl: &str| json!({"Delete": {"TableName": table, "Key": {"pk": sv("x1")},
         "Tombstone": {"Attributes": attrs, "TimeToLiveAttribute": ttl, "TimeToLiveSeconds": 60}}});
 
-    // The index keys g as a number: a tombstone carrying a string there is refused at apply, before the commit.
+    // The index keys g as a number: a tombstone carrying a string there is refused by begin, from the request.
     let bad = json!({"TransactItems": [delete(json!({"g": sv("text")}), "ttl"), {"Update": {"TableName": table, "Key": {"pk": sv("x2")},
         "UpdateExpression": "SET v = :v", "ExpressionAttributeValues": {":v": nv(20)}}}]});
     match coord.run(&bad).await {
@@ -238,6 +239,8 @@ async fn tombstones_an_index_refuses() {
             harness::assert_named(&c);
             let failed: Vec<_> = c.failed().map(|(i, r)| (i, r.code.clone())).collect();
             assert_eq!(failed, vec![(0, "ValidationError".to_owned())], "{c:?}");
+            let h = dynamo_saga::records::read_header(&env.store, &Default::default(), &c.transaction_id).await.unwrap();
+            assert_eq!((h.state, h.batches, h.lock_started, h.finished()), (dynamo_saga::records::TxState::RolledBack, 0, 0, true), "ended by begin, nothing locked: {h:?}");
         }
         other => panic!("the tombstone should have been refused: {other:?}"),
     }

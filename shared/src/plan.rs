@@ -29,6 +29,20 @@ pub struct Plan {
     /// Whether each batch's bytes are deflated (RFC 1951); absent in plans written before they were.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub deflated: bool,
+    /// `items[b]`: the byte of the request stream where batch `b`'s `Put` items start (its end when it has none);
+    /// empty in plans written before the parts were split, whose actions carry their items.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<u64>,
+}
+
+/// How much of a batch a phase reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// Every action whole, `Put` items included.
+    Whole,
+    /// The actions without their `Put` items (`item` is `None`), which is all lock and rollback need. A plan
+    /// written before the parts were split gives them whole.
+    Heads,
 }
 
 impl Plan {
@@ -52,9 +66,21 @@ impl Plan {
     pub fn bytes(&self, b: usize) -> Range<u64> {
         self.starts[b][1]..self.starts[b + 1][1]
     }
-    /// The pages to read for batch `b`.
-    pub fn pages(&self, b: usize) -> Range<usize> {
+    /// The bytes of the request stream to read for `part` of batch `b`.
+    fn part(&self, b: usize, part: Part) -> Range<u64> {
         let r = self.bytes(b);
+        match (part, self.items.get(b)) {
+            (Part::Heads, Some(&at)) => r.start..at,
+            _ => r,
+        }
+    }
+    /// The pages to read for batch `b`, whole.
+    pub fn pages(&self, b: usize) -> Range<usize> {
+        self.pages_of(b, Part::Whole)
+    }
+    /// The pages to read for `part` of batch `b`.
+    pub fn pages_of(&self, b: usize, part: Part) -> Range<usize> {
+        let r = self.part(b, part);
         if r.is_empty() {
             return 0..0;
         }
@@ -87,32 +113,53 @@ pub fn transact_size(a: &Action) -> usize {
     }
 }
 
-/// Builds the plan and the request stream (each batch one JSON action per line, deflated) for actions already in
-/// lock order.
+/// Builds the plan and the request stream for actions already in lock order: each batch its actions without their
+/// `Put` items (one JSON action per line, deflated), then those items (one JSON item per line, deflated).
 pub fn build(actions: &[Action], batch_size: usize, max_batch_bytes: usize, page_bytes: usize) -> (Plan, Vec<u8>) {
     let per_batch = batch_size.saturating_sub(1).max(1);
     let mut stream = Vec::new();
-    let mut batch = Vec::new();
     let mut starts = vec![[0u64, 0u64]];
+    let mut items = Vec::new();
+    let mut first = 0;
     let (mut count, mut bytes) = (0usize, 0usize);
     for (pos, a) in actions.iter().enumerate() {
         let size = transact_size(a);
         if count > 0 && (count == per_batch || bytes + size > max_batch_bytes) {
-            stream.extend(deflate(&std::mem::take(&mut batch)));
+            items.push(write_batch(&mut stream, &actions[first..pos]));
             starts.push([pos as u64, stream.len() as u64]);
+            first = pos;
             count = 0;
             bytes = 0;
         }
-        serde_json::to_writer(&mut batch, a).expect("actions always serialise");
-        batch.push(b'\n');
         count += 1;
         bytes += size;
     }
-    if !batch.is_empty() {
-        stream.extend(deflate(&batch));
+    if first < actions.len() {
+        items.push(write_batch(&mut stream, &actions[first..]));
     }
     starts.push([actions.len() as u64, stream.len() as u64]);
-    (Plan { starts, page_bytes: page_bytes as u64, deflated: true }, stream)
+    (Plan { starts, page_bytes: page_bytes as u64, deflated: true, items }, stream)
+}
+
+/// Appends one batch's two parts to `stream`; returns where its items start.
+fn write_batch(stream: &mut Vec<u8>, batch: &[Action]) -> u64 {
+    let mut heads = Vec::new();
+    let mut bodies = Vec::new();
+    for a in batch {
+        let head = Action { item: None, ..a.clone() };
+        serde_json::to_writer(&mut heads, &head).expect("actions always serialise");
+        heads.push(b'\n');
+        if let Some(item) = &a.item {
+            serde_json::to_writer(&mut bodies, &crate::value::item_to_json(item)).expect("items always serialise");
+            bodies.push(b'\n');
+        }
+    }
+    stream.extend(deflate(&heads));
+    let at = stream.len() as u64;
+    if !bodies.is_empty() {
+        stream.extend(deflate(&bodies));
+    }
+    at
 }
 
 /// Deflate level 6, zlib's default: within a few per cent of the smallest output for JSON at a fraction of the time.
@@ -129,25 +176,46 @@ pub fn build_default(actions: &[Action], batch_size: usize) -> (Plan, Vec<u8>) {
     build(actions, batch_size, MAX_TRANSACT_BYTES - 64 * 1024, PAGE_TARGET_BYTES)
 }
 
-/// Parses the actions of one batch from the bytes of the pages that hold it (`first_page` is the first page's number).
-pub fn decode_batch(plan: &Plan, b: usize, first_page: usize, pages: &[u8]) -> Result<Vec<Action>, String> {
-    let r = plan.bytes(b);
+/// Parses `part` of the actions of one batch from the bytes of the pages that hold it (`first_page` is the first
+/// page's number, as [`Plan::pages_of`] gives it).
+pub fn decode_batch(plan: &Plan, b: usize, part: Part, first_page: usize, pages: &[u8]) -> Result<Vec<Action>, String> {
     let base = first_page as u64 * plan.page_bytes;
-    let start = (r.start - base) as usize;
-    let end = (r.end - base) as usize;
-    let slice = pages.get(start..end).ok_or("request pages are shorter than the plan says")?;
-    let inflated;
-    let slice = if plan.deflated {
-        inflated = miniz_oxide::inflate::decompress_to_vec_with_limit(slice, MAX_INFLATED_BATCH)
-            .map_err(|e| format!("request pages of batch {b} do not inflate: {e}"))?;
-        inflated.as_slice()
-    } else {
-        slice
+    let slice = |r: Range<u64>| pages.get((r.start - base) as usize..(r.end - base) as usize).ok_or("request pages are shorter than the plan says");
+    let Some(&at) = plan.items.get(b) else {
+        return lines(&inflated(plan, b, slice(plan.bytes(b))?)?);
     };
-    slice
+    let mut actions: Vec<Action> = lines(&inflated(plan, b, slice(plan.bytes(b).start..at)?)?)?;
+    if part == Part::Heads {
+        return Ok(actions);
+    }
+    let items: Vec<serde_json::Value> = lines(&inflated(plan, b, slice(at..plan.bytes(b).end)?)?)?;
+    let mut items = items.iter().map(crate::value::item_from_json);
+    for a in actions.iter_mut().filter(|a| a.op == Op::Put) {
+        let item = items.next().ok_or_else(|| format!("batch {b} has fewer Put items than Puts"))?;
+        a.item = Some(item.map_err(|e| format!("stored item does not parse: {e}"))?);
+    }
+    if items.next().is_some() {
+        return Err(format!("batch {b} has more Put items than Puts"));
+    }
+    Ok(actions)
+}
+
+/// The bytes of a deflated part (as they are in a plan from before deflating).
+fn inflated<'a>(plan: &Plan, b: usize, slice: &'a [u8]) -> Result<std::borrow::Cow<'a, [u8]>, String> {
+    if !plan.deflated || slice.is_empty() {
+        return Ok(std::borrow::Cow::Borrowed(slice));
+    }
+    miniz_oxide::inflate::decompress_to_vec_with_limit(slice, MAX_INFLATED_BATCH)
+        .map(std::borrow::Cow::Owned)
+        .map_err(|e| format!("request pages of batch {b} do not inflate: {e}"))
+}
+
+/// One JSON value per line.
+fn lines<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<Vec<T>, String> {
+    bytes
         .split(|c| *c == b'\n')
         .filter(|l| !l.is_empty())
-        .map(|l| serde_json::from_slice::<Action>(l).map_err(|e| format!("stored action does not parse: {e}")))
+        .map(|l| serde_json::from_slice::<T>(l).map_err(|e| format!("stored action does not parse: {e}")))
         .collect()
 }
 
@@ -250,13 +318,65 @@ mod tests {
             let pages = plan.pages(b);
             let start = pages.start * 4 * 1024;
             let end = (pages.end * 4 * 1024).min(stream.len());
-            let got = decode_batch(&plan, b, pages.start, &stream[start..end]).unwrap();
+            let got = decode_batch(&plan, b, Part::Whole, pages.start, &stream[start..end]).unwrap();
             assert_eq!(got, a[plan.actions(b)].to_vec());
+            // The heads alone: fewer pages, the same actions without their items.
+            let heads = plan.pages_of(b, Part::Heads);
+            let full = plan.actions(b).len() == 99;
+            assert!(heads.start == pages.start && (heads.end < pages.end || !full && heads.end == pages.end), "batch {b}: heads in {heads:?} of {pages:?}");
+            let start = heads.start * 4 * 1024;
+            let end = (heads.end * 4 * 1024).min(stream.len());
+            let got = decode_batch(&plan, b, Part::Heads, heads.start, &stream[start..end]).unwrap();
+            let want: Vec<Action> = a[plan.actions(b)].iter().map(|a| Action { item: None, ..a.clone() }).collect();
+            assert_eq!(got, want);
         }
         assert_eq!(plan.batch_of(0), 0);
         assert_eq!(plan.batch_of(98), 0);
         assert_eq!(plan.batch_of(99), 1);
         assert_eq!(plan.batch_of(299), 3);
+    }
+
+    #[test]
+    fn each_put_gets_its_own_item_back_among_other_actions() {
+        let ops = [Op::Update, Op::Put, Op::Delete, Op::Put, Op::ConditionCheck];
+        let a: Vec<Action> = (0..250).map(|i| action(i, "aaa", &format!("{i:05}"), ops[i * 7 % 5], 300)).collect();
+        let (plan, stream) = build(&a, 100, MAX_TRANSACT_BYTES, 1024);
+        assert_eq!(plan.items.len(), plan.batch_count());
+        for b in 0..plan.batch_count() {
+            let pages = plan.pages(b);
+            let got = decode_batch(&plan, b, Part::Whole, pages.start, &stream[pages.start * 1024..(pages.end * 1024).min(stream.len())]).unwrap();
+            assert_eq!(got, a[plan.actions(b)].to_vec());
+        }
+        // A batch of no Put has no items part: both reads are the same pages.
+        let d: Vec<Action> = (0..10).map(|i| action(i, "aaa", &format!("{i:05}"), Op::Delete, 0)).collect();
+        let (plan, stream) = build(&d, 100, MAX_TRANSACT_BYTES, 1024);
+        assert_eq!(plan.items, vec![stream.len() as u64]);
+        assert_eq!(plan.pages_of(0, Part::Heads), plan.pages(0));
+    }
+
+    #[test]
+    fn a_plan_from_before_the_parts_were_split_is_read_whole() {
+        let a: Vec<Action> = (0..150).map(|i| action(i, "aaa", &format!("{i:05}"), Op::Put, 200)).collect();
+        let (plan, _) = build(&a, 100, MAX_TRANSACT_BYTES, 1024);
+        let mut stream = Vec::new();
+        let mut starts = vec![[0u64, 0u64]];
+        for b in 0..plan.batch_count() {
+            let mut lines = Vec::new();
+            for a in &a[plan.actions(b)] {
+                serde_json::to_writer(&mut lines, a).unwrap();
+                lines.push(b'\n');
+            }
+            stream.extend(deflate(&lines));
+            starts.push([plan.actions(b).end as u64, stream.len() as u64]);
+        }
+        let text = serde_json::to_string(&serde_json::json!({"starts": starts, "pageBytes": 1024, "deflated": true})).unwrap();
+        let old: Plan = serde_json::from_str(&text).unwrap();
+        for b in 0..old.batch_count() {
+            let pages = old.pages_of(b, Part::Heads);
+            assert_eq!(pages, old.pages(b));
+            let got = decode_batch(&old, b, Part::Heads, pages.start, &stream[pages.start * 1024..(pages.end * 1024).min(stream.len())]).unwrap();
+            assert_eq!(got, a[old.actions(b)].to_vec(), "its actions carry their items");
+        }
     }
 
     #[test]
@@ -279,9 +399,10 @@ mod tests {
         let text = serde_json::to_string(&serde_json::json!({"starts": starts, "pageBytes": 16 * 1024})).unwrap();
         let old: Plan = serde_json::from_str(&text).unwrap();
         assert!(!old.deflated);
+        assert!(old.items.is_empty(), "a plan from before the parts were split reads its batches whole");
         for b in 0..old.batch_count() {
             let pages = old.pages(b);
-            let got = decode_batch(&old, b, pages.start, &plain[pages.start * 16 * 1024..(pages.end * 16 * 1024).min(plain.len())]).unwrap();
+            let got = decode_batch(&old, b, Part::Heads, pages.start, &plain[pages.start * 16 * 1024..(pages.end * 16 * 1024).min(plain.len())]).unwrap();
             assert_eq!(got, a[old.actions(b)].to_vec());
         }
     }

@@ -650,9 +650,9 @@ pub async fn read_plan(store: &Store, m: &Meter, tx_id: &str) -> Result<Plan, Tx
     }
 }
 
-/// The actions of batch `b`, in lock order, each with its lock-order position.
-pub async fn read_batch(store: &Store, m: &Meter, tx_id: &str, plan: &Plan, b: usize) -> Result<Vec<(usize, Action)>, TxError> {
-    let pages = plan.pages(b);
+/// `part` of the actions of batch `b` (see [`plan::Part`]), in lock order, each with its lock-order position.
+pub async fn read_batch(store: &Store, m: &Meter, tx_id: &str, plan: &Plan, b: usize, part: plan::Part) -> Result<Vec<(usize, Action)>, TxError> {
+    let pages = plan.pages_of(b, part);
     let keys: Vec<Item> = pages.clone().map(|p| record_key(tx_id, page_sk(p))).collect();
     let mut got: HashMap<String, Vec<u8>> = HashMap::new();
     // Pages never change once written: eventually consistent reads, at half the price (see Store::get_written).
@@ -665,7 +665,7 @@ pub async fn read_batch(store: &Store, m: &Meter, tx_id: &str, plan: &Plan, b: u
     for p in pages.clone() {
         bytes.extend(got.remove(&page_sk(p)).ok_or_else(|| TxError::Internal(format!("request page {p} of {tx_id} is missing")))?);
     }
-    let actions = plan::decode_batch(plan, b, pages.start, &bytes).map_err(TxError::Internal)?;
+    let actions = plan::decode_batch(plan, b, part, pages.start, &bytes).map_err(TxError::Internal)?;
     Ok(plan.actions(b).zip(actions).collect())
 }
 
@@ -787,7 +787,7 @@ pub async fn find_action(store: &Store, m: &Meter, tx_id: &str, table: &str, key
     let (mut lo, mut hi) = (0, plan.batch_count());
     while hi - lo > 1 {
         let mid = (lo + hi) / 2;
-        let batch = read_batch(store, m, tx_id, &plan, mid).await?;
+        let batch = read_batch(store, m, tx_id, &plan, mid, plan::Part::Heads).await?;
         let Some((_, first)) = batch.first() else { break };
         if order(first).await? <= target {
             lo = mid;
@@ -795,7 +795,7 @@ pub async fn find_action(store: &Store, m: &Meter, tx_id: &str, table: &str, key
             hi = mid;
         }
     }
-    for (pos, a) in read_batch(store, m, tx_id, &plan, lo).await? {
+    for (pos, a) in read_batch(store, m, tx_id, &plan, lo, plan::Part::Whole).await? {
         if a.table == table && order(&a).await? == target {
             return Ok(Some((lo, pos, a)));
         }

@@ -135,12 +135,11 @@ pub async fn parent_order(env: &Env) -> Vec<String> {
     p["order"]["L"].as_array().unwrap().iter().map(|v| v["S"].as_str().unwrap().to_owned()).collect()
 }
 
-/// An action every lock accepts and save refuses, after every batch is locked: a tombstone delete of item
-/// `<tag>-ix` whose attribute `g` is a string, in a table whose global secondary index keys `g` as a number (lock
-/// evaluates updates; save checks the items that replace others, tombstones among them, against the table's index
-/// key types). The table's name is table `b`'s plus `-ix`, so it sorts after the environment's tables and its item is
-/// locked and checked last; it is made on first use, and the item seeded.
-pub async fn refused_at_save(env: &Env, tag: &str) -> Value {
+/// An action lock refuses after every other item is locked: an update of item `<tag>-ix` that sets its attribute `g`
+/// to a string, in a table whose global secondary index keys `g` as a number (lock evaluates each update on the item
+/// its lock write returns, index key types included). The table's name is table `b`'s plus `-ix`, so it sorts after
+/// the environment's tables and its item is locked last; it is made on first use, and the item seeded.
+pub async fn refused_at_lock(env: &Env, tag: &str) -> Value {
     use aws_sdk_dynamodb::types::{AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType, ScalarAttributeType};
     let table = format!("{}-ix", env.b);
     if env.client.describe_table().table_name(&table).send().await.is_err() {
@@ -158,6 +157,5 @@ pub async fn refused_at_save(env: &Env, tag: &str) -> Value {
     }
     let key = json!({"pk": sv(&format!("{tag}-ix"))});
     env.put(&table, json!({"pk": key["pk"], "v": nv(1)})).await;
-    json!({"Delete": {"TableName": table, "Key": key,
-        "Tombstone": {"Attributes": {"g": sv("text")}, "TimeToLiveAttribute": "ttl", "TimeToLiveSeconds": 60}}})
+    json!({"Update": {"TableName": table, "Key": key, "UpdateExpression": "SET g = :g", "ExpressionAttributeValues": {":g": sv("text")}}})
 }

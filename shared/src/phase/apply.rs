@@ -60,7 +60,7 @@ pub async fn apply(store: &Store, tx_id: &str, batch: usize) -> Result<Report, T
         return Err(TxError::Internal(format!("apply of batch {batch} before it was saved")));
     }
     let plan = records::read_plan(store, &m, tx_id).await?;
-    let actions: Vec<Action> = records::read_batch(store, &m, tx_id, &plan, batch)
+    let actions: Vec<Action> = records::read_batch(store, &m, tx_id, &plan, batch, Part::Whole)
         .await?
         .into_iter()
         .map(|(_, a)| a)
@@ -103,7 +103,7 @@ async fn apply_committed(store: &Store, m: Meter, h: Header, batch: usize) -> Re
         return Ok(Report::new(Outcome::Done, &m));
     }
     let plan = records::read_plan(store, &m, &h.id).await?;
-    let actions = records::read_batch(store, &m, &h.id, &plan, batch).await?;
+    let actions = records::read_batch(store, &m, &h.id, &plan, batch, Part::Whole).await?;
     let refused = concurrently(actions, store.cfg.concurrency, |(_, a)| {
         let (m, h) = (&m, &h);
         async move { Ok(apply_item(store, m, h, &a).await?.map(|message| (a.describe(), message))) }

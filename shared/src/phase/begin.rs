@@ -14,11 +14,11 @@ use serde_json::Value;
 use tracing::info;
 
 use crate::constants::*;
-use crate::error::TxError;
+use crate::error::{CancellationReason, TxError};
 use crate::plan;
 use crate::records::{self, n, now_ms, s, TxState};
 use crate::phase::direct::{self, Direct};
-use crate::request::{self, TableSchema, ValidRequest};
+use crate::request::{self, Op, TableSchema, ValidRequest};
 use crate::value::Item;
 use crate::store::{Meter, Store, Usage, Written};
 
@@ -123,17 +123,26 @@ pub(crate) async fn begin_as(
     }
 
     let deadline = now + valid.options.deadline_seconds * 1000;
+    let actions = valid.actions.len();
+    let ended = |d: Direct, usage: Usage, tx_id: String| match d {
+        Direct::Ended(h) => Some(Begun { transaction_id: tx_id, actions, batches: 0, created: true, state: h.state, usage, ended_here: Some(h) }),
+        Direct::Existing(h) => Some(already_begun(*h, usage)),
+        Direct::Protocol => None,
+    };
     if direct && direct::eligible(&valid) {
         let header = header_item(store, &tx_id, &valid, now, deadline, execution_arn);
-        let actions = valid.actions.len();
-        match direct::run(store, &m, &tx_id, &valid, header).await? {
-            Direct::Ended(h) => {
-                let state = h.state;
-                return Ok(Begun { transaction_id: tx_id, actions, batches: 0, created: true, state, usage: m.usage(), ended_here: Some(h) });
-            }
-            Direct::Existing(h) => return Ok(already_begun(*h, m.usage())),
-            Direct::Protocol => {}
+        let d = direct::run(store, &m, &tx_id, &valid, header).await?;
+        if let Some(b) = ended(d, m.usage(), tx_id.clone()) {
+            return Ok(b);
         }
+    }
+    let refused = refused_items(store, &m, &tx_id, &valid).await?;
+    if !refused.is_empty() {
+        info!(tx_id = %tx_id, refused = refused.len(), "an item DynamoDB would refuse: cancelled before anything was locked");
+        let mut header = header_item(store, &tx_id, &valid, now, deadline, execution_arn);
+        direct::finish(store, &m, &mut header);
+        let d = direct::cancelled(store, &m, &tx_id, header, refused).await?;
+        return ended(d, m.usage(), tx_id.clone()).ok_or_else(|| TxError::Internal("a cancelled header was not written".into()));
     }
 
     let (plan, stream) = plan::build(&valid.actions, store.cfg.batch_size, MAX_TRANSACT_BYTES - 64 * 1024, PAGE_TARGET_BYTES);
@@ -161,6 +170,27 @@ pub(crate) async fn begin_as(
         usage: m.usage(),
         ended_here: None,
     })
+}
+
+/// The items DynamoDB would refuse as whole new items, each `Put`'s and each tombstone a `Delete` leaves, checked
+/// against their tables' index key types ([`crate::eval::check_item`]; their sizes were checked when the request
+/// was parsed): `ValidationError` on each such action, as `TransactWriteItems` reports a `Put` whose index key has
+/// the wrong type. The request is in hand here, so the protocol's phases never read these items to check them.
+async fn refused_items(store: &Store, m: &Meter, tx_id: &str, valid: &ValidRequest) -> Result<Vec<(usize, CancellationReason)>, TxError> {
+    let mut refused = Vec::new();
+    for a in &valid.actions {
+        let replaced = match (&a.op, &a.item, &a.tombstone) {
+            (Op::Put, Some(item), _) => std::borrow::Cow::Borrowed(item),
+            (Op::Delete, _, Some(t)) => std::borrow::Cow::Owned(t.item(&a.key, tx_id)),
+            _ => continue,
+        };
+        let schema = store.schema(m, &a.table).await?;
+        if let Err(e) = crate::eval::check_item(&replaced, &schema.key_types()) {
+            let message = format!("{}: {e}", a.describe());
+            refused.push((a.index, CancellationReason::new(CancellationReason::VALIDATION_ERROR, message)));
+        }
+    }
+    Ok(refused)
 }
 
 /// The header attributes every transaction has, whichever way it is carried out: id, version, times, counts, the

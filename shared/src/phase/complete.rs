@@ -24,7 +24,7 @@ pub async fn complete(store: &Store, tx_id: &str, batch: usize) -> Result<Report
         return Ok(Report::new(outcome, &m));
     }
     let plan = records::read_plan(store, &m, tx_id).await?;
-    let actions = records::read_batch(store, &m, tx_id, &plan, batch).await?;
+    let actions = records::read_batch(store, &m, tx_id, &plan, batch, Part::Heads).await?;
     let owner = h.owner();
     concurrently(actions, store.cfg.concurrency, |(_, a)| {
         let (m, owner) = (&m, &owner);

@@ -52,17 +52,7 @@ pub(crate) enum Direct {
 pub(crate) async fn run(store: &Store, m: &Meter, tx_id: &str, valid: &ValidRequest, mut header: Item) -> Result<Direct, TxError> {
     let mut actions: Vec<&Action> = valid.actions.iter().collect();
     actions.sort_by_key(|a| a.index);
-    let now = now_ms();
-    for (k, v) in [
-        (H_STATE, s(TxState::Committed.as_str())),
-        (H_BATCHES, n(0)),
-        (H_PAGES, n(0)),
-        (H_FINISHED_AT, n(now)),
-        (ATTR_EXPIRES_AT, n(now / 1000 + store.cfg.retention.as_secs())),
-    ] {
-        header.insert(k.to_string(), v);
-    }
-    records::stamp_usage(&mut header, m);
+    finish(store, m, &mut header);
     let mut items = actions.iter().map(|a| write_item(a)).collect::<Result<Vec<_>, _>>()?;
     items.push(header_put(store, header.clone())?);
     let req = store.client.transact_write_items().set_transact_items(Some(items));
@@ -108,15 +98,37 @@ pub(crate) async fn run(store: &Store, m: &Meter, tx_id: &str, valid: &ValidRequ
     if failed.is_empty() {
         return Ok(Direct::Protocol);
     }
+    info!(tx_id = %tx_id, failed = failed.len(), "cancelled in one TransactWriteItems call");
+    cancelled(store, m, tx_id, header, failed).await
+}
+
+/// Makes `header` (the attributes every header has) the header of a transaction that ends in this call, `COMMITTED`
+/// until [`cancelled`] says otherwise: finished, with no batches or pages, and the usage so far.
+pub(crate) fn finish(store: &Store, m: &Meter, header: &mut Item) {
+    let now = now_ms();
+    for (k, v) in [
+        (H_STATE, s(TxState::Committed.as_str())),
+        (H_BATCHES, n(0)),
+        (H_PAGES, n(0)),
+        (H_FINISHED_AT, n(now)),
+        (ATTR_EXPIRES_AT, n(now / 1000 + store.cfg.retention.as_secs())),
+    ] {
+        header.insert(k.to_string(), v);
+    }
+    records::stamp_usage(header, m);
+}
+
+/// Writes the [`finish`]ed `header` `ROLLED_BACK` with the caller's reasons, `failed` (request index, reason):
+/// nothing else was written. A header already there is returned instead.
+pub(crate) async fn cancelled(store: &Store, m: &Meter, tx_id: &str, mut header: Item, failed: Vec<(usize, CancellationReason)>) -> Result<Direct, TxError> {
     let decision = Decision::actions(failed);
     header.insert(H_STATE.into(), s(TxState::RolledBack.as_str()));
     header.insert(H_REASONS.into(), s(serde_json::to_string(&decision).expect("decisions serialise")));
-    header.insert(H_DECIDED_AT.into(), n(now));
+    header.insert(H_DECIDED_AT.into(), n(now_ms()));
     let written = records::Header::from_item(&header)?;
     if !records::put_header(store, m, header).await? {
         return Ok(Direct::Existing(Box::new(records::read_header(store, m, tx_id).await?)));
     }
-    info!(tx_id = %tx_id, failed = decision.failed.len(), "cancelled in one TransactWriteItems call");
     Ok(Direct::Ended(Box::new(written)))
 }
 

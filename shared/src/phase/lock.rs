@@ -99,7 +99,7 @@ pub async fn lock(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
         if h.commits_first() && ended == (Outcome::Ended { state: TxState::Committed }) {
             return Ok(Report::new(ended, &m));
         }
-        let actions = records::read_batch(store, &m, tx_id, &plan, batch).await?;
+        let actions = records::read_batch(store, &m, tx_id, &plan, batch, Part::Heads).await?;
         let owner = h.owner();
         concurrently(actions, store.cfg.concurrency, |(_, a)| {
             let (m, owner) = (&m, &owner);
@@ -132,7 +132,7 @@ async fn lock_batch(store: &Store, m: &Meter, h: &Header, plan: &crate::plan::Pl
             return Ok(());
         }
     }
-    let actions = records::read_batch(store, m, &h.id, plan, batch).await?;
+    let actions = records::read_batch(store, m, &h.id, plan, batch, Part::Heads).await?;
     let results = concurrently(actions, store.cfg.concurrency, |(_, a)| async move {
         let r = lock_item(store, m, h, &a).await?;
         Ok((a, r))

@@ -30,6 +30,7 @@ use crate::constants::*;
 use crate::error::TxError;
 use crate::expr::ExprRefs;
 use crate::records::{self, lock_holder, n, now_ms, s, Header, TxState};
+use crate::plan::Part;
 use crate::request::{Action, Parent};
 use crate::store::{Meter, Store, Usage, Written};
 use crate::value::Item;

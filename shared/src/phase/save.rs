@@ -1,10 +1,10 @@
-//! save: before anything can commit, the check that DynamoDB will accept every write.
+//! save: the last step before the commit, once every batch is locked.
 //!
-//! Protocol 2: lock has already evaluated each update on the item its lock write returned. Save checks the writes
-//! that replace an item, each `Put` and each tombstone a `Delete` leaves: the item's size and its index key types from
-//! the table's description ([`crate::eval::check_item`]). One DynamoDB would refuse cancels the transaction with
-//! `ValidationError` on that action. Save reads nothing and writes nothing but its progress: after the commit, apply
-//! writes each item once, and nothing before the commit needs undoing but locks.
+//! Protocol 2 needs nothing undone but locks, so save writes no copy of any item. What DynamoDB will accept was
+//! checked before: begin checked each `Put`'s item and each tombstone against the table's index key types from the
+//! request it holds (the 400 KB limit when it parsed it), and lock evaluated each update on the item its lock write
+//! returned. Save confirms every batch is locked, beats the parent's lease, and records its progress, reading
+//! nothing but the header: a transaction is committed only after a run of save has seen every lock taken.
 //!
 //! Protocol 1 (transactions begun before protocol 2, which apply before they commit): a copy of each locked item
 //! about to change, written to the transactions table before it changes, and the same check of every update on the
@@ -17,7 +17,6 @@
 use super::*;
 use crate::error::CancellationReason;
 use crate::records::{flag, Decision, Image};
-use crate::request::Op;
 use crate::value::key_order;
 
 pub async fn save(store: &Store, tx_id: &str, batch: usize) -> Result<Report, TxError> {
@@ -32,31 +31,14 @@ pub async fn save(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
     if h.locked < h.batches {
         return Err(TxError::Internal(format!("save of batch {batch} before every batch was locked")));
     }
-    let plan = records::read_plan(store, &m, tx_id).await?;
     if h.commits_first() {
-        let actions = records::read_batch(store, &m, tx_id, &plan, batch).await?;
-        let mut refused = Vec::new();
-        for (_, a) in &actions {
-            let replaced = match (&a.op, &a.item, &a.tombstone) {
-                (Op::Put, Some(item), _) => item.clone(),
-                (Op::Delete, _, Some(t)) => t.item(&a.key, &h.id),
-                _ => continue,
-            };
-            let schema = store.schema(&m, &a.table).await?;
-            if let Err(e) = crate::eval::check_item(&replaced, &schema.key_types()) {
-                let message = format!("{}: {e}", a.describe());
-                refused.push((a.index, CancellationReason::new(CancellationReason::VALIDATION_ERROR, message)));
-            }
-        }
-        if !refused.is_empty() {
-            return Ok(Report::new(decided(store, &m, &h, &Decision::actions(refused)).await?, &m));
-        }
         beat_parent(store, &m, &h).await?;
         let outcome = progress(store, &m, &h, H_SAVED, batch + 1).await?.unwrap_or(Outcome::Done);
         return Ok(Report::new(outcome, &m));
     }
+    let plan = records::read_plan(store, &m, tx_id).await?;
     let actions: Vec<(usize, Action)> =
-        records::read_batch(store, &m, tx_id, &plan, batch).await?.into_iter().filter(|(_, a)| a.op.writes()).collect();
+        records::read_batch(store, &m, tx_id, &plan, batch, Part::Heads).await?.into_iter().filter(|(_, a)| a.op.writes()).collect();
 
     let mut by_table: HashMap<&str, Vec<Item>> = HashMap::new();
     for (_, a) in &actions {
