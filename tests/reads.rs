@@ -3,7 +3,8 @@
 //! in between; an uncommitted read may see an applied value that is not committed; neither sees an item that exists
 //! only to hold a lock. Writers outside the protocol that use the unlocked condition never overwrite a locked item.
 
-use dynamo_saga::constants::T_TX;
+use dynamo_saga::config::CommittedReads;
+use dynamo_saga::constants::{ATTR_LOCK, T_TX};
 use dynamo_saga::read::{self, Isolation};
 use dynamo_saga::records::{read_header, token_key, TxState};
 use dynamo_saga::store::Meter;
@@ -86,7 +87,24 @@ async fn committed_reads_of_a_request_carried_out_in_one_call() {
     committed_reads(Env::new("reads1").await, "one call").await;
 }
 
+/// Committed reads that apply a committed transaction's write to the item before reading it
+/// (`SAGA_COMMITTED_READS=apply`): the same stop points read before or after, never in between, and a read of an item
+/// committed but not applied yet leaves it applied, which the coordinator that finishes the transaction finds done.
+#[tokio::test]
+async fn committed_reads_that_apply_first_see_before_or_after_and_never_in_between() {
+    let env = Env::with("readsapply", |c| dynamo_saga::Config { committed_reads: CommittedReads::Apply, ..protocol(c) }).await;
+    committed_reads(env, "the protocol, reads applying first").await;
+}
+
+/// Whether the updated item of `tag` carries a lock.
+async fn locked(env: &Env, tag: &str) -> bool {
+    let raw = env.get(&env.a, json!({"pk": sv(&format!("{tag}-upd"))})).await;
+    raw.is_some_and(|i| i.get(ATTR_LOCK).is_some())
+}
+
 async fn committed_reads(env: Env, how: &str) {
+    let helping = env.store.cfg.committed_reads == CommittedReads::Apply;
+    let mut helped = 0;
     seed(&env, "count").await;
     let counter = env.store.crash_after(u64::MAX);
     Coordinator::new(counter.clone()).run(&request(&env, "count")).await.unwrap();
@@ -102,7 +120,12 @@ async fn committed_reads(env: Env, how: &str) {
         let state = state_of(&env, &tag).await;
         let before: Vec<Option<i64>> = items(&tag).iter().map(|i| i.1).collect();
         let after: Vec<Option<i64>> = items(&tag).iter().map(|i| i.2).collect();
+        let committed_unapplied = state == Some(TxState::Committed) && locked(&env, &tag).await;
         let committed = read_all(&env, &tag, Isolation::Committed).await;
+        if helping && committed_unapplied {
+            assert!(!locked(&env, &tag).await, "crash point {k}: a committed read leaves the item it read applied");
+            helped += 1;
+        }
         let expected = if state == Some(TxState::Committed) { &after } else { &before };
         assert_eq!(&committed, expected, "crash point {k} ({state:?}): a committed read saw a value in between");
         let uncommitted = read_all(&env, &tag, Isolation::Uncommitted).await;
@@ -120,6 +143,10 @@ async fn committed_reads(env: Env, how: &str) {
     if env.store.cfg.direct {
         // One call with its header: nothing is ever applied before it commits, or committed before it is applied.
         assert_eq!((total, in_between, decided_not_done), (2, 0, 0), "the token, then the call");
+    } else if helping {
+        // Every committed item a read met unapplied, it applied: after it, both levels agree.
+        assert!(helped > 0, "no stop point between the commit and the apply");
+        assert_eq!((in_between, decided_not_done), (0, 0));
     } else {
         // The stops covered applied-but-uncommitted states (where the two levels differ) and a committed delete not
         // yet carried out (which a committed read already reports absent).

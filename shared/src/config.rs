@@ -38,6 +38,22 @@ pub struct Config {
     /// Whether a request one `TransactWriteItems` call can carry (fewer than 100 actions, no `Parent`, tombstone or
     /// ratchet) is carried out in that one call instead of the protocol (see [`crate::phase::direct`]).
     pub direct: bool,
+    /// How a committed read ([`crate::read::Isolation::Committed`]) answers for an item a committed transaction has
+    /// not applied yet (`SAGA_COMMITTED_READS`): evaluate the transaction's write on the item, writing nothing (the
+    /// default), or apply that write first and read the item it leaves.
+    pub committed_reads: CommittedReads,
+}
+
+/// See [`Config::committed_reads`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CommittedReads {
+    /// The write the transaction will apply, evaluated on the item as it is: no write, and every such read looks
+    /// the action up in the transaction's request again.
+    #[default]
+    Evaluate,
+    /// The reader applies that one item's write (the same conditional write apply sends), then reads the item: one
+    /// write, after which the item is plain for every later reader.
+    Apply,
 }
 
 impl Config {
@@ -56,6 +72,7 @@ impl Config {
             metrics_namespace: None,
             max_request_bytes: None,
             direct: true,
+            committed_reads: CommittedReads::Evaluate,
         }
     }
 
@@ -119,6 +136,12 @@ impl Config {
             Some(v) if v == "true" => true,
             Some(v) if v == "false" => false,
             Some(v) => return Err(TxError::Internal(format!("{ENV_DIRECT}={v:?} must be true or false"))),
+        };
+        c.committed_reads = match var(ENV_COMMITTED_READS).map(|v| v.trim().to_ascii_lowercase()) {
+            None => CommittedReads::Evaluate,
+            Some(v) if v == "evaluate" => CommittedReads::Evaluate,
+            Some(v) if v == "apply" => CommittedReads::Apply,
+            Some(v) => return Err(TxError::Internal(format!("{ENV_COMMITTED_READS}={v:?} must be evaluate or apply"))),
         };
         c.check()?;
         Ok(c)
@@ -195,6 +218,16 @@ mod tests {
         assert!(!from(&[(ENV_TX_TABLE, "tx"), (ENV_DIRECT, "False")]).direct);
         assert!(Config::from_vars(|k| [(ENV_TX_TABLE, "tx"), (ENV_DIRECT, "no")].iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())).is_err());
         assert!(Config::from_vars(|k| [(ENV_TX_TABLE, "tx"), (ENV_MAX_REQUEST_BYTES, "10MB")].iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())).is_err());
+    }
+
+    #[test]
+    fn committed_reads_evaluate_unless_told_to_apply() {
+        use super::CommittedReads;
+        assert_eq!(from(&[(ENV_TX_TABLE, "tx")]).committed_reads, CommittedReads::Evaluate);
+        assert_eq!(from(&[(ENV_TX_TABLE, "tx"), (ENV_COMMITTED_READS, "Apply")]).committed_reads, CommittedReads::Apply);
+        assert_eq!(from(&[(ENV_TX_TABLE, "tx"), (ENV_COMMITTED_READS, "evaluate")]).committed_reads, CommittedReads::Evaluate);
+        let e = Config::from_vars(|k| [(ENV_TX_TABLE, "tx"), (ENV_COMMITTED_READS, "help")].iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())).unwrap_err();
+        assert!(e.to_string().contains(ENV_COMMITTED_READS), "{e}");
     }
 
     #[test]

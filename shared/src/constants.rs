@@ -176,6 +176,9 @@ pub const ENV_MAX_REQUEST_BYTES: &str = "SAGA_MAX_REQUEST_BYTES";
 /// `true` (the default) or `false`: whether a request one `TransactWriteItems` call can carry is carried out in that
 /// call ([`crate::phase::direct`]) rather than by the protocol.
 pub const ENV_DIRECT: &str = "SAGA_DIRECT";
+/// `evaluate` (the default) or `apply`: how a committed read answers for an item a committed transaction has not
+/// applied yet ([`crate::config::CommittedReads`]).
+pub const ENV_COMMITTED_READS: &str = "SAGA_COMMITTED_READS";
 /// Most DynamoDB requests one phase call keeps in flight at once (default 16): each batch's item writes go out this
 /// many at a time, so a phase's round trips on the critical path are about its items divided by this.
 pub const ENV_IN_FLIGHT: &str = "SAGA_IN_FLIGHT";

@@ -7,9 +7,10 @@
 //!   item locked by a transaction that has not committed is read as it is (protocol 2 writes nothing but the lock
 //!   before its commit; for protocol 1, from the image saved before the transaction applied anything to it); an item
 //!   locked by a committed transaction is read as that transaction leaves it (protocol 2: its update evaluated on the
-//!   item, its `Put`'s item, a `Delete` absent, before apply writes it). Reading a locked item costs a few more reads
-//!   (the holder's header, and for a committed or applied item its plan, one or more request pages, and on protocol
-//!   1 the image).
+//!   item, its `Put`'s item, a `Delete` absent, before apply writes it; or, with [`CommittedReads::Apply`], that one
+//!   item's write applied by the reader, as apply would, and the item read again). Reading a locked item costs a few
+//!   more reads (the holder's header, and for a committed or applied item its plan, one or more request pages, and
+//!   on protocol 1 the image).
 //!
 //! - [`Isolation::ReadLock`]: the items are locked by a transaction of their own ([`lock_for_read`]) and read
 //!   while it holds them, so the reads are one consistent cut of committed values, and then released by rolling
@@ -24,6 +25,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::CommittedReads;
 use crate::constants::*;
 use crate::coordinator::Coordinator;
 use crate::error::TxError;
@@ -265,7 +267,17 @@ async fn resolve(store: &Store, m: &Meter, table: &str, key: Item, item: Option<
             return Ok(as_is);
         }
         return match records::find_action(store, m, holder, table, &key).await? {
-            Some((batch, _, a)) if batch >= h.applied && !h.finished() => committed_value(store, m, h, &a, as_is).await,
+            Some((batch, _, a)) if batch >= h.applied && !h.finished() => match store.cfg.committed_reads {
+                CommittedReads::Evaluate => committed_value(store, m, h, &a, as_is).await,
+                CommittedReads::Apply => {
+                    if let Some(message) = crate::phase::apply::apply_item(store, m, h, &a).await? {
+                        return Err(TxError::ApplyRejected { tx_id: h.id.clone(), action: a.describe(), message });
+                    }
+                    // Applied, by this read or by apply: the item as it is now, which another transaction may hold.
+                    let now = store.get(m, table, key.clone()).await?;
+                    Box::pin(resolve(store, m, table, key, now, isolation)).await
+                }
+            },
             // A lock on an item of a batch already applied was taken again by a lock run that woke after the commit:
             // the item is as the transaction left it.
             _ => Ok(as_is),

@@ -125,7 +125,7 @@ async fn apply_committed(store: &Store, m: Meter, h: Header, batch: usize) -> Re
 }
 
 /// Applies and unlocks one item while `h`'s attempt holds it. `Some(message)` when DynamoDB refuses the write.
-async fn apply_item(store: &Store, m: &Meter, h: &Header, a: &Action) -> Result<Option<String>, TxError> {
+pub(crate) async fn apply_item(store: &Store, m: &Meter, h: &Header, a: &Action) -> Result<Option<String>, TxError> {
     let owner = h.owner();
     let c = &store.client;
     let held = format!("{} = {}", ph::LOCK, ph::TX);

@@ -238,6 +238,22 @@ struct TripRow {
     wall_ms: f64,
 }
 
+/// Committed reads of items a committed transaction of updates has not applied yet, one way
+/// (`SAGA_COMMITTED_READS`): the reads, the same items read again, and the apply that then finishes the transaction.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReadRow {
+    actions: usize,
+    way: String,
+    reads: usize,
+    first: Bill,
+    first_ms: f64,
+    again: Bill,
+    again_ms: f64,
+    /// The transaction's own apply, complete and release after the reads.
+    finish: Bill,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct FunctionRow {
@@ -440,6 +456,47 @@ async fn round_trips(env: &Env, n: usize, method: Method, in_flight: usize, byte
     let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
     let calls = tracer.calls();
     TripRow { actions: n, method, in_flight, calls: calls.len(), round_trips: harness::trips::critical_path(&calls), wall_ms }
+}
+
+/// The committed-read pass: `n` updates driven to their commit and stopped before apply, then 100 of their items
+/// (spread over every batch) read at the committed level one after another, twice, then the transaction finished;
+/// each item must then hold its update once.
+async fn committed_reads(env: &Env, n: usize, way: dynamo_saga::config::CommittedReads, bytes: usize) -> ReadRow {
+    use dynamo_saga::phase::resume::{resume, Step};
+    let name = format!("{way:?}").to_lowercase();
+    let cfg = dynamo_saga::Config { committed_reads: way, direct: false, ..(*env.store.cfg).clone() };
+    let store = Store::new(env.client.clone(), cfg);
+    let prefix = format!("read-{name}-{n}");
+    let body = prepare(env, Kind::Update, n, &prefix, bytes).await;
+    let id = dynamo_saga::phase::begin::begin(&store, &body).await.expect("begins").transaction_id;
+    loop {
+        let (_, step) = resume(&store, &id).await.expect("resumes");
+        if matches!(step, Step::Apply(_)) {
+            break;
+        }
+        assert!(matches!(step, Step::Lock(_) | Step::Save(_) | Step::Commit), "{n} updates: {step:?} before the apply");
+        dynamo_saga::coordinator::run_step(&store, &id, step).await.expect("runs");
+    }
+    let reads = n.min(100);
+    let keys: Vec<_> = (0..reads).map(|i| item_from_json(&json!({"pk": sv(&format!("{prefix}-{:06}", i * n / reads))})).unwrap()).collect();
+    let pass = || async {
+        let billing = store.with_billing();
+        let started = Instant::now();
+        for k in &keys {
+            let item = dynamo_saga::read::get_item(&billing, &env.a, k.clone(), dynamo_saga::read::Isolation::Committed).await.expect("reads");
+            assert_eq!(item.and_then(|i| i.get("v").cloned()), Some(aws_sdk_dynamodb::types::AttributeValue::N("1".into())), "{name}: the committed value");
+        }
+        (billing.bill().unwrap_or_default(), started.elapsed().as_secs_f64() * 1000.0 / reads as f64)
+    };
+    let (first, first_ms) = pass().await;
+    let (again, again_ms) = pass().await;
+    let billing = store.with_billing();
+    Coordinator::new(billing.clone()).drive(&id).await.expect("finishes");
+    for i in 0..n {
+        let item = env.get(&env.a, json!({"pk": sv(&format!("{prefix}-{i:06}"))})).await.expect("the item");
+        assert_eq!((&item["v"], item.get("_sagaLock")), (&nv(1), None), "{name}: each update applied once and unlocked");
+    }
+    ReadRow { actions: n, way: name, reads, first, first_ms, again, again_ms, finish: billing.bill().unwrap_or_default() }
 }
 
 /// Each function's `MemorySize` (MB) and `Timeout` (s) in `template.yaml`, by binary name: its own, else the Globals';
@@ -743,6 +800,29 @@ fn contention_markdown(rows: &[ContentionRow]) -> String {
     md
 }
 
+fn reads_markdown(rows: &[ReadRow]) -> String {
+    let mut md = String::from(
+        "## Committed reads before apply\n\nA transaction of updates is driven to its commit and stopped before apply; 100 of its items, spread \
+         over every batch, are then read at the committed level one after another, twice, and the transaction is finished. Each way of \
+         `SAGA_COMMITTED_READS`: `evaluate` works out the value the update leaves and writes nothing; `apply` applies that item's update \
+         (the conditional write apply sends) and reads the item again. Units and times are per read; the apply after the reads is per \
+         action of the transaction (an item a read applied costs apply a failed conditional write).\n\n\
+         | actions | way | read units, first read | write units, first read | ms, first read | read units, second read | write units, second read | ms, second read | write units per action of the apply after |\n\
+         | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for r in rows {
+        let per = |b: &Bill, k: usize| (b.read_units / k as f64, b.write_units / k as f64);
+        let (r1, w1) = per(&r.first, r.reads);
+        let (r2, w2) = per(&r.again, r.reads);
+        md.push_str(&format!(
+            "| {} | {} | {:.2} | {:.2} | {:.1} | {:.2} | {:.2} | {:.1} | {:.3} |\n",
+            r.actions, r.way, r1, w1, r.first_ms, r2, w2, r.again_ms, r.finish.write_units / r.actions as f64
+        ));
+    }
+    md.push('\n');
+    md
+}
+
 fn trips_markdown(rows: &[TripRow]) -> String {
     let mut md = String::from(
         "## Round trips on the critical path\n\nUpdates of existing items, run once more on fresh items by a client that notes when \
@@ -939,6 +1019,9 @@ fn markdown(a: &Args, report: &Report, when: &str) -> String {
     if !report.round_trips.is_empty() {
         md.push_str(&trips_markdown(&report.round_trips));
     }
+    if !report.committed_reads.is_empty() {
+        md.push_str(&reads_markdown(&report.committed_reads));
+    }
     if !contention.is_empty() {
         md.push_str(&contention_markdown(contention));
     }
@@ -1052,6 +1135,23 @@ struct Report {
     non_transactional_cross_check: Bill,
     #[serde(default)]
     round_trips: Vec<TripRow>,
+    #[serde(default)]
+    committed_reads: Vec<ReadRow>,
+}
+
+/// Committed reads before apply, each way, at each size of 1,000 actions or more.
+async fn measure_reads(a: &Args) -> Vec<ReadRow> {
+    use dynamo_saga::config::CommittedReads;
+    let mut out = Vec::new();
+    for &n in a.sizes.iter().filter(|n| **n >= 1000) {
+        let env = Env::new(&format!("bench-reads-{n}")).await;
+        for way in [CommittedReads::Evaluate, CommittedReads::Apply] {
+            let r = committed_reads(&env, n, way, a.item_bytes).await;
+            eprintln!("committed reads {:>6} updates {:<8}: {:.2} / {:.2} read / write units a first read, {:.1} ms", n, r.way, r.first.read_units / r.reads as f64, r.first.write_units / r.reads as f64, r.first_ms);
+            out.push(r);
+        }
+    }
+    out
 }
 
 /// Updates at each size: native and chunked once, dynamo-saga at each in-flight limit, on a tracing client.
@@ -1130,6 +1230,7 @@ async fn main() {
     } else {
         let (rows, state_machine) = measure_all(&a).await;
         let round_trips = measure_trips(&a).await;
+        let committed_reads = measure_reads(&a).await;
         let mut total = Bill::default();
         for b in rows.iter().filter_map(|r| r.bill.as_ref()) {
             total.add(b);
@@ -1146,6 +1247,7 @@ async fn main() {
             functions: Vec::new(),
             non_transactional_cross_check: total,
             round_trips,
+            committed_reads,
         }
     };
     if !a.functions_only && !a.largest_only {
