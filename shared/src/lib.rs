@@ -18,8 +18,9 @@
 //!    returns that item, and each update is evaluated on it ([`eval`]): one DynamoDB would refuse decides
 //!    `ROLLED_BACK` with `ValidationError` on its action. A missing item is created to hold its lock and marked
 //!    transient; so is a tombstone, which the lock item keeps and a condition sees as absent.
-//! 3. **save** ([`phase::save`]) checks the items that replace others (each `Put`, each tombstone) against the
-//!    table's size limit and index key types, the same way. Nothing has been written but locks.
+//! 3. **save** ([`phase::save`]) is the barrier before the commit: every batch locked by this attempt. The items that
+//!    replace others (each `Put`, each tombstone) were checked by begin, from the request, against the size limit and
+//!    the table's index key types; nothing has been written but locks, so nothing is copied.
 //! 4. **commit** ([`phase::commit`]) is one conditional header write, `PENDING` -> `COMMITTED`: the commit point.
 //! 5. **apply** ([`phase::apply`]) writes each item once: the caller's write and the unlock together, conditioned on
 //!    the lock, so a missing lock means "applied" and nothing happens twice.
@@ -29,7 +30,7 @@
 //! 8. **release** ([`phase::release`]) lets go of the parent and marks the header finished (TTL then removes it).
 //!
 //! Reads at the committed level ([`read`]) see a locked item as it was until its transaction commits, and after that
-//! as its action leaves it (evaluated). A transaction begun before this protocol (protocol 1, no `protocol` on its
+//! as its action leaves it (evaluated, or applied by the reader first: [`config::CommittedReads`]). A transaction begun before this protocol (protocol 1, no `protocol` on its
 //! header) finishes its own way: save copies each item, apply writes each batch in a fenced `TransactWriteItems`
 //! call before the commit, complete unlocks, and rollback restores the copies.
 //!
