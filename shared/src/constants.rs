@@ -75,6 +75,9 @@ pub const H_BATCHES: &str = "batchCount";
 pub const H_PROTOCOL: &str = "protocol";
 /// The protocol new transactions run (see [`H_PROTOCOL`]).
 pub const PROTOCOL: u32 = 2;
+/// Header: present (1) when begin checked every `Put`'s item and tombstone against the index key types; protocol-2
+/// transactions begun before it did have save check them.
+pub const H_ITEMS_CHECKED: &str = "itemsChecked";
 pub const H_PAGES: &str = "pageCount";
 /// Header: the Parent reference as JSON.
 pub const H_PARENT: &str = "parent";

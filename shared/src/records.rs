@@ -262,6 +262,9 @@ pub struct Header {
     /// The protocol it runs ([`H_PROTOCOL`]): 1 applies before it commits, 2 after.
     #[serde(default = "first_protocol")]
     pub protocol: u32,
+    /// Whether begin checked the items that replace others ([`H_ITEMS_CHECKED`]).
+    #[serde(default)]
+    pub items_checked: bool,
     pub parent: Option<Parent>,
     pub client_request_token: Option<String>,
     pub lock_wait_seconds: Option<u64>,
@@ -349,6 +352,7 @@ impl Header {
             batches: u(H_BATCHES).ok_or_else(|| bad(H_BATCHES))? as usize,
             pages: u(H_PAGES).unwrap_or(0) as usize,
             protocol: u(H_PROTOCOL).map_or(1, |p| p as u32),
+            items_checked: u(H_ITEMS_CHECKED).is_some(),
             parent: s(H_PARENT).map(|p| serde_json::from_str(&p)).transpose().map_err(|_| bad(H_PARENT))?,
             client_request_token: s(H_TOKEN),
             lock_wait_seconds: u(H_LOCK_WAIT),

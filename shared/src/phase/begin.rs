@@ -136,7 +136,7 @@ pub(crate) async fn begin_as(
             return Ok(b);
         }
     }
-    let refused = refused_items(store, &m, &tx_id, &valid).await?;
+    let refused = refused_items(store, &m, &tx_id, &valid.actions).await?;
     if !refused.is_empty() {
         info!(tx_id = %tx_id, refused = refused.len(), "an item DynamoDB would refuse: cancelled before anything was locked");
         let mut header = header_item(store, &tx_id, &valid, now, deadline, execution_arn);
@@ -155,6 +155,7 @@ pub(crate) async fn begin_as(
         (H_BATCHES, n(plan.batch_count())),
         (H_PAGES, n(plan.page_count())),
         (H_PROTOCOL, n(PROTOCOL)),
+        (H_ITEMS_CHECKED, n(1)),
         (H_OPEN_SHARD, s(format!("open#{shard}"))),
     ] {
         header.insert(k.to_string(), v);
@@ -176,9 +177,9 @@ pub(crate) async fn begin_as(
 /// against their tables' index key types ([`crate::eval::check_item`]; their sizes were checked when the request
 /// was parsed): `ValidationError` on each such action, as `TransactWriteItems` reports a `Put` whose index key has
 /// the wrong type. The request is in hand here, so the protocol's phases never read these items to check them.
-async fn refused_items(store: &Store, m: &Meter, tx_id: &str, valid: &ValidRequest) -> Result<Vec<(usize, CancellationReason)>, TxError> {
+pub(crate) async fn refused_items<'a>(store: &Store, m: &Meter, tx_id: &str, actions: impl IntoIterator<Item = &'a crate::request::Action>) -> Result<Vec<(usize, CancellationReason)>, TxError> {
     let mut refused = Vec::new();
-    for a in &valid.actions {
+    for a in actions {
         let replaced = match (&a.op, &a.item, &a.tombstone) {
             (Op::Put, Some(item), _) => std::borrow::Cow::Borrowed(item),
             (Op::Delete, _, Some(t)) => std::borrow::Cow::Owned(t.item(&a.key, tx_id)),

@@ -32,6 +32,15 @@ pub async fn save(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
         return Err(TxError::Internal(format!("save of batch {batch} before every batch was locked")));
     }
     if h.commits_first() {
+        if !h.items_checked {
+            // Begun before begin checked the items that replace others: they are checked here, as they were then.
+            let plan = records::read_plan(store, &m, tx_id).await?;
+            let actions = records::read_batch(store, &m, tx_id, &plan, batch, Part::Whole).await?;
+            let refused = super::begin::refused_items(store, &m, tx_id, actions.iter().map(|(_, a)| a)).await?;
+            if !refused.is_empty() {
+                return Ok(Report::new(decided(store, &m, &h, &Decision::actions(refused)).await?, &m));
+            }
+        }
         beat_parent(store, &m, &h).await?;
         let outcome = progress(store, &m, &h, H_SAVED, batch + 1).await?.unwrap_or(Outcome::Done);
         return Ok(Report::new(outcome, &m));
