@@ -36,7 +36,8 @@ pub async fn save(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
             // Begun before begin checked the items that replace others: they are checked here, as they were then.
             let plan = records::read_plan(store, &m, tx_id).await?;
             let actions = records::read_batch(store, &m, tx_id, &plan, batch, Part::Whole).await?;
-            let refused = super::begin::refused_items(store, &m, tx_id, actions.iter().map(|(_, a)| a)).await?;
+            let actions: Vec<&Action> = actions.iter().map(|(_, a)| a).collect();
+            let refused = super::begin::refused_items(store, &m, tx_id, actions).await?;
             if !refused.is_empty() {
                 return Ok(Report::new(decided(store, &m, &h, &Decision::actions(refused)).await?, &m));
             }
