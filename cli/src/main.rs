@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use dynamo_saga::read::{self, Isolation};
 use dynamo_saga::status::{self, Status};
 use dynamo_saga::sweeper::{StateMachine, Sweeper};
+use dynamo_saga::constants::ENV_TX_TABLE;
 use dynamo_saga::value::{item_from_json, item_to_json};
 use dynamo_saga::{phase, stage, Config, Coordinator, Store, TxError, TxState};
 use serde_json::{json, Value};
@@ -28,7 +29,7 @@ const USAGE: &str = "usage: dynamo-saga [--json] [--table NAME] COMMAND
                   finish abandoned transactions once, as the scheduled sweeper does
 options:
   --json          print JSON on stdout instead of text
-  --table NAME    the transactions table (default: SAGA_TABLE)
+  --table NAME    the transactions table (default: SAGA_TABLE; the other SAGA_* settings still apply)
 exit codes: 0 done, 1 rolled back, 2 bad arguments or request, 3 no such transaction, 4 other failure";
 
 /// A failure and its exit code.
@@ -95,14 +96,14 @@ impl Args {
 }
 
 async fn store(a: &Args) -> Result<Store, Failure> {
-    let mut cfg = match (Config::from_env(), &a.table) {
-        (Ok(c), _) => c,
-        (Err(_), Some(t)) => Config::new(t.as_str()),
-        (Err(e), None) => return Err(Failure(2, format!("{e} (or pass --table)"))),
+    let lookup = |k: &str| match &a.table {
+        Some(t) if k == ENV_TX_TABLE => Some(t.clone()),
+        _ => std::env::var(k).ok(),
     };
-    if let Some(t) = &a.table {
-        cfg.tx_table = t.clone();
-    }
+    let cfg = Config::from_vars(lookup).map_err(|e| match lookup(ENV_TX_TABLE).filter(|t| !t.trim().is_empty()) {
+        None => Failure(2, format!("{e} (or pass --table)")),
+        Some(_) => Failure(2, e.to_string()),
+    })?;
     Ok(Store::connect(cfg).await)
 }
 

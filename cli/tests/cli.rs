@@ -13,6 +13,11 @@ static SFN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 /// Runs the command with the stack's settings (`table`: the transactions table) and a local Step Functions endpoint.
 async fn cli(table: &str, args: &[&str], stdin: Option<String>) -> Output {
+    cli_with(table, args, stdin, &[]).await
+}
+
+/// [`cli`] with some variables changed: a variable given `None` is removed.
+async fn cli_with(table: &str, args: &[&str], stdin: Option<String>, vars: &[(&str, Option<&str>)]) -> Output {
     let st = stack().await;
     let sfn = SFN.get_or_init(harness::sfn_api::on_stack).clone();
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_dynamo-saga"));
@@ -25,6 +30,12 @@ async fn cli(table: &str, args: &[&str], stdin: Option<String>) -> Output {
         .env("SAGA_TABLE", table)
         .env("SAGA_ALLOWED_TABLES", "t-*")
         .env_remove("SAGA_STATE_MACHINE_ARN");
+    for (k, v) in vars {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
     tokio::task::spawn_blocking(move || {
         use std::io::Write;
         use std::process::Stdio;
@@ -119,7 +130,7 @@ async fn submit_reports_a_rollback_with_its_reasons_and_runs_in_process_from_std
 #[tokio::test]
 async fn sweep_finishes_an_abandoned_transaction() {
     // Its own transactions table, so the sweep touches nothing of the tests running beside it.
-    let env = Env::new("clisweep").await;
+    let env = Env::on_stack_alone("clisweep").await;
     let keys = vec!["s0".to_string()];
     seed(&env, &keys).await;
     let begun = dynamo_saga::phase::begin::begin(&env.store, &updates(&env, &keys)).await.unwrap();
@@ -170,6 +181,35 @@ async fn bad_arguments_and_requests_get_clear_errors_and_exit_codes() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("usage: dynamo-saga"));
 }
 
+/// `--table` names the transactions table in place of `SAGA_TABLE` and nothing else: the other `SAGA_*` settings
+/// still hold (a table outside `SAGA_ALLOWED_TABLES` is refused), a bad one is an error, and without either table the
+/// command says how to name one.
+#[tokio::test]
+async fn table_flag_keeps_the_other_settings() {
+    let env = Env::on_stack("clitable").await;
+    let t = stack().await.tx_table.clone();
+    let keys: Vec<String> = (0..3).map(|i| format!("tf{i}")).collect();
+    seed(&env, &keys).await;
+    let outside = json!({"TransactItems": [{"Put": {"TableName": "elsewhere", "Item": {"pk": sv("x")}}}]}).to_string();
+    let out = cli_with("", &["--table", &t, "submit", "-", "--in-process"], Some(outside), &[("SAGA_TABLE", None)]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not in the allowed tables"), "{}", stderr(&out));
+
+    let out = cli_with("", &["--table", &t, "submit", "-", "--in-process"], Some("{}".into()), &[("SAGA_TABLE", None), ("SAGA_IN_FLIGHT", Some("many"))]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("SAGA_IN_FLIGHT") && stderr(&out).contains("whole number"), "{}", stderr(&out));
+
+    let out = cli_with("", &["status", "01JDQ5A7K2M9P4R6T8V1W3X5Z7"], None, &[("SAGA_TABLE", None)]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("SAGA_TABLE is not set (or pass --table)"), "{}", stderr(&out));
+
+    let out = cli_with("", &["--json", "--table", &t, "submit", "-", "--in-process"], Some(updates(&env, &keys).to_string()), &[("SAGA_TABLE", None)]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for k in &keys {
+        assert_eq!(env.get(&env.a, json!({"pk": sv(k)})).await.unwrap()["v"], nv(1), "{k} committed through --table");
+    }
+}
+
 /// `status` shows a transaction's attempts: an attempt rolled back by an older transaction (wound-wait) is followed
 /// by another, and the status says which transaction rolled back which attempt, why, and how long each waited.
 #[tokio::test]
@@ -177,7 +217,7 @@ async fn status_shows_the_attempts_and_who_rolled_back_each() {
     use dynamo_saga::phase::{begin::begin, lock::lock, rollback::rollback};
     use dynamo_saga::records::{self, Decision};
     use dynamo_saga::store::Meter;
-    let env = Env::new("cliattempts").await;
+    let env = Env::on_stack_alone("cliattempts").await;
     let keys = vec!["w0".to_string()];
     seed(&env, &keys).await;
     let add = json!({"TransactItems": [{"Update": {"TableName": env.a, "Key": {"pk": sv("w0")}, "UpdateExpression": "ADD v :one",

@@ -115,6 +115,12 @@ impl Env {
         Self::build(st.client(), Some(st.tx_table.clone()), name, |c| c).await
     }
 
+    /// An environment on the local stack's DynamoDB with a transactions table of its own, for a command that reaches
+    /// the stack's DynamoDB and must see no one else's transactions (a sweep).
+    pub async fn on_stack_alone(name: &str) -> Env {
+        Self::build(stack::stack().await.client(), None, name, |c| c).await
+    }
+
     async fn build(client: Client, tx_table: Option<String>, name: &str, tune: impl FnOnce(Config) -> Config) -> Env {
         let n = COUNTER.fetch_add(1, Ordering::SeqCst);
         // Every test table starts with "t-", which the local stack's allow-list admits.
