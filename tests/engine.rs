@@ -157,6 +157,49 @@ async fn a_put_an_index_refuses_is_cancelled_before_anything_is_locked() {
     env.assert_clean().await;
 }
 
+/// A protocol-2 transaction begun by the version before begin checked `Put` items (its header has no
+/// `itemsChecked`) has save check them, as save did then: a `Put` whose item the table's index keys refuse (an index
+/// added after the begin here) is cancelled with `ValidationError` before the commit, and nothing is changed.
+#[tokio::test]
+async fn save_checks_the_puts_of_a_transaction_begun_before_begin_did() {
+    use aws_sdk_dynamodb::types::{AttributeDefinition, CreateGlobalSecondaryIndexAction, GlobalSecondaryIndexUpdate, KeySchemaElement, KeyType, Projection, ProjectionType, ScalarAttributeType};
+    use dynamo_saga::constants::H_ITEMS_CHECKED;
+    use dynamo_saga::records;
+    let env = Env::with("oldput", |c| dynamo_saga::Config { direct: false, ..c.with_allowed_tables(["t-*"]) }).await;
+    let table = format!("{}-late", env.a);
+    harness::create_table(&env.client, &table, &[("pk", "S")]).await;
+    env.put(&env.a, json!({"pk": sv("u"), "n": nv(0)})).await;
+    let body = json!({"TransactItems": [
+        {"Update": {"TableName": env.a, "Key": {"pk": sv("u")}, "UpdateExpression": "ADD n :one", "ExpressionAttributeValues": {":one": nv(1)}}},
+        {"Put": {"TableName": table, "Item": {"pk": sv("new"), "g": sv("text")}}}]});
+    let id = begin::begin(&env.store, &body).await.unwrap().transaction_id;
+    let h = records::read_header(&env.store, &Meter::default(), &id).await.unwrap();
+    assert!(h.items_checked && h.commits_first(), "begin checked the Put: {h:?}");
+
+    // The header as the earlier begin wrote it, and an index on `g` as a number that the Put's item breaks.
+    env.client.update_item().table_name(&env.store.cfg.tx_table).set_key(Some(records::header_key(&id)))
+        .update_expression("REMOVE #c").expression_attribute_names("#c", H_ITEMS_CHECKED).send().await.unwrap();
+    let index = CreateGlobalSecondaryIndexAction::builder().index_name("by-g")
+        .key_schema(KeySchemaElement::builder().attribute_name("g").key_type(KeyType::Hash).build().unwrap())
+        .projection(Projection::builder().projection_type(ProjectionType::All).build()).build().unwrap();
+    env.client.update_table().table_name(&table)
+        .attribute_definitions(AttributeDefinition::builder().attribute_name("g").attribute_type(ScalarAttributeType::N).build().unwrap())
+        .global_secondary_index_updates(GlobalSecondaryIndexUpdate::builder().create(index).build()).send().await.unwrap();
+
+    let (before, before_late) = (env.snapshot().await, env.scan(&table).await);
+    // A store that has not cached the table's key types from before the index.
+    let store = dynamo_saga::Store::new(env.client.clone(), (*env.store.cfg).clone());
+    let c = harness::canceled(Coordinator::new(store.clone()).drive(&id).await);
+    let failed: Vec<(usize, &str)> = c.failed().map(|(i, r)| (i, r.code.as_str())).collect();
+    assert_eq!(failed, vec![(1, "ValidationError")], "{}", c.message);
+    let reason = c.cancellation_reasons[1].message.as_deref().unwrap_or_default();
+    assert!(reason.contains("Index Key g"), "the reason names the rule: {reason}");
+    let h = records::read_header(&store, &Meter::default(), &id).await.unwrap();
+    assert_eq!((h.locked, h.saved, h.finished()), (h.batches, 0, true), "every batch locked, refused at save: {h:?}");
+    assert_eq!((env.snapshot().await, env.scan(&table).await), (before, before_late), "nothing changed");
+    env.assert_clean().await;
+}
+
 #[tokio::test]
 async fn same_client_request_token_runs_once() {
     let env = Env::new("token").await;
@@ -258,7 +301,7 @@ async fn the_parent_lock_can_be_read_without_taking_it() {
 
 /// 120 updates `ADD n :one` of items `<tag>000`.. (each `n` 0), begun and carried to its commit, nothing applied.
 async fn committed_unapplied(env: &Env, tag: &str) -> (String, Vec<String>) {
-    use dynamo_saga::phase::resume::{resume, Step};
+    use dynamo_saga::phase::resume::Step;
     let keys: Vec<String> = (0..120).map(|i| format!("{tag}{i:03}")).collect();
     harness::put_all(&env.client, &env.a, keys.iter().map(|k| json!({"pk": sv(k), "n": nv(0)}))).await;
     let items: Vec<_> = keys
@@ -266,14 +309,8 @@ async fn committed_unapplied(env: &Env, tag: &str) -> (String, Vec<String>) {
         .map(|k| json!({"Update": {"TableName": env.a, "Key": {"pk": sv(k)}, "UpdateExpression": "ADD n :one", "ExpressionAttributeValues": {":one": nv(1)}}}))
         .collect();
     let id = begin::begin(&env.store, &json!({ "TransactItems": items })).await.unwrap().transaction_id;
-    loop {
-        let (h, step) = resume(&env.store, &id).await.unwrap();
-        if h.state == dynamo_saga::TxState::Committed {
-            assert_eq!(step, Step::Apply(0), "committed with nothing applied: {h:?}");
-            break;
-        }
-        dynamo_saga::coordinator::run_step(&env.store, &id, step).await.unwrap();
-    }
+    let (h, step) = harness::run_steps_until(&env.store, &id, |h, _| h.state == dynamo_saga::TxState::Committed).await;
+    assert_eq!((h.state, step), (dynamo_saga::TxState::Committed, Step::Apply(0)), "committed with nothing applied: {h:?}");
     (id, keys)
 }
 

@@ -284,17 +284,12 @@ async fn an_older_transaction_rolls_a_read_lock_back() {
 /// transaction and returns what it committed.
 #[tokio::test]
 async fn a_read_lock_read_waits_for_a_pending_transaction_and_returns_what_it_committed() {
-    use dynamo_saga::phase::resume::{resume, Step};
+    use dynamo_saga::phase::resume::Step;
     let env = Env::new("readlockwait").await;
     seed(&env, "p").await;
     let id = dynamo_saga::phase::begin::begin(&env.store, &request(&env, "p")).await.unwrap().transaction_id;
-    loop {
-        let (_, step) = resume(&env.store, &id).await.unwrap();
-        if step == Step::Commit {
-            break;
-        }
-        dynamo_saga::coordinator::run_step(&env.store, &id, step).await.unwrap();
-    }
+    let (_, step) = harness::run_steps_until(&env.store, &id, |_, step| *step == Step::Commit).await;
+    assert_eq!(step, Step::Commit);
     assert_eq!(read_all(&env, "p", Isolation::Committed).await, vec![Some(1), Some(1), None, Some(1)]);
     assert_eq!(read_all(&env, "p", Isolation::Uncommitted).await, vec![Some(1), Some(1), None, Some(1)]);
     let key = item_from_json(&json!({"pk": sv("p-upd")})).unwrap();

@@ -219,6 +219,19 @@ pub fn assert_named_json(v: &Value) {
 }
 
 /// The cancellation of a transaction that rolled back, checked by [`assert_named`]; panics on any other result.
+/// Runs `tx_id`'s steps one after another, as a coordinator that meets no other transaction would, until `stop` holds
+/// for the header and the step to come, or the transaction has finished; returns that header and step.
+pub async fn run_steps_until(store: &Store, tx_id: &str, stop: impl Fn(&dynamo_saga::Header, &dynamo_saga::phase::resume::Step) -> bool) -> (dynamo_saga::Header, dynamo_saga::phase::resume::Step) {
+    use dynamo_saga::phase::resume::{resume, Step};
+    loop {
+        let (h, step) = resume(store, tx_id).await.expect("resumes");
+        if step == Step::Finished || stop(&h, &step) {
+            return (h, step);
+        }
+        dynamo_saga::coordinator::run_step(store, tx_id, step).await.expect("runs the step");
+    }
+}
+
 pub fn canceled<T: std::fmt::Debug>(r: Result<T, TxError>) -> Box<Cancellation> {
     match r {
         Err(TxError::Canceled(c)) => {

@@ -462,21 +462,15 @@ async fn round_trips(env: &Env, n: usize, method: Method, in_flight: usize, byte
 /// (spread over every batch) read at the committed level one after another, twice, then the transaction finished;
 /// each item must then hold its update once.
 async fn committed_reads(env: &Env, n: usize, way: dynamo_saga::config::CommittedReads, bytes: usize) -> ReadRow {
-    use dynamo_saga::phase::resume::{resume, Step};
+    use dynamo_saga::phase::resume::Step;
     let name = format!("{way:?}").to_lowercase();
     let cfg = dynamo_saga::Config { committed_reads: way, direct: false, ..(*env.store.cfg).clone() };
     let store = Store::new(env.client.clone(), cfg);
     let prefix = format!("read-{name}-{n}");
     let body = prepare(env, Kind::Update, n, &prefix, bytes).await;
     let id = dynamo_saga::phase::begin::begin(&store, &body).await.expect("begins").transaction_id;
-    loop {
-        let (_, step) = resume(&store, &id).await.expect("resumes");
-        if matches!(step, Step::Apply(_)) {
-            break;
-        }
-        assert!(matches!(step, Step::Lock(_) | Step::Save(_) | Step::Commit), "{n} updates: {step:?} before the apply");
-        dynamo_saga::coordinator::run_step(&store, &id, step).await.expect("runs");
-    }
+    let (_, step) = harness::run_steps_until(&store, &id, |_, step| !matches!(step, Step::Lock(_) | Step::Save(_) | Step::Commit)).await;
+    assert!(matches!(step, Step::Apply(_)), "{n} updates: {step:?} after the commit, not the apply");
     let reads = n.min(100);
     let keys: Vec<_> = (0..reads).map(|i| item_from_json(&json!({"pk": sv(&format!("{prefix}-{:06}", i * n / reads))})).unwrap()).collect();
     let pass = || async {
