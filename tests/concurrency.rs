@@ -16,7 +16,10 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
 fn logs() {
-    let _ = tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).with_test_writer().try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
 }
 
 async fn bank(env: &Env, p: Params) -> harness::bank::Outcome {
@@ -127,7 +130,9 @@ async fn shop(env: &Env, driver: Driver, orders: usize, units: usize) {
                         _ => panic!("an order's execution failed instead of ending: {ex:?}"),
                     }
                 }
-                Driver::Native => unreachable!("the shop's orders exceed no limit of native TransactWriteItems: it compares dynamo-saga's drivers"),
+                Driver::Native => unreachable!(
+                    "the shop's orders exceed no limit of native TransactWriteItems: it compares dynamo-saga's drivers"
+                ),
             }
         };
         async move { tokio::time::timeout(Duration::from_secs(600), run).await.expect("every order ends") }
@@ -154,10 +159,19 @@ async fn shop(env: &Env, driver: Driver, orders: usize, units: usize) {
             }
             Err(TxError::Canceled(c)) => {
                 harness::assert_named(c);
-                assert!(c.failed().all(|(_, r)| r.code == "ConditionalCheckFailed"), "{name} is refused by its own condition only: {c:?}");
+                assert!(
+                    c.failed().all(|(_, r)| r.code == "ConditionalCheckFailed"),
+                    "{name} is refused by its own condition only: {c:?}"
+                );
                 assert!(!placed, "{name} was refused: no order item");
-                assert!(us.iter().all(|u| owner_of[u].as_deref() != Some(name.as_str())), "{name} was refused: none of its units is its");
-                assert!(us.iter().any(|u| owner_of[u].is_some()), "{name} was refused because a unit it wanted was sold");
+                assert!(
+                    us.iter().all(|u| owner_of[u].as_deref() != Some(name.as_str())),
+                    "{name} was refused: none of its units is its"
+                );
+                assert!(
+                    us.iter().any(|u| owner_of[u].is_some()),
+                    "{name} was refused because a unit it wanted was sold"
+                );
             }
             Err(e) => panic!("{name} failed instead of ending: {e}"),
         }

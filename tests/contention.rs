@@ -63,7 +63,12 @@ async fn status_of(env: &Env, id: &str) -> Status {
 /// The phases a worker of `id`'s rolled-back attempt could still be running, each run late: none writes.
 async fn late_workers_write_nothing(env: &Env, id: &str) {
     let s = &env.store;
-    let reports = [lock::lock(s, id, 0).await.unwrap(), save::save(s, id, 0).await.unwrap(), apply::apply(s, id, 0).await.unwrap(), commit::commit(s, id).await.unwrap()];
+    let reports = [
+        lock::lock(s, id, 0).await.unwrap(),
+        save::save(s, id, 0).await.unwrap(),
+        apply::apply(s, id, 0).await.unwrap(),
+        commit::commit(s, id).await.unwrap(),
+    ];
     for r in reports {
         assert_eq!(r.usage.writes, 0, "a late worker of a rolled-back attempt wrote: {r:?}");
     }
@@ -164,21 +169,33 @@ async fn the_older_transaction_wins_and_the_younger_one_tries_again_after_it() {
     Coordinator::new(env.store.clone()).drive(older).await.expect("the older transaction commits");
 
     assert_eq!(state_of(&env, younger).await, TxState::RolledBack);
-    assert_eq!([n_of(&env, "o000").await, n_of(&env, "o001").await, n_of(&env, "o002").await, n_of(&env, "o003").await], [1, 1, 0, 0]);
+    assert_eq!(
+        [n_of(&env, "o000").await, n_of(&env, "o001").await, n_of(&env, "o002").await, n_of(&env, "o003").await],
+        [1, 1, 0, 0]
+    );
     assert!(env.get(&env.a, json!({"pk": sv("o-new")})).await.is_none(), "the wounded attempt's insert is undone");
     let st = status_of(&env, younger).await;
     assert_eq!(st.next, dynamo_saga::phase::resume::Step::Retry, "{st:?}");
     late_workers_write_nothing(&env, younger).await;
 
-    let done = Coordinator::new(env.store.clone()).drive(younger).await.expect("the younger transaction commits on its second attempt");
+    let done = Coordinator::new(env.store.clone())
+        .drive(younger)
+        .await
+        .expect("the younger transaction commits on its second attempt");
     assert_eq!(done.transaction_id, *younger, "the same transaction, with the same age");
-    assert_eq!([n_of(&env, "o000").await, n_of(&env, "o001").await, n_of(&env, "o002").await, n_of(&env, "o003").await], [1, 11, 10, 10]);
+    assert_eq!(
+        [n_of(&env, "o000").await, n_of(&env, "o001").await, n_of(&env, "o002").await, n_of(&env, "o003").await],
+        [1, 11, 10, 10]
+    );
     assert!(env.get(&env.a, json!({"pk": sv("o-new")})).await.is_some());
     let st = status_of(&env, younger).await;
     assert_eq!((st.state, st.attempt, st.attempts.len()), (TxState::Committed, 2, 1), "{st:?}");
     let first = &st.attempts[0];
     assert_eq!(first.rolled_back_by.as_deref(), Some(older.as_str()), "{st:?}");
-    assert!(first.item.as_deref().is_some_and(|i| i.contains("o001")) && first.reason.contains(older.as_str()), "{st:?}");
+    assert!(
+        first.item.as_deref().is_some_and(|i| i.contains("o001")) && first.reason.contains(older.as_str()),
+        "{st:?}"
+    );
     env.assert_clean().await;
 }
 
@@ -215,7 +232,8 @@ async fn concurrent_overlapping_transactions_all_end_and_the_oldest_commits() {
     let mut expected = vec![0i64; pks.len()];
     for round in 0..3 {
         let sets: Vec<(usize, i64)> = (0..6).map(|t| ((t * 29 + round * 7) % 150, 1i64 << (t + 6 * round))).collect();
-        let bodies: Vec<Value> = sets.iter().map(|(start, d)| adds(&env, &pks[*start..start + 150], *d, None)).collect();
+        let bodies: Vec<Value> =
+            sets.iter().map(|(start, d)| adds(&env, &pks[*start..start + 150], *d, None)).collect();
         let ids = begin_in_order(&env, &bodies).await;
         let coord = Coordinator::new(env.store.clone());
         let runs = ids.iter().map(|id| {
@@ -256,7 +274,9 @@ async fn a_long_transaction_commits_while_twenty_newer_ones_hammer_its_items() {
                 // Five items spread over the long transaction's batches, different each time.
                 let picked: Vec<String> = (0..5).map(|j| pks[(w * 7 + k * 13 + j * 101) % pks.len()].clone()).collect();
                 k += 1;
-                let r = tokio::time::timeout(Duration::from_secs(120), coord.run(&adds(env, &picked, 1, None))).await.expect("no livelock");
+                let r = tokio::time::timeout(Duration::from_secs(120), coord.run(&adds(env, &picked, 1, None)))
+                    .await
+                    .expect("no livelock");
                 let c = r.expect("every small transaction commits");
                 assert!(c.transaction_id > *long, "the small transactions are the newer ones");
                 committed.extend(picked);
@@ -268,7 +288,9 @@ async fn a_long_transaction_commits_while_twenty_newer_ones_hammer_its_items() {
     let long_run = async {
         // Let the small ones start first, so the long one meets their locks from its first batch on.
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let r = tokio::time::timeout(Duration::from_secs(300), Coordinator::new(env.store.clone()).drive(&long)).await.expect("the long one ends");
+        let r = tokio::time::timeout(Duration::from_secs(300), Coordinator::new(env.store.clone()).drive(&long))
+            .await
+            .expect("the long one ends");
         done.store(true, std::sync::atomic::Ordering::Relaxed);
         r
     };
@@ -339,7 +361,9 @@ async fn a_parent_lock_is_taken_over_only_after_a_lease_without_a_heartbeat() {
     let (holder, waiter) = (&ids[0], &ids[1]);
     // The holder takes the parent and every item, then its coordinator stops.
     assert_eq!(lock::lock(&env.store, holder, 0).await.unwrap().outcome, Outcome::Done);
-    let parent_token = || async { env.get(&env.a, json!({"pk": sv("PARENT")})).await.unwrap()["lockToken"]["S"].as_str().map(str::to_owned) };
+    let parent_token = || async {
+        env.get(&env.a, json!({"pk": sv("PARENT")})).await.unwrap()["lockToken"]["S"].as_str().map(str::to_owned)
+    };
     assert_eq!(parent_token().await.as_deref(), Some(holder.as_str()));
 
     let parent = env.get(&env.a, json!({"pk": sv("PARENT")})).await.unwrap();
@@ -493,8 +517,15 @@ async fn a_waiter_keeps_its_queue_row_alive_while_it_waits() {
     assert!(expires(&during[0]) > expires(&first[0]), "with a later expiry");
 
     // The row expires anyway: refreshing does not bring it back, and the waiter still goes after the holder.
-    env.client.delete_item().table_name(&env.tx_table).set_key(Some(first[0].iter()
-        .filter(|(k, _)| *k == "id" || *k == "sk").map(|(k, v)| (k.clone(), v.clone())).collect())).send().await.unwrap();
+    env.client
+        .delete_item()
+        .table_name(&env.tx_table)
+        .set_key(Some(
+            first[0].iter().filter(|(k, _)| *k == "id" || *k == "sk").map(|(k, v)| (k.clone(), v.clone())).collect(),
+        ))
+        .send()
+        .await
+        .unwrap();
     let h = records::read_header(&env.store, &Meter::default(), waiter).await.unwrap();
     assert!(dynamo_saga::phase::heartbeat(&env.store, &Meter::default(), &h).await.unwrap());
     assert!(rows().await.is_empty(), "a refresh does not write a row that is gone");
@@ -510,7 +541,10 @@ async fn a_waiter_keeps_its_queue_row_alive_while_it_waits() {
 async fn wound(env: &Env, id: &str, by: &str, item: &str) {
     let h = records::read_header(&env.store, &Meter::default(), id).await.unwrap();
     let d = records::Decision::wound(by, Some(0), item);
-    assert_eq!(records::decide_rollback(&env.store, &Meter::default(), id, Some(h.attempt), &d).await.unwrap(), TxState::RolledBack);
+    assert_eq!(
+        records::decide_rollback(&env.store, &Meter::default(), id, Some(h.attempt), &d).await.unwrap(),
+        TxState::RolledBack
+    );
     for b in 0..h.batches {
         dynamo_saga::phase::rollback::rollback(&env.store, id, b, None).await.unwrap();
     }
@@ -623,7 +657,10 @@ async fn a_lock_left_by_a_late_worker_of_an_earlier_attempt_is_let_go() {
         .await
         .unwrap();
     let key = dynamo_saga::value::item_from_json(&json!({"pk": sv("l002")})).unwrap();
-    let read = dynamo_saga::read::get_item(&env.store, &env.a, key, dynamo_saga::read::Isolation::Committed).await.unwrap().unwrap();
+    let read = dynamo_saga::read::get_item(&env.store, &env.a, key, dynamo_saga::read::Isolation::Committed)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(read["n"].as_n().unwrap(), "0");
     Coordinator::new(env.store.clone()).drive(younger).await.expect("the second attempt commits");
     assert_eq!([n_of(&env, "l000").await, n_of(&env, "l001").await, n_of(&env, "l002").await], [11, 10, 10]);
@@ -638,12 +675,20 @@ async fn a_retried_transaction_keeps_its_age_over_newer_ones() {
     let env = Env::new("age").await;
     let pks = keys("a", 2);
     seed(&env, &pks).await;
-    let ids = begin_in_order(&env, &[adds(&env, &pks[..1], 1, None), adds(&env, &pks, 10, None), adds(&env, &pks[1..], 100, None)]).await;
+    let ids = begin_in_order(
+        &env,
+        &[adds(&env, &pks[..1], 1, None), adds(&env, &pks, 10, None), adds(&env, &pks[1..], 100, None)],
+    )
+    .await;
     let (older, retried, newer) = (&ids[0], &ids[1], &ids[2]);
     assert_eq!(lock::lock(&env.store, retried, 0).await.unwrap().outcome, Outcome::Done);
     wound(&env, retried, older, "a000").await;
     assert_eq!(lock::lock(&env.store, older, 0).await.unwrap().outcome, Outcome::Done);
-    assert_eq!(lock::lock(&env.store, newer, 0).await.unwrap().outcome, Outcome::Done, "the newer one takes a001 meanwhile");
+    assert_eq!(
+        lock::lock(&env.store, newer, 0).await.unwrap().outcome,
+        Outcome::Done,
+        "the newer one takes a001 meanwhile"
+    );
 
     let coord = Coordinator::new(env.store.clone());
     let second = tokio::spawn({
@@ -654,7 +699,11 @@ async fn a_retried_transaction_keeps_its_age_over_newer_ones() {
     assert!(!second.is_finished(), "the second attempt waits for the older transaction");
     coord.drive(older).await.expect("the older one commits");
     second.await.unwrap().expect("the retried transaction commits");
-    assert_eq!(state_of(&env, newer).await, TxState::RolledBack, "the newer holder was rolled back by the retried, older one");
+    assert_eq!(
+        state_of(&env, newer).await,
+        TxState::RolledBack,
+        "the newer holder was rolled back by the retried, older one"
+    );
     coord.drive(newer).await.expect("the newer one commits on its second attempt");
     let st = status_of(&env, newer).await;
     assert_eq!(st.attempts[0].rolled_back_by.as_deref(), Some(retried.as_str()), "{st:?}");
@@ -681,10 +730,25 @@ async fn a_later_attempt_never_restores_an_earlier_attempts_image() {
     // Its second attempt locks x, which now holds the older one's write, and is rolled back before it saves.
     assert_eq!(dynamo_saga::phase::retry::retry(&env.store, younger).await.unwrap().outcome, Outcome::Done);
     assert_eq!(lock::lock(&env.store, younger, 0).await.unwrap().outcome, Outcome::Done);
-    let read = dynamo_saga::read::get_item(&env.store, &env.a, dynamo_saga::value::item_from_json(&json!({"pk": sv("x000")})).unwrap(), dynamo_saga::read::Isolation::Committed).await.unwrap();
-    assert_eq!(read.and_then(|i| i.get("n").cloned()), Some(aws_sdk_dynamodb::types::AttributeValue::N("10".into())), "a committed read sees the older one's write");
+    let read = dynamo_saga::read::get_item(
+        &env.store,
+        &env.a,
+        dynamo_saga::value::item_from_json(&json!({"pk": sv("x000")})).unwrap(),
+        dynamo_saga::read::Isolation::Committed,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        read.and_then(|i| i.get("n").cloned()),
+        Some(aws_sdk_dynamodb::types::AttributeValue::N("10".into())),
+        "a committed read sees the older one's write"
+    );
     Coordinator::new(env.store.clone()).cancel(younger, "stopped by the test").await.unwrap();
-    assert_eq!(n_of(&env, "x000").await, 10, "the first attempt's image (n = 0) was not put back over the older one's write");
+    assert_eq!(
+        n_of(&env, "x000").await,
+        10,
+        "the first attempt's image (n = 0) was not put back over the older one's write"
+    );
     env.assert_clean().await;
 }
 

@@ -9,7 +9,10 @@ use dynamo_saga::records::{self, read_header, Decision};
 use dynamo_saga::store::Meter;
 use dynamo_saga::sweeper::Sweeper;
 use dynamo_saga::{Coordinator, TxError, TxState};
-use harness::workload::{assert_mixed_committed, assert_tombstones_committed, mixed, refused_at_lock, seed_mixed, seed_tombstones, tombstones};
+use harness::workload::{
+    assert_mixed_committed, assert_tombstones_committed, mixed, refused_at_lock, seed_mixed, seed_tombstones,
+    tombstones,
+};
 use harness::{nv, sv, Env};
 use serde_json::{json, Value};
 
@@ -101,7 +104,15 @@ async fn crash_matrix_by(name: &str, n: usize, commit_path: bool, recovery: Reco
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn crash_matrix_on(env: &Env, name: &str, n: usize, commit_path: bool, recovery: Recovery, stride: u64, work: Work) {
+async fn crash_matrix_on(
+    env: &Env,
+    name: &str,
+    n: usize,
+    commit_path: bool,
+    recovery: Recovery,
+    stride: u64,
+    work: Work,
+) {
     // A clean run counts the writes a whole transaction makes.
     let body = scenario(env, "count", n, commit_path, work).await;
     let counter = env.store.crash_after(u64::MAX);
@@ -110,7 +121,11 @@ async fn crash_matrix_on(env: &Env, name: &str, n: usize, commit_path: bool, rec
     if let (Err(TxError::Canceled(c)), true) = (&clean, n >= 100) {
         // The failure is met at the last lock: every other batch is locked, and nothing was saved or applied.
         let h = read_header(&env.store, &Meter::default(), &c.transaction_id).await.unwrap();
-        assert_eq!((h.lock_started, h.locked, h.saved, h.applied), (h.batches, h.batches - 1, 0, 0), "{name}: the rollback path must lock every batch before it fails: {h:?}");
+        assert_eq!(
+            (h.lock_started, h.locked, h.saved, h.applied),
+            (h.batches, h.batches - 1, 0, 0),
+            "{name}: the rollback path must lock every batch before it fails: {h:?}"
+        );
         let failed: Vec<(usize, &str)> = c.failed().map(|(i, r)| (i, r.code.as_str())).collect();
         assert_eq!(failed, vec![(n - 1, "ValidationError")], "{name}: {c:?}");
     }
@@ -122,7 +137,10 @@ async fn crash_matrix_on(env: &Env, name: &str, n: usize, commit_path: bool, rec
         let body = scenario(env, &tag, n, commit_path, work).await;
         let before = env.snapshot().await;
         let first = Coordinator::new(env.store.crash_after(k)).run(&body).await;
-        assert!(matches!(first, Err(TxError::InjectedFault(_))), "crash point {k} of {total}: the first coordinator should have died, got {first:?}");
+        assert!(
+            matches!(first, Err(TxError::InjectedFault(_))),
+            "crash point {k} of {total}: the first coordinator should have died, got {first:?}"
+        );
         let tx = match recovery {
             Recovery::Coordinator => {
                 // A second coordinator: the same request with the same ClientRequestToken resumes the same transaction.
@@ -144,7 +162,11 @@ async fn crash_matrix_on(env: &Env, name: &str, n: usize, commit_path: bool, rec
                     Some(f) => f.transaction_id.clone(),
                     None => {
                         // The coordinator died before the header existed: nothing to recover, nothing changed.
-                        assert_eq!(env.snapshot().await, before, "crash point {k}: a transaction without a header wrote");
+                        assert_eq!(
+                            env.snapshot().await,
+                            before,
+                            "crash point {k}: a transaction without a header wrote"
+                        );
                         continue;
                     }
                 }
@@ -186,7 +208,16 @@ async fn sweep_now(env: &Env, k: u64) -> dynamo_saga::sweeper::SweepReport {
 
 /// After a matrix: no lock left, its figure reported, and no violation.
 #[allow(clippy::too_many_arguments)]
-async fn finish_matrix(env: &Env, name: &str, n: usize, what: &str, points: usize, total: u64, recovery: Recovery, violations: Vec<String>) {
+async fn finish_matrix(
+    env: &Env,
+    name: &str,
+    n: usize,
+    what: &str,
+    points: usize,
+    total: u64,
+    recovery: Recovery,
+    violations: Vec<String>,
+) {
     env.assert_clean().await;
     harness::report(format!(
         "crash {name}: {n} actions, {what}, {points} crash points of {total} writes, recovered by the {}, {} violations",
@@ -300,8 +331,14 @@ async fn crash_anywhere_over_tombstones_rollback_6_recovered_by_the_sweeper() {
 /// older transaction that needed its first item (wound-wait), which then committed: its own driver has the rollback
 /// to finish, the next attempt to start, and that attempt to run. Returns its id.
 async fn wounded(env: &Env, tag: &str, n: usize) -> String {
-    let older = begin::begin(&env.store, &json!({"TransactItems": [{"ConditionCheck": {"TableName": env.a,
-        "Key": {"pk": sv(&format!("{tag}-older"))}, "ConditionExpression": "attribute_not_exists(pk)"}}]})).await.unwrap().transaction_id;
+    let older = begin::begin(
+        &env.store,
+        &json!({"TransactItems": [{"ConditionCheck": {"TableName": env.a,
+        "Key": {"pk": sv(&format!("{tag}-older"))}, "ConditionExpression": "attribute_not_exists(pk)"}}]}),
+    )
+    .await
+    .unwrap()
+    .transaction_id;
     tokio::time::sleep(std::time::Duration::from_millis(3)).await;
     let mut body = mixed(env, tag, n);
     body["ClientRequestToken"] = json!(tag);
@@ -310,7 +347,10 @@ async fn wounded(env: &Env, tag: &str, n: usize) -> String {
     let coord = Coordinator::new(env.store.clone());
     let h = coord.drive_locks(&tx).await.unwrap();
     let d = Decision::wound(&older, Some(0), &format!("{tag}-new-0"));
-    assert_eq!(records::decide_rollback(&env.store, &Meter::default(), &tx, Some(h.attempt), &d).await.unwrap(), TxState::RolledBack);
+    assert_eq!(
+        records::decide_rollback(&env.store, &Meter::default(), &tx, Some(h.attempt), &d).await.unwrap(),
+        TxState::RolledBack
+    );
     coord.drive(&older).await.expect("the older transaction commits");
     tx
 }
@@ -333,7 +373,10 @@ async fn crash_matrix_retry(name: &str, n: usize, recovery: Recovery, stride: u6
         let before = env.snapshot().await;
         let tx = wounded(&env, &tag, n).await;
         let first = Coordinator::new(env.store.crash_after(k)).drive(&tx).await;
-        assert!(matches!(first, Err(TxError::InjectedFault(_))), "crash point {k} of {total}: the driver should have died, got {first:?}");
+        assert!(
+            matches!(first, Err(TxError::InjectedFault(_))),
+            "crash point {k} of {total}: the driver should have died, got {first:?}"
+        );
         match recovery {
             Recovery::Coordinator => match Coordinator::new(env.store.clone()).drive(&tx).await {
                 Ok(_) => assert_mixed_committed(&env, &tag, n).await,
@@ -344,7 +387,9 @@ async fn crash_matrix_retry(name: &str, n: usize, recovery: Recovery, stride: u6
                 let h = read_header(&env.store, &Meter::default(), &tx).await.unwrap();
                 match h.state {
                     TxState::Committed => assert_mixed_committed(&env, &tag, n).await,
-                    TxState::RolledBack => assert_eq!(env.snapshot().await, before, "crash point {k}: rollback left changes"),
+                    TxState::RolledBack => {
+                        assert_eq!(env.snapshot().await, before, "crash point {k}: rollback left changes")
+                    }
                     TxState::Pending => violations.push(format!("crash point {k}: still pending after the sweep")),
                 }
                 if !h.finished() {
@@ -354,7 +399,17 @@ async fn crash_matrix_retry(name: &str, n: usize, recovery: Recovery, stride: u6
         }
         late_coordinator_writes_nothing(&env, &tx).await;
     }
-    finish_matrix(&env, name, n, "an attempt rolled back by an older transaction and retried", points.len(), total, recovery, violations).await;
+    finish_matrix(
+        &env,
+        name,
+        n,
+        "an attempt rolled back by an older transaction and retried",
+        points.len(),
+        total,
+        recovery,
+        violations,
+    )
+    .await;
 }
 
 #[tokio::test]

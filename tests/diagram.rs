@@ -7,7 +7,9 @@ use serde_json::Value;
 #[test]
 fn the_readme_diagram_matches_the_state_machine_definition() {
     let root = harness::root();
-    let asl: Value = serde_json::from_str(&std::fs::read_to_string(root.join("statemachine/transaction.asl.json")).unwrap()).unwrap();
+    let asl: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("statemachine/transaction.asl.json")).unwrap())
+            .unwrap();
     let diagram = mermaid(&asl);
     // Every state is drawn.
     for name in asl["States"].as_object().unwrap().keys() {

@@ -49,7 +49,11 @@ async fn a_small_request_is_one_call_with_its_header_at_native_price() {
     // Billed by DynamoDB's rules: 10 items of under 1 KB and the header, 2 units each in a transaction, which is what
     // native costs plus the header's 2; no read.
     let bill = store.bill().unwrap();
-    assert_eq!((bill.write_calls, bill.transact_calls, bill.write_units, bill.read_units), (1, 1, 22.0, 0.0), "{bill:?}");
+    assert_eq!(
+        (bill.write_calls, bill.transact_calls, bill.write_units, bill.read_units),
+        (1, 1, 22.0, 0.0),
+        "{bill:?}"
+    );
     assert!(bill.write_units / 10.0 <= 2.3);
     for i in 0..10 {
         assert_eq!(env.get(&env.a, json!({"pk": sv(&format!("u-{i}"))})).await.unwrap()["n"], nv(1));
@@ -77,7 +81,10 @@ async fn a_failing_condition_cancels_as_native_does_and_the_token_finds_it() {
     assert_eq!(env.snapshot().await, before, "nothing changed");
     let h = read_header(&env.store, &Meter::default(), &c.transaction_id).await.unwrap();
     assert!(h.direct() && h.finished() && h.state == TxState::RolledBack, "{h:?}");
-    assert_eq!(status(&env.store, &c.transaction_id).await.unwrap().cancellation.unwrap().cancellation_reasons[1].code, "ConditionalCheckFailed");
+    assert_eq!(
+        status(&env.store, &c.transaction_id).await.unwrap().cancellation.unwrap().cancellation_reasons[1].code,
+        "ConditionalCheckFailed"
+    );
 
     // The same token and body: the same transaction, the same answer, nothing run again.
     let again = harness::canceled(Coordinator::new(env.store.clone()).run(&body).await);
@@ -195,7 +202,9 @@ async fn begin_crashed_at_any_write_and_retried_by_the_state_machine_carries_the
             } else {
                 assert_eq!(out.state, TxState::RolledBack);
                 assert_eq!(env.snapshot().await, before, "crash point {k}: nothing changed");
-                let e = handle(&env.store, Phase::Release, &json!({"TransactionId": out.transaction_id}), budget()).await.unwrap_err();
+                let e = handle(&env.store, Phase::Release, &json!({"TransactionId": out.transaction_id}), budget())
+                    .await
+                    .unwrap_err();
                 assert_eq!(e.name(), "TransactionCanceled", "Release fails the execution with the reasons: {e}");
             }
         }
@@ -218,15 +227,27 @@ fn an_execution_has_one_transaction_id_of_its_start_time() {
     let arn = "arn:aws:states:eu-west-1:123456789012:execution:saga-transaction:6f1c2b7e";
     let id = begin::execution_id(arn, "2026-11-24T10:18:13.123Z").unwrap();
     assert_eq!(id, begin::execution_id(arn, "2026-11-24T10:18:13.123Z").unwrap(), "the same execution, the same id");
-    assert_ne!(id, begin::execution_id(&format!("{arn}0"), "2026-11-24T10:18:13.123Z").unwrap(), "another execution, another id");
+    assert_ne!(
+        id,
+        begin::execution_id(&format!("{arn}0"), "2026-11-24T10:18:13.123Z").unwrap(),
+        "another execution, another id"
+    );
     let ulid_ms = |id: &str| {
         let alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
         id[..10].chars().fold(0u64, |t, c| t * 32 + alphabet.find(c).unwrap() as u64)
     };
     assert_eq!(ulid_ms(&id), 1_795_515_493_123, "the ULID's time is the execution's start");
-    assert_eq!(ulid_ms(&begin::execution_id(arn, "2026-11-24T11:18:13.123+01:00").unwrap()), 1_795_515_493_123, "an offset");
+    assert_eq!(
+        ulid_ms(&begin::execution_id(arn, "2026-11-24T11:18:13.123+01:00").unwrap()),
+        1_795_515_493_123,
+        "an offset"
+    );
     assert_eq!(ulid_ms(&begin::execution_id(arn, "1970-01-01T00:00:01Z").unwrap()), 1000, "no fraction");
-    assert_eq!(ulid_ms(&begin::execution_id(arn, "2000-02-29T00:00:00.5Z").unwrap()), 951_782_400_500, "a leap day, one digit");
+    assert_eq!(
+        ulid_ms(&begin::execution_id(arn, "2000-02-29T00:00:00.5Z").unwrap()),
+        951_782_400_500,
+        "a leap day, one digit"
+    );
     for bad in ["", "2026-11-24", "2026-13-01T00:00:00Z", "2026-11-24T10:18:13", "2026-11-24T10:18:13.Z", "yesterday"] {
         assert_eq!(begin::execution_id(arn, bad).unwrap_err().name(), "ValidationError", "{bad:?}");
     }
@@ -240,7 +261,10 @@ async fn through_the_state_machine_a_small_request_takes_at_most_four_transition
     seed_mixed(&env, "ok", 4).await;
     let ex = st.execute(&mixed(&env, "ok", 4)).await;
     assert_eq!(ex.status, "SUCCEEDED", "{ex:?}");
-    assert_eq!((ex.output["State"].as_str(), ex.output["Batches"].as_u64(), ex.output["Actions"].as_u64()), (Some("COMMITTED"), Some(0), Some(4)));
+    assert_eq!(
+        (ex.output["State"].as_str(), ex.output["Batches"].as_u64(), ex.output["Actions"].as_u64()),
+        (Some("COMMITTED"), Some(0), Some(4))
+    );
     assert_eq!(ex.transitions, 3, "Begin, Route, Committed: {ex:?}");
     assert_mixed_committed(&env, "ok", 4).await;
 
@@ -274,7 +298,10 @@ async fn a_request_not_for_one_call_is_begun_as_before() {
     seed_mixed(&off, "s", 2).await;
     let c = Coordinator::new(off.store.clone()).run(&mixed(&off, "s", 2)).await.unwrap();
     assert_eq!(c.batches, 1);
-    assert!(matches!(Coordinator::new(off.store.clone()).run(&json!({"TransactItems": []})).await, Err(TxError::Validation(_))));
+    assert!(matches!(
+        Coordinator::new(off.store.clone()).run(&json!({"TransactItems": []})).await,
+        Err(TxError::Validation(_))
+    ));
     env.assert_clean().await;
 }
 
@@ -282,7 +309,10 @@ async fn a_request_not_for_one_call_is_begun_as_before() {
 async fn the_api_answers_a_request_it_carried_out_even_when_step_functions_refuses_the_start() {
     use dynamo_saga::sweeper::StateMachine;
     let env = Env::new("direct-api").await;
-    let throttled = harness::sfn_api::serve(|_op, _body| async { json!({"__type": "ThrottlingException", "message": "Rate exceeded"}) }).await;
+    let throttled = harness::sfn_api::serve(|_op, _body| async {
+        json!({"__type": "ThrottlingException", "message": "Rate exceeded"})
+    })
+    .await;
     let sm = StateMachine {
         client: harness::sfn_api::client_for(&throttled),
         arn: "arn:aws:states:us-east-1:000000000000:stateMachine:dynamo-saga-local".into(),

@@ -65,8 +65,10 @@ async fn contending_executions_both_finish_correctly() {
     let body = |range: std::ops::Range<usize>, d: i64| {
         let items: Vec<Value> = pks[range]
             .iter()
-            .map(|pk| json!({"Update": {"TableName": env.a, "Key": {"pk": sv(pk)}, "UpdateExpression": "ADD n :d",
-                "ExpressionAttributeValues": {":d": nv(d)}}}))
+            .map(|pk| {
+                json!({"Update": {"TableName": env.a, "Key": {"pk": sv(pk)}, "UpdateExpression": "ADD n :d",
+                "ExpressionAttributeValues": {":d": nv(d)}}})
+            })
             .collect();
         json!({ "TransactItems": items })
     };
@@ -130,8 +132,10 @@ async fn commits_10000_actions_through_the_state_machine() {
     harness::put_all(&env.client, &env.a, keys.iter().map(|k| json!({"pk": sv(k), "n": nv(0)}))).await;
     let items: Vec<Value> = keys
         .iter()
-        .map(|k| json!({"Update": {"TableName": env.a, "Key": {"pk": sv(k)}, "UpdateExpression": "ADD n :one",
-            "ConditionExpression": "attribute_exists(pk)", "ExpressionAttributeValues": {":one": nv(1)}}}))
+        .map(|k| {
+            json!({"Update": {"TableName": env.a, "Key": {"pk": sv(k)}, "UpdateExpression": "ADD n :one",
+            "ConditionExpression": "attribute_exists(pk)", "ExpressionAttributeValues": {":one": nv(1)}}})
+        })
         .collect();
     let ex = stack().await.execute(&json!({ "TransactItems": items })).await;
     assert_committed(&ex, n, n.div_ceil(99));
@@ -143,7 +147,10 @@ async fn commits_10000_actions_through_the_state_machine() {
     assert_eq!(all.len(), n);
     assert!(all.values().all(|v| v["n"] == nv(1)), "every ADD applied exactly once");
     env.assert_clean().await;
-    harness::report(format!("10,000 actions through the state machine: {} Lambda calls, {} transitions, about {} history events, {} ms", ex.task_calls, ex.transitions, ex.history_events, ex.duration_ms));
+    harness::report(format!(
+        "10,000 actions through the state machine: {} Lambda calls, {} transitions, about {} history events, {} ms",
+        ex.task_calls, ex.transitions, ex.history_events, ex.duration_ms
+    ));
 }
 
 /// The bad-input catalogue through the state machine (what `POST /transactions` and the EventBridge rule start) and
@@ -159,7 +166,8 @@ async fn bad_inputs_fail_through_the_state_machine_and_the_staging_api() {
     let cases = harness::bad::catalogue(&env.a, &env.b, &st.tx_table, st.max_actions);
     assert!(cases.len() >= 30);
     use futures::StreamExt;
-    let runs: Vec<_> = futures::stream::iter(cases.iter().map(|(body, _, _)| st.execute(body))).buffered(4).collect().await;
+    let runs: Vec<_> =
+        futures::stream::iter(cases.iter().map(|(body, _, _)| st.execute(body))).buffered(4).collect().await;
     for ((body, action, needle), ex) in cases.iter().zip(&runs) {
         assert_eq!((ex.status.as_str(), ex.error.as_deref()), ("FAILED", Some("ValidationError")), "{body}: {ex:?}");
         let cause: Value = serde_json::from_str(ex.cause.as_deref().unwrap()).unwrap();
@@ -171,9 +179,7 @@ async fn bad_inputs_fail_through_the_state_machine_and_the_staging_api() {
     }
 
     // The staging API: create with the request's other fields, append its actions in chunks, seal.
-    let api = |method: &str, resource: &str, params: Value, body: String| {
-        json!({"httpMethod": method, "resource": resource, "pathParameters": params, "body": body})
-    };
+    let api = |method: &str, resource: &str, params: Value, body: String| json!({"httpMethod": method, "resource": resource, "pathParameters": params, "body": body});
     let call = |event: Value| async move {
         let out = st.invoke("saga-stage", &event).await.expect("the staging function answers every request");
         let body: Value = serde_json::from_str(out["body"].as_str().unwrap()).unwrap();
@@ -189,14 +195,20 @@ async fn bad_inputs_fail_through_the_state_machine_and_the_staging_api() {
             Some(list) if list.len() > 2000 => list.chunks(2000).map(|c| json!(c)).collect(),
             _ => vec![items.clone()],
         };
-        let (code, out) = call(api("POST", "/transactions/staged", Value::Null, Value::Object(envelope).to_string())).await;
+        let (code, out) =
+            call(api("POST", "/transactions/staged", Value::Null, Value::Object(envelope).to_string())).await;
         let (code, out) = if code != 201 {
             (code, out)
         } else {
             let id = out["TransactionId"].as_str().unwrap().to_string();
             let mut appended = (200, Value::Null);
             for (i, chunk) in chunks.iter().enumerate() {
-                let event = api("PUT", "/transactions/staged/{id}/chunks/{chunk}", json!({"id": id, "chunk": i.to_string()}), json!({"TransactItems": chunk}).to_string());
+                let event = api(
+                    "PUT",
+                    "/transactions/staged/{id}/chunks/{chunk}",
+                    json!({"id": id, "chunk": i.to_string()}),
+                    json!({"TransactItems": chunk}).to_string(),
+                );
                 appended = call(event).await;
                 if appended.0 != 200 {
                     break;
@@ -206,8 +218,12 @@ async fn bad_inputs_fail_through_the_state_machine_and_the_staging_api() {
             if code != 200 {
                 (code, out)
             } else {
-                let (code, out) = call(api("POST", "/transactions/staged/{id}/seal", json!({"id": id}), String::new())).await;
-                assert!(out["message"].as_str().unwrap_or("").to_lowercase().contains(&needle.to_lowercase()), "seal: {out} should mention {needle:?}");
+                let (code, out) =
+                    call(api("POST", "/transactions/staged/{id}/seal", json!({"id": id}), String::new())).await;
+                assert!(
+                    out["message"].as_str().unwrap_or("").to_lowercase().contains(&needle.to_lowercase()),
+                    "seal: {out} should mention {needle:?}"
+                );
                 (code, out)
             }
         };
@@ -221,9 +237,18 @@ async fn bad_inputs_fail_through_the_state_machine_and_the_staging_api() {
     let id = created["TransactionId"].as_str().unwrap().to_string();
     for (event, needle) in [
         (api("POST", "/transactions/staged", Value::Null, "{\"Options\": {".into()), "not valid JSON"),
-        (api("PUT", "/transactions/staged/{id}/chunks/{chunk}", json!({"id": id, "chunk": "first"}), "{}".into()), "whole number"),
-        (api("PUT", "/transactions/staged/{id}/chunks/{chunk}", json!({"id": id, "chunk": "0"}), "[]".into()), "TransactItems"),
-        (api("PUT", "/transactions/staged/{id}/chunks/{chunk}", json!({"id": id, "chunk": "0"}), big.to_string()), "split it"),
+        (
+            api("PUT", "/transactions/staged/{id}/chunks/{chunk}", json!({"id": id, "chunk": "first"}), "{}".into()),
+            "whole number",
+        ),
+        (
+            api("PUT", "/transactions/staged/{id}/chunks/{chunk}", json!({"id": id, "chunk": "0"}), "[]".into()),
+            "TransactItems",
+        ),
+        (
+            api("PUT", "/transactions/staged/{id}/chunks/{chunk}", json!({"id": id, "chunk": "0"}), big.to_string()),
+            "split it",
+        ),
         (api("POST", "/transactions/staged/{id}/seal", json!({"id": id}), "{\"Chunks\": \"all\"}".into()), "Chunks"),
         (api("DELETE", "/transactions/staged", Value::Null, String::new()), "no route"),
     ] {
@@ -231,7 +256,9 @@ async fn bad_inputs_fail_through_the_state_machine_and_the_staging_api() {
         assert_eq!((code, out["__type"].as_str()), (400, Some("ValidationError")), "{out}");
         assert!(out["message"].as_str().unwrap().contains(needle), "{out} should mention {needle:?}");
     }
-    let (code, out) = call(api("POST", "/transactions/staged/{id}/seal", json!({"id": "01JDQ5A7K2M9P4R6T8V1W3X5Z7"}), String::new())).await;
+    let (code, out) =
+        call(api("POST", "/transactions/staged/{id}/seal", json!({"id": "01JDQ5A7K2M9P4R6T8V1W3X5Z7"}), String::new()))
+            .await;
     assert_eq!((code, out["__type"].as_str()), (404, Some("TransactionNotFound")), "{out}");
     assert_eq!(env.snapshot().await, before, "nothing was written");
     harness::report(format!(
@@ -258,8 +285,13 @@ async fn a_crash_in_any_phase_is_recovered_by_the_state_machine_retry() {
             let points: Vec<(&str, u64)> = match (batches, commit_path) {
                 (0, true) => vec![("Begin", 0), ("Begin", 1)],
                 (0, false) => vec![("Begin", 0), ("Begin", 1), ("Begin", 2)],
-                (_, true) => ["Lock", "Save", "Apply", "Commit", "Complete", "Release"].iter().flat_map(|p| (1..=3).map(move |k| (*p, k))).collect(),
-                (_, false) => ["Lock", "Rollback", "Release"].iter().flat_map(|p| (1..=3).map(move |k| (*p, k))).collect(),
+                (_, true) => ["Lock", "Save", "Apply", "Commit", "Complete", "Release"]
+                    .iter()
+                    .flat_map(|p| (1..=3).map(move |k| (*p, k)))
+                    .collect(),
+                (_, false) => {
+                    ["Lock", "Rollback", "Release"].iter().flat_map(|p| (1..=3).map(move |k| (*p, k))).collect()
+                }
             };
             for (phase, k) in points {
                 cases.push((n, batches, commit_path, phase, k));
@@ -269,7 +301,17 @@ async fn a_crash_in_any_phase_is_recovered_by_the_state_machine_retry() {
     // Only this scenario's items: every key of a scenario starts with its tag.
     let mine = |snap: std::collections::BTreeMap<String, std::collections::BTreeMap<String, Value>>, tag: &str| {
         let needle = format!("\"{tag}-");
-        snap.into_iter().map(|(t, items)| (t, items.into_iter().filter(|(k, _)| k.contains(&needle)).collect::<std::collections::BTreeMap<_, _>>())).collect::<Vec<_>>()
+        snap.into_iter()
+            .map(|(t, items)| {
+                (
+                    t,
+                    items
+                        .into_iter()
+                        .filter(|(k, _)| k.contains(&needle))
+                        .collect::<std::collections::BTreeMap<_, _>>(),
+                )
+            })
+            .collect::<Vec<_>>()
     };
     let env = &env;
     let runs = futures::stream::iter(cases.into_iter().map(|(n, batches, commit_path, phase, k)| async move {
@@ -326,8 +368,10 @@ async fn the_status_api_reports_progress_and_the_reason_of_a_rollback() {
     let n = 1000;
     let keys: Vec<String> = (0..n).map(|i| format!("s{i:04}")).collect();
     harness::put_all(&env.client, &env.a, keys.iter().map(|k| json!({"pk": sv(k), "v": nv(0)}))).await;
-    let update = |k: &str| json!({"Update": {"TableName": env.a, "Key": {"pk": sv(k)}, "UpdateExpression": "SET v = v + :one",
-        "ConditionExpression": "v = :zero", "ExpressionAttributeValues": {":one": nv(1), ":zero": nv(0)}}});
+    let update = |k: &str| {
+        json!({"Update": {"TableName": env.a, "Key": {"pk": sv(k)}, "UpdateExpression": "SET v = v + :one",
+        "ConditionExpression": "v = :zero", "ExpressionAttributeValues": {":one": nv(1), ":zero": nv(0)}}})
+    };
     let body = json!({"TransactItems": keys.iter().map(|k| update(k)).collect::<Vec<_>>()});
     let begun = st.invoke("saga-begin", &body).await.expect("begins");
     let id = begun["TransactionId"].as_str().unwrap().to_string();
@@ -363,12 +407,20 @@ async fn the_status_api_reports_progress_and_the_reason_of_a_rollback() {
     assert!(!running.is_empty(), "the status was read while the transaction ran");
     assert!(running.iter().all(|s| s["Batches"] == 11 && s["Actions"] == n), "{running:?}");
     let last = seen.last().unwrap();
-    assert_eq!((last["State"].as_str(), progress(last, "Completed"), last["Next"]["Step"].as_str()), (Some("COMMITTED"), 11, Some("Finished")), "{last}");
+    assert_eq!(
+        (last["State"].as_str(), progress(last, "Completed"), last["Next"]["Step"].as_str()),
+        (Some("COMMITTED"), 11, Some("Finished")),
+        "{last}"
+    );
     assert!(last["Usage"]["Calls"].as_u64().unwrap() > 2 * n as u64, "{last}");
     assert!(last["ExecutionArn"].as_str().is_some_and(|a| !a.is_empty()), "{last}");
     assert!(last["ElapsedMs"].as_u64().is_some() && last.get("Cancellation").is_none(), "{last}");
     let distinct: std::collections::BTreeSet<String> = running.iter().map(|s| s["Progress"].to_string()).collect();
-    harness::report(format!("status API during a {n}-action transaction: {} reads while it ran, {} distinct progress states", running.len(), distinct.len()));
+    harness::report(format!(
+        "status API during a {n}-action transaction: {} reads while it ran, {} distinct progress states",
+        running.len(),
+        distinct.len()
+    ));
 
     // A rollback: the second update's condition fails; the status names it.
     env.put(&env.a, json!({"pk": sv("r0"), "v": nv(0)})).await;
@@ -379,7 +431,12 @@ async fn the_status_api_reports_progress_and_the_reason_of_a_rollback() {
     let (code, s) = get(failed_id).await;
     assert_eq!(code, 200, "{s}");
     assert_eq!(s["State"], "ROLLED_BACK", "{s}");
-    let reasons: Vec<&str> = s["Cancellation"]["CancellationReasons"].as_array().unwrap().iter().map(|r| r["Code"].as_str().unwrap()).collect();
+    let reasons: Vec<&str> = s["Cancellation"]["CancellationReasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["Code"].as_str().unwrap())
+        .collect();
     assert_eq!(reasons, ["None", "ConditionalCheckFailed"], "{s}");
     // Bad and unknown ids.
     let (code, s) = get("not-an-id".into()).await;
@@ -443,8 +500,13 @@ async fn an_execution_takes_a_parent_over_only_after_a_lease_without_a_heartbeat
         env.put(&env.a, json!({"pk": sv(k), "n": nv(0)})).await;
     }
     let body = |delta: i64| {
-        let items: Vec<Value> = ["i0", "i1", "i2"].iter().map(|k| json!({"Update": {"TableName": env.a, "Key": {"pk": sv(k)},
-            "UpdateExpression": "ADD n :d", "ExpressionAttributeValues": {":d": nv(delta)}}})).collect();
+        let items: Vec<Value> = ["i0", "i1", "i2"]
+            .iter()
+            .map(|k| {
+                json!({"Update": {"TableName": env.a, "Key": {"pk": sv(k)},
+            "UpdateExpression": "ADD n :d", "ExpressionAttributeValues": {":d": nv(delta)}}})
+            })
+            .collect();
         json!({"TransactItems": items, "Parent": {"TableName": env.a, "Key": {"pk": sv("P")}}, "Options": {"LockWaitSeconds": null}})
     };
     // The holder runs in this process with a 4-second lease, takes the parent and its items, and its coordinator stops.
@@ -461,7 +523,8 @@ async fn an_execution_takes_a_parent_over_only_after_a_lease_without_a_heartbeat
     // execution waits.
     let h = read_header(&holder_store, &Meter::default(), &holder).await.unwrap();
     let prefix = format!("queue#{}", env.a);
-    let queued = || async { env.queue_rows().await.iter().any(|r| r["id"].as_s().is_ok_and(|id| id.starts_with(&prefix))) };
+    let queued =
+        || async { env.queue_rows().await.iter().any(|r| r["id"].as_s().is_ok_and(|id| id.starts_with(&prefix))) };
     let mut t = Instant::now();
     let mut waiting = false;
     let mut last_beat = t;
@@ -494,12 +557,19 @@ async fn an_execution_takes_a_parent_over_only_after_a_lease_without_a_heartbeat
 
     // The old holder's workers wake up: its attempt was rolled back, so they write nothing.
     let after = env.snapshot().await;
-    for r in [lock::lock(&holder_store, &holder, 0).await.unwrap(), dynamo_saga::phase::apply::apply(&holder_store, &holder, 0).await.unwrap()] {
+    for r in [
+        lock::lock(&holder_store, &holder, 0).await.unwrap(),
+        dynamo_saga::phase::apply::apply(&holder_store, &holder, 0).await.unwrap(),
+    ] {
         assert_eq!(r.usage.writes, 0, "{r:?}");
     }
     assert_eq!(env.snapshot().await, after);
     for k in ["i0", "i1", "i2"] {
-        assert_eq!(env.get(&env.a, json!({"pk": sv(k)})).await.unwrap()["n"], nv(10), "{k}: only the execution's write");
+        assert_eq!(
+            env.get(&env.a, json!({"pk": sv(k)})).await.unwrap()["n"],
+            nv(10),
+            "{k}: only the execution's write"
+        );
     }
     assert!(env.get(&env.a, json!({"pk": sv("P")})).await.unwrap().get("lockToken").is_none());
     // Its driver wakes up: losing the parent was not its request's doing, so a second attempt runs and commits.
@@ -526,7 +596,10 @@ async fn lock_wait_zero_on_a_held_parent_fails_the_execution_at_once() {
     assert_eq!((ex.status.as_str(), ex.error.as_deref()), ("FAILED", Some("TransactionCanceled")), "{ex:?}");
     let c = ex.cancellation().unwrap();
     assert_eq!(c["ParentCancellationReason"]["Code"], "TransactionConflict", "{c}");
-    assert!(c["ParentCancellationReason"]["Message"].as_str().unwrap().contains(&holder), "the parent's reason names the holder: {c}");
+    assert!(
+        c["ParentCancellationReason"]["Message"].as_str().unwrap().contains(&holder),
+        "the parent's reason names the holder: {c}"
+    );
     assert_eq!(parent_order(&env).await, Vec::<String>::new(), "nothing written");
     dynamo_saga::Coordinator::new(env.store.clone()).drive(&holder).await.expect("the holder commits");
     assert_eq!(parent_order(&env).await, ["holder"]);
@@ -547,8 +620,13 @@ async fn a_wounded_execution_loops_through_retry_and_commits_in_the_same_executi
         env.put(&env.a, json!({"pk": sv(k), "n": nv(0)})).await;
     }
     let adds = |keys: &[&str], d: i64| {
-        let items: Vec<Value> = keys.iter().map(|k| json!({"Update": {"TableName": env.a, "Key": {"pk": sv(k)},
-            "UpdateExpression": "ADD n :d", "ExpressionAttributeValues": {":d": nv(d)}}})).collect();
+        let items: Vec<Value> = keys
+            .iter()
+            .map(|k| {
+                json!({"Update": {"TableName": env.a, "Key": {"pk": sv(k)},
+            "UpdateExpression": "ADD n :d", "ExpressionAttributeValues": {":d": nv(d)}}})
+            })
+            .collect();
         json!({"TransactItems": items})
     };
     // Three transactions, oldest first: the oldest holds b; the execution (youngest) takes a and waits for b; the
@@ -584,7 +662,11 @@ async fn a_wounded_execution_loops_through_retry_and_commits_in_the_same_executi
 
     let ex = run.await.unwrap();
     assert_eq!(ex.status, "SUCCEEDED", "{ex:?}");
-    assert_eq!((ex.output["TransactionId"].as_str(), ex.output["Attempts"].as_u64()), (Some(youngest.as_str()), Some(2)), "{ex:?}");
+    assert_eq!(
+        (ex.output["TransactionId"].as_str(), ex.output["Attempts"].as_u64()),
+        (Some(youngest.as_str()), Some(2)),
+        "{ex:?}"
+    );
     assert_eq!(ex.state_entries.get("Retry"), Some(&1), "one loop through the Retry state: {ex:?}");
     assert_eq!(ex.state_entries.get("Begin"), Some(&1), "{ex:?}");
     for (k, want) in [("a", 11), ("b", 101)] {
@@ -600,7 +682,11 @@ async fn a_wounded_execution_loops_through_retry_and_commits_in_the_same_executi
     let first = &s["Attempts"][0];
     assert_eq!(first["Attempt"], 1, "{s}");
     assert_eq!(first["RolledBackBy"].as_str(), Some(older.as_str()), "{s}");
-    assert!(first["Item"].as_str().is_some_and(|i| i.contains("a")) && first["Reason"].as_str().is_some_and(|r| r.contains(&older)), "{s}");
+    assert!(
+        first["Item"].as_str().is_some_and(|i| i.contains("a"))
+            && first["Reason"].as_str().is_some_and(|r| r.contains(&older)),
+        "{s}"
+    );
     assert!(s["WaitedMs"].as_u64().unwrap() >= 1000, "the second attempt waited for b: {s}");
     env.assert_clean().await;
 }
@@ -632,7 +718,11 @@ async fn the_api_runs_what_it_is_sent_intact_and_refuses_bad_bodies() {
             for _ in 0..600 {
                 let d = sfn.describe_execution().execution_arn(&arn).send().await.unwrap();
                 if d.status().as_str() != "RUNNING" {
-                    return (d.status().as_str().to_string(), d.output().unwrap_or("").to_string(), d.error().unwrap_or("").to_string());
+                    return (
+                        d.status().as_str().to_string(),
+                        d.output().unwrap_or("").to_string(),
+                        d.error().unwrap_or("").to_string(),
+                    );
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(200)).await;
             }
@@ -640,7 +730,8 @@ async fn the_api_runs_what_it_is_sent_intact_and_refuses_bad_bodies() {
         }
     };
 
-    let awkward = "She said \"it's fine\" \\ C:\\temp\\new \\\" \\' \\u0041 \n\t\r / </script> é 日本語 🎉 \u{7f} \u{2028}";
+    let awkward =
+        "She said \"it's fine\" \\ C:\\temp\\new \\\" \\' \\u0041 \n\t\r / </script> é 日本語 🎉 \u{7f} \u{2028}";
     let big = "x".repeat(200 * 1024);
     let item = |pk: &str, text: &str| json!({"pk": sv(pk), "text": sv(text), "list": {"L": [sv(awkward), {"M": {"k\"'\\": sv(awkward)}}]}});
     let request = json!({"ClientRequestToken": "api-awkward-1", "TransactItems": [
@@ -655,12 +746,23 @@ async fn the_api_runs_what_it_is_sent_intact_and_refuses_bad_bodies() {
     assert_eq!(code, 200, "{out}");
     let id = out["TransactionId"].as_str().unwrap().to_string();
     let arn = out["ExecutionArn"].as_str().unwrap().to_string();
-    assert!(arn.ends_with(&format!(":execution:dynamo-saga-local:{id}")), "the execution is named after the transaction: {out}");
+    assert!(
+        arn.ends_with(&format!(":execution:dynamo-saga-local:{id}")),
+        "the execution is named after the transaction: {out}"
+    );
     let (status, output, error) = finished(arn.clone()).await;
     assert_eq!(status, "SUCCEEDED", "{error} {output}");
     let output: Value = serde_json::from_str(&output).unwrap();
-    assert_eq!((output["TransactionId"].as_str(), output["State"].as_str()), (Some(id.as_str()), Some("COMMITTED")), "{output}");
-    assert_eq!(env.get(&env.a, json!({"pk": sv("awkward")})).await, Some(item("awkward", awkward)), "stored exactly as sent");
+    assert_eq!(
+        (output["TransactionId"].as_str(), output["State"].as_str()),
+        (Some(id.as_str()), Some("COMMITTED")),
+        "{output}"
+    );
+    assert_eq!(
+        env.get(&env.a, json!({"pk": sv("awkward")})).await,
+        Some(item("awkward", awkward)),
+        "stored exactly as sent"
+    );
     assert_eq!(env.get(&env.a, json!({"pk": sv("big")})).await, Some(json!({"pk": sv("big"), "text": sv(&big)})));
     // The API function, which carried these two actions out in one call, wrote the transaction's metrics once, in
     // CloudWatch Embedded Metric Format (the Release function writes those of the protocol's transactions).
@@ -668,7 +770,8 @@ async fn the_api_runs_what_it_is_sent_intact_and_refuses_bad_bodies() {
     let line = line.expect("a metrics line for the transaction");
     assert_eq!(lines, 1, "one line per transaction");
     assert_eq!(line["_aws"]["CloudWatchMetrics"][0]["Namespace"], "DynamoSaga/local", "{line}");
-    let got: Vec<&Value> = ["Committed", "RolledBack", "Attempts", "Actions", "Conflicts"].iter().map(|k| &line[*k]).collect();
+    let got: Vec<&Value> =
+        ["Committed", "RolledBack", "Attempts", "Actions", "Conflicts"].iter().map(|k| &line[*k]).collect();
     assert_eq!(got, [&json!(1), &json!(0), &json!(1), &json!(2), &json!(0)], "{line}");
     assert!(line["WriteUnits"].as_f64().unwrap() > 0.0 && line["Duration"].as_u64().unwrap() > 0, "{line}");
     // The same request again (a client retrying): the same transaction, its execution already there, nothing twice.
@@ -677,12 +780,20 @@ async fn the_api_runs_what_it_is_sent_intact_and_refuses_bad_bodies() {
     assert_eq!(executions().await, before + 1, "one execution for one transaction");
 
     // A staged transaction with the same awkward values, run by POST /transactions {"TransactionId"}.
-    let (code, created) = call("POST", "/transactions/staged", Value::Null, json!({"ClientRequestToken": "api-staged-'\"\\-1"}).to_string()).await;
+    let (code, created) = call(
+        "POST",
+        "/transactions/staged",
+        Value::Null,
+        json!({"ClientRequestToken": "api-staged-'\"\\-1"}).to_string(),
+    )
+    .await;
     assert_eq!(code, 201, "{created}");
     let staged = created["TransactionId"].as_str().unwrap().to_string();
     let chunk = json!({"TransactItems": [{"Put": {"TableName": env.a, "Item": item("staged", awkward)}},
         {"Put": {"TableName": env.a, "Item": item("staged-big", &big)}}]});
-    let (code, appended) = call("PUT", "/transactions/staged/{id}/chunks/{chunk}", json!({"id": staged, "chunk": "0"}), chunk.to_string()).await;
+    let (code, appended) =
+        call("PUT", "/transactions/staged/{id}/chunks/{chunk}", json!({"id": staged, "chunk": "0"}), chunk.to_string())
+            .await;
     assert_eq!((code, appended["Actions"].as_u64()), (200, Some(2)), "{appended}");
     let (code, sealed) = call("POST", "/transactions/staged/{id}/seal", json!({"id": staged}), String::new()).await;
     assert_eq!(code, 200, "{sealed}");

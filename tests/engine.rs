@@ -69,7 +69,9 @@ async fn rollback_at(name: &str, n: usize, pos: usize) {
     let victim = sorted[pos].index;
     match kind(victim) {
         "Put" => env.put(&env.a, json!({"pk": sv(&format!("t-new-{victim}")), "v": nv(-1)})).await,
-        "Update" => env.put(&env.b, json!({"pk": sv("t-acct"), "sk": nv(victim as i64), "v": nv(1), "cnt": nv(0)})).await,
+        "Update" => {
+            env.put(&env.b, json!({"pk": sv("t-acct"), "sk": nv(victim as i64), "v": nv(1), "cnt": nv(0)})).await
+        }
         "Delete" => {
             env.client.delete_item().table_name(&env.a).set_key(Some(sorted[pos].key.clone())).send().await.unwrap();
         }
@@ -112,18 +114,28 @@ async fn rolls_back_when_dynamodb_rejects_an_apply() {
     let mut body = mixed(&env, "t", n);
     // ADD a number to a string attribute: DynamoDB refuses it only when it sees the item.
     env.put(&env.a, json!({"pk": sv("text"), "s": sv("not a number")})).await;
-    body["TransactItems"].as_array_mut().unwrap().push(json!({"Update": {"TableName": env.a, "Key": {"pk": sv("text")},
+    body["TransactItems"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"Update": {"TableName": env.a, "Key": {"pk": sv("text")},
         "UpdateExpression": "ADD s :one", "ExpressionAttributeValues": {":one": nv(1)}}}));
     let before = env.snapshot().await;
     let c = harness::canceled(Coordinator::new(env.store.clone()).run(&body).await);
     let failed: Vec<(usize, &str)> = c.failed().map(|(i, r)| (i, r.code.as_str())).collect();
     assert_eq!(failed, vec![(n, "ValidationError")], "{}", c.message);
     let reason = c.cancellation_reasons[n].message.as_deref().unwrap_or_default();
-    assert!(reason.contains("incorrect data type") && reason.contains("pk=text"), "the reason names the action and the rule: {reason}");
+    assert!(
+        reason.contains("incorrect data type") && reason.contains("pk=text"),
+        "the reason names the action and the rule: {reason}"
+    );
     // Lock evaluates every update on the item its lock write returns, so the refusal comes at the lock of the
     // update's batch (the last), before anything is checked, committed or applied.
     let h = dynamo_saga::records::read_header(&env.store, &Default::default(), &c.transaction_id).await.unwrap();
-    assert_eq!((h.lock_started, h.locked, h.saved, h.applied), (h.batches, h.batches - 1, 0, 0), "cancelled at the last lock: {h:?}");
+    assert_eq!(
+        (h.lock_started, h.locked, h.saved, h.applied),
+        (h.batches, h.batches - 1, 0, 0),
+        "cancelled at the last lock: {h:?}"
+    );
     assert_eq!(env.snapshot().await, before, "nothing changed");
     env.assert_clean().await;
 }
@@ -140,18 +152,29 @@ async fn a_put_an_index_refuses_is_cancelled_before_anything_is_locked() {
         seed_mixed(&env, &tag, n).await;
         let mut body = mixed(&env, &tag, n);
         // Makes the table whose index keys `g` as a number.
-        let table = harness::workload::refused_at_lock(&env, &tag).await["Update"]["TableName"].as_str().unwrap().to_owned();
-        body["TransactItems"].as_array_mut().unwrap().insert(1, json!({"Put": {"TableName": table, "Item": {"pk": sv(&format!("{tag}-new")), "g": sv("text")}}}));
+        let table =
+            harness::workload::refused_at_lock(&env, &tag).await["Update"]["TableName"].as_str().unwrap().to_owned();
+        body["TransactItems"].as_array_mut().unwrap().insert(
+            1,
+            json!({"Put": {"TableName": table, "Item": {"pk": sv(&format!("{tag}-new")), "g": sv("text")}}}),
+        );
         let (before, before_ix) = (env.snapshot().await, env.scan(&table).await);
         let c = harness::canceled(Coordinator::new(env.store.clone()).run(&body).await);
         let failed: Vec<(usize, &str)> = c.failed().map(|(i, r)| (i, r.code.as_str())).collect();
         assert_eq!(failed, vec![(1, "ValidationError")], "{n} actions: {}", c.message);
         if n >= 100 {
             let reason = c.cancellation_reasons[1].message.as_deref().unwrap_or_default();
-            assert!(reason.contains("Type mismatch for Index Key g") && reason.contains(&format!("pk={tag}-new")), "the reason names the action and the rule: {reason}");
+            assert!(
+                reason.contains("Type mismatch for Index Key g") && reason.contains(&format!("pk={tag}-new")),
+                "the reason names the action and the rule: {reason}"
+            );
         }
         let h = dynamo_saga::records::read_header(&env.store, &Default::default(), &c.transaction_id).await.unwrap();
-        assert_eq!((h.batches, h.lock_started, h.finished()), (batches, 0, true), "{n} actions: ended before any lock: {h:?}");
+        assert_eq!(
+            (h.batches, h.lock_started, h.finished()),
+            (batches, 0, true),
+            "{n} actions: ended before any lock: {h:?}"
+        );
         assert_eq!((env.snapshot().await, env.scan(&table).await), (before, before_ix), "{n} actions: nothing changed");
     }
     env.assert_clean().await;
@@ -162,7 +185,10 @@ async fn a_put_an_index_refuses_is_cancelled_before_anything_is_locked() {
 /// added after the begin here) is cancelled with `ValidationError` before the commit, and nothing is changed.
 #[tokio::test]
 async fn save_checks_the_puts_of_a_transaction_begun_before_begin_did() {
-    use aws_sdk_dynamodb::types::{AttributeDefinition, CreateGlobalSecondaryIndexAction, GlobalSecondaryIndexUpdate, KeySchemaElement, KeyType, Projection, ProjectionType, ScalarAttributeType};
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, CreateGlobalSecondaryIndexAction, GlobalSecondaryIndexUpdate, KeySchemaElement, KeyType,
+        Projection, ProjectionType, ScalarAttributeType,
+    };
     use dynamo_saga::constants::H_ITEMS_CHECKED;
     use dynamo_saga::records;
     let env = Env::with("oldput", |c| dynamo_saga::Config { direct: false, ..c.with_allowed_tables(["t-*"]) }).await;
@@ -177,14 +203,31 @@ async fn save_checks_the_puts_of_a_transaction_begun_before_begin_did() {
     assert!(h.items_checked && h.commits_first(), "begin checked the Put: {h:?}");
 
     // The header as the earlier begin wrote it, and an index on `g` as a number that the Put's item breaks.
-    env.client.update_item().table_name(&env.store.cfg.tx_table).set_key(Some(records::header_key(&id)))
-        .update_expression("REMOVE #c").expression_attribute_names("#c", H_ITEMS_CHECKED).send().await.unwrap();
-    let index = CreateGlobalSecondaryIndexAction::builder().index_name("by-g")
+    env.client
+        .update_item()
+        .table_name(&env.store.cfg.tx_table)
+        .set_key(Some(records::header_key(&id)))
+        .update_expression("REMOVE #c")
+        .expression_attribute_names("#c", H_ITEMS_CHECKED)
+        .send()
+        .await
+        .unwrap();
+    let index = CreateGlobalSecondaryIndexAction::builder()
+        .index_name("by-g")
         .key_schema(KeySchemaElement::builder().attribute_name("g").key_type(KeyType::Hash).build().unwrap())
-        .projection(Projection::builder().projection_type(ProjectionType::All).build()).build().unwrap();
-    env.client.update_table().table_name(&table)
-        .attribute_definitions(AttributeDefinition::builder().attribute_name("g").attribute_type(ScalarAttributeType::N).build().unwrap())
-        .global_secondary_index_updates(GlobalSecondaryIndexUpdate::builder().create(index).build()).send().await.unwrap();
+        .projection(Projection::builder().projection_type(ProjectionType::All).build())
+        .build()
+        .unwrap();
+    env.client
+        .update_table()
+        .table_name(&table)
+        .attribute_definitions(
+            AttributeDefinition::builder().attribute_name("g").attribute_type(ScalarAttributeType::N).build().unwrap(),
+        )
+        .global_secondary_index_updates(GlobalSecondaryIndexUpdate::builder().create(index).build())
+        .send()
+        .await
+        .unwrap();
 
     let (before, before_late) = (env.snapshot().await, env.scan(&table).await);
     // A store that has not cached the table's key types from before the index.
@@ -237,7 +280,10 @@ async fn parent_lock_is_held_and_released() {
     Coordinator::new(env.store.clone()).run(&body).await.unwrap();
     let parent = env.get(&env.a, json!({"pk": sv("PRODUCT_1")})).await.unwrap();
     assert_eq!(parent["stock"], nv(150));
-    assert!(["lockToken", "lockTokenAt", "leaseDuration", "recordVersionNumber"].iter().all(|k| parent.get(k).is_none()), "parent released: {parent}");
+    assert!(
+        ["lockToken", "lockTokenAt", "leaseDuration", "recordVersionNumber"].iter().all(|k| parent.get(k).is_none()),
+        "parent released: {parent}"
+    );
     let sold = env.scan(&env.b).await.values().filter(|v| v["status"] == sv("SOLD")).count();
     assert_eq!(sold, 150);
     env.assert_clean().await;
@@ -284,7 +330,8 @@ async fn the_parent_lock_can_be_read_without_taking_it() {
             break;
         }
         dynamo_saga::coordinator::run_step(&env.store, &id, step).await.unwrap();
-        let lock = read::parent_lock(&env.store, &env.a, parent.clone()).await.unwrap().expect("held from the first lock on");
+        let lock =
+            read::parent_lock(&env.store, &env.a, parent.clone()).await.unwrap().expect("held from the first lock on");
         assert_eq!(lock.holder, id);
         assert!(lock.locked_at > 0);
         let h = lock.holder_header.expect("the holder's header");
@@ -293,7 +340,10 @@ async fn the_parent_lock_can_be_read_without_taking_it() {
         versions.push(lock.record_version_number);
     }
     // Lock and save, the phases before the commit.
-    assert!(versions.len() >= 2 && versions.windows(2).all(|w| w[0] != w[1]), "every phase moves the version waiters watch: {versions:?}");
+    assert!(
+        versions.len() >= 2 && versions.windows(2).all(|w| w[0] != w[1]),
+        "every phase moves the version waiters watch: {versions:?}"
+    );
     Coordinator::new(env.store.clone()).drive(&id).await.unwrap();
     assert_eq!(read::parent_lock(&env.store, &env.a, parent).await.unwrap(), None);
     env.assert_clean().await;
@@ -310,7 +360,11 @@ async fn committed_unapplied(env: &Env, tag: &str) -> (String, Vec<String>) {
         .collect();
     let id = begin::begin(&env.store, &json!({ "TransactItems": items })).await.unwrap().transaction_id;
     let (h, step) = harness::run_steps_until(&env.store, &id, |h, _| h.state == dynamo_saga::TxState::Committed).await;
-    assert_eq!((h.state, step), (dynamo_saga::TxState::Committed, Step::Apply(0)), "committed with nothing applied: {h:?}");
+    assert_eq!(
+        (h.state, step),
+        (dynamo_saga::TxState::Committed, Step::Apply(0)),
+        "committed with nothing applied: {h:?}"
+    );
     (id, keys)
 }
 
@@ -329,13 +383,25 @@ async fn a_write_refused_after_the_commit_keeps_its_lock_until_dynamodb_accepts_
     let set_n = |v: serde_json::Value| {
         let (client, table, key) = (env.client.clone(), env.a.clone(), victim.clone());
         async move {
-            client.update_item().table_name(table).key("pk", dynamo_saga::records::s(key)).update_expression("SET n = :v")
-                .expression_attribute_values(":v", dynamo_saga::value::item_from_json(&json!({ "v": v })).unwrap()["v"].clone()).send().await.unwrap();
+            client
+                .update_item()
+                .table_name(table)
+                .key("pk", dynamo_saga::records::s(key))
+                .update_expression("SET n = :v")
+                .expression_attribute_values(
+                    ":v",
+                    dynamo_saga::value::item_from_json(&json!({ "v": v })).unwrap()["v"].clone(),
+                )
+                .send()
+                .await
+                .unwrap();
         }
     };
     set_n(sv("text")).await;
     let refused = Coordinator::new(env.store.clone()).drive(&id).await;
-    let Err(TxError::ApplyRejected { tx_id, action, message }) = &refused else { panic!("expected ApplyRejected, got {refused:?}") };
+    let Err(TxError::ApplyRejected { tx_id, action, message }) = &refused else {
+        panic!("expected ApplyRejected, got {refused:?}")
+    };
     assert_eq!(refused.as_ref().unwrap_err().name(), "ApplyRejected");
     assert!(tx_id == &id && action.contains(&victim) && message.contains("ValidationException"), "{refused:?}");
     let h = dynamo_saga::records::read_header(&env.store, &Meter::default(), &id).await.unwrap();
@@ -345,13 +411,20 @@ async fn a_write_refused_after_the_commit_keeps_its_lock_until_dynamodb_accepts_
     for k in &keys {
         let item = env.get(&env.a, json!({"pk": sv(k)})).await.unwrap();
         if k == &victim {
-            assert!(item.get("_sagaLock").is_some() && item["n"] == sv("text"), "the refused item keeps its lock: {item}");
+            assert!(
+                item.get("_sagaLock").is_some() && item["n"] == sv("text"),
+                "the refused item keeps its lock: {item}"
+            );
         } else if item.get("_sagaLock").is_none() {
             assert_eq!(item["n"], nv(1), "applied: {item}");
             applied += 1;
         } else {
             assert!(k > &victim && item["n"] == nv(0), "only batches after the refused one wait: {item}");
-            let read = get_item(&env.store, &env.a, item_from_json(&json!({"pk": sv(k)})).unwrap(), Isolation::Committed).await.unwrap().unwrap();
+            let read =
+                get_item(&env.store, &env.a, item_from_json(&json!({"pk": sv(k)})).unwrap(), Isolation::Committed)
+                    .await
+                    .unwrap()
+                    .unwrap();
             assert_eq!(read["n"].as_n().unwrap(), "1", "a committed read of {k}");
         }
     }
@@ -372,10 +445,17 @@ async fn a_write_refused_after_the_commit_keeps_its_lock_until_dynamodb_accepts_
     let swept = sweeper.sweep().await.unwrap();
     assert!(swept.failed.is_empty(), "{swept:?}");
     let h = dynamo_saga::records::read_header(&env.store, &Meter::default(), &id).await.unwrap();
-    assert!(h.state == dynamo_saga::TxState::Committed && h.finished(), "the sweeper applied it once DynamoDB accepted the write: {h:?}");
+    assert!(
+        h.state == dynamo_saga::TxState::Committed && h.finished(),
+        "the sweeper applied it once DynamoDB accepted the write: {h:?}"
+    );
     Coordinator::new(env.store.clone()).drive(&id).await.expect("a later drive finds it finished");
     for k in &keys {
-        assert_eq!(env.get(&env.a, json!({"pk": sv(k)})).await.unwrap()["n"], nv(1), "every ADD applied exactly once: {k}");
+        assert_eq!(
+            env.get(&env.a, json!({"pk": sv(k)})).await.unwrap()["n"],
+            nv(1),
+            "every ADD applied exactly once: {k}"
+        );
     }
     env.assert_clean().await;
 }
@@ -410,7 +490,12 @@ async fn a_transaction_of_the_first_protocol_finishes_the_first_way() {
         let r = dynamo_saga::coordinator::run_step(&env.store, &id, step).await.unwrap();
         assert_eq!(r.outcome, dynamo_saga::phase::Outcome::Done, "{step:?}");
         if step == Step::Commit {
-            let images = env.tx_records().await.into_iter().filter(|r| r["sk"].as_s().is_ok_and(|s| s.starts_with(dynamo_saga::constants::SK_IMAGE_PREFIX))).count();
+            let images = env
+                .tx_records()
+                .await
+                .into_iter()
+                .filter(|r| r["sk"].as_s().is_ok_and(|s| s.starts_with(dynamo_saga::constants::SK_IMAGE_PREFIX)))
+                .count();
             assert!(images > 0, "the first protocol saves images before it applies");
         }
     }

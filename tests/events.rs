@@ -27,7 +27,12 @@ async fn seed(st: &Stack) {
     let put = |t: &'static str, item: Value| {
         let c = c.clone();
         async move {
-            c.put_item().table_name(t).set_item(Some(dynamo_saga::value::item_from_json(&item).unwrap())).send().await.unwrap();
+            c.put_item()
+                .table_name(t)
+                .set_item(Some(dynamo_saga::value::item_from_json(&item).unwrap()))
+                .send()
+                .await
+                .unwrap();
         }
     };
     put("Orders", json!({"pk": sv("order-0001"), "status": sv("PLACED")})).await;
@@ -35,7 +40,8 @@ async fn seed(st: &Stack) {
     keys.extend((0..250).map(|i| format!("unit-{i:03}")));
     // Not in the README's list: an item of this test's own.
     keys.push("gadget-1".into());
-    futures::future::join_all(keys.iter().map(|k| put("Inventory", json!({"pk": sv(k), "status": sv("AVAILABLE")})))).await;
+    futures::future::join_all(keys.iter().map(|k| put("Inventory", json!({"pk": sv(k), "status": sv("AVAILABLE")}))))
+        .await;
 }
 
 async fn status_of(st: &Stack, pk: &str) -> Option<String> {
@@ -75,8 +81,15 @@ async fn every_sample_event_works_as_documented() {
     // sm-rollback.json to Begin alone: 2 actions, carried out in one call, which DynamoDB cancels; the transaction
     // has ended, and release.json fails with TransactionCanceled and the reasons.
     let begun = step(st, "saga-begin", &event("sm-rollback.json")).await;
-    assert_eq!((begun["Step"].as_str(), begun["State"].as_str(), begun["Batches"].as_u64()), (Some("Finished"), Some("ROLLED_BACK"), Some(0)), "{begun}");
-    let err = st.invoke("saga-release", &for_tx("release.json", begun["TransactionId"].as_str().unwrap())).await.expect_err("cancelled");
+    assert_eq!(
+        (begun["Step"].as_str(), begun["State"].as_str(), begun["Batches"].as_u64()),
+        (Some("Finished"), Some("ROLLED_BACK"), Some(0)),
+        "{begun}"
+    );
+    let err = st
+        .invoke("saga-release", &for_tx("release.json", begun["TransactionId"].as_str().unwrap()))
+        .await
+        .expect_err("cancelled");
     assert_eq!(err.error_type, "TransactionCanceled");
 
     // rollback.json: the next rollback step of a transaction already decided ROLLED_BACK (sm-rollback.json's
@@ -118,7 +131,10 @@ async fn every_sample_event_works_as_documented() {
     // then the execution input the seal returns runs the transaction.
     let created = step(st, "saga-stage", &event("api-stage-create.json")).await;
     assert_eq!(created["statusCode"], 201, "{created}");
-    let id = serde_json::from_str::<Value>(created["body"].as_str().unwrap()).unwrap()["TransactionId"].as_str().unwrap().to_string();
+    let id = serde_json::from_str::<Value>(created["body"].as_str().unwrap()).unwrap()["TransactionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let with_id = |name: &str| {
         let mut e = event(name);
         let sample = e["pathParameters"]["id"].as_str().unwrap().to_string();
@@ -140,16 +156,29 @@ async fn every_sample_event_works_as_documented() {
     let status = step(st, "saga-status", &with_id("api-get-status.json")).await;
     assert_eq!(status["statusCode"], 200, "{status}");
     let status: Value = serde_json::from_str(status["body"].as_str().unwrap()).unwrap();
-    assert_eq!((status["State"].as_str(), status["Finished"].as_bool(), status["Actions"].as_u64()), (Some("COMMITTED"), Some(true), Some(2)), "{status}");
+    assert_eq!(
+        (status["State"].as_str(), status["Finished"].as_bool(), status["Actions"].as_u64()),
+        (Some("COMMITTED"), Some(true), Some(2)),
+        "{status}"
+    );
     let unknown = step(st, "saga-status", &event("api-get-status.json")).await;
     assert_eq!(unknown["statusCode"], 404, "{unknown}");
 
     // State machine inputs.
     let ex = st.execute(&event("sm-small.json")).await;
-    assert_eq!((ex.status.as_str(), ex.output["Actions"].as_u64(), ex.output["Batches"].as_u64()), ("SUCCEEDED", Some(3), Some(0)), "one call: {ex:?}");
+    assert_eq!(
+        (ex.status.as_str(), ex.output["Actions"].as_u64(), ex.output["Batches"].as_u64()),
+        ("SUCCEEDED", Some(3), Some(0)),
+        "one call: {ex:?}"
+    );
     let ex = st.execute(&event("sm-rollback.json")).await;
     assert_eq!(ex.error.as_deref(), Some("TransactionCanceled"), "{ex:?}");
-    let codes: Vec<Value> = ex.cancellation().unwrap()["CancellationReasons"].as_array().unwrap().iter().map(|r| r["Code"].clone()).collect();
+    let codes: Vec<Value> = ex.cancellation().unwrap()["CancellationReasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["Code"].clone())
+        .collect();
     assert_eq!(codes, [json!("None"), json!("ConditionalCheckFailed")]);
     let ex = st.execute(&event("sm-250.json")).await;
     assert_eq!((ex.status.as_str(), ex.output["Batches"].as_u64()), ("SUCCEEDED", Some(3)), "{ex:?}");
@@ -180,26 +209,43 @@ async fn every_sample_event_works_as_documented() {
     assert_eq!(first.status, "SUCCEEDED", "{first:?}");
     // EventBridge may deliver twice: the same ClientRequestToken gives the same transaction, applied once.
     let twice = st.execute(&eventbridge_input(&eb)).await;
-    assert_eq!((twice.status.as_str(), &twice.output["TransactionId"]), ("SUCCEEDED", &first.output["TransactionId"]), "{twice:?}");
+    assert_eq!(
+        (twice.status.as_str(), &twice.output["TransactionId"]),
+        ("SUCCEEDED", &first.output["TransactionId"]),
+        "{twice:?}"
+    );
     assert_eq!(status_of(st, "widget-7").await.as_deref(), Some("SOLD"));
 
     // An event whose request has no ClientRequestToken: the event's id stands in for one, so a redelivery of the same
     // event applies nothing twice, and another event is another transaction.
     let pk = format!("eb-counter-{}", event_id());
-    let add = |id: &str| json!({"id": id, "detail-type": "TransactWriteItems", "source": "dynamo-saga", "detail": {"TransactItems": [
+    let add = |id: &str| {
+        json!({"id": id, "detail-type": "TransactWriteItems", "source": "dynamo-saga", "detail": {"TransactItems": [
         {"Update": {"TableName": "Orders", "Key": {"pk": sv(&pk)}, "UpdateExpression": "ADD n :one",
-            "ExpressionAttributeValues": {":one": {"N": "1"}}}}]}});
+            "ExpressionAttributeValues": {":one": {"N": "1"}}}}]}})
+    };
     let counter = || async {
         let c = st.client();
         let key = dynamo_saga::value::item_from_json(&json!({"pk": sv(&pk)})).unwrap();
-        c.get_item().table_name("Orders").set_key(Some(key)).consistent_read(true).send().await.unwrap().item.and_then(|i| i.get("n").cloned())
+        c.get_item()
+            .table_name("Orders")
+            .set_key(Some(key))
+            .consistent_read(true)
+            .send()
+            .await
+            .unwrap()
+            .item
+            .and_then(|i| i.get("n").cloned())
     };
     let one = add(&event_id());
     let runs = [st.execute(&eventbridge_input(&one)).await, st.execute(&eventbridge_input(&one)).await];
     for r in &runs {
         assert_eq!(r.status, "SUCCEEDED", "{r:?}");
     }
-    assert_eq!(runs[0].output["TransactionId"], runs[1].output["TransactionId"], "a redelivered event is the same transaction");
+    assert_eq!(
+        runs[0].output["TransactionId"], runs[1].output["TransactionId"],
+        "a redelivered event is the same transaction"
+    );
     assert_eq!(counter().await, Some(aws_sdk_dynamodb::types::AttributeValue::N("1".into())), "applied once");
     let other = st.execute(&eventbridge_input(&add(&event_id()))).await;
     assert_ne!(other.output["TransactionId"], runs[0].output["TransactionId"], "{other:?}");

@@ -114,7 +114,9 @@ async fn hidden(env: &Env, tag: &str, n: usize) {
         }
         assert_eq!(read::batch_get_item(&env.store, &env.a, keys.clone(), iso).await.unwrap(), vec![], "{iso:?}");
     }
-    let raw = keys.iter().map(|k| async { env.store.get(&dynamo_saga::store::Meter::default(), &env.a, k.clone()).await.unwrap().unwrap() });
+    let raw = keys.iter().map(|k| async {
+        env.store.get(&dynamo_saga::store::Meter::default(), &env.a, k.clone()).await.unwrap().unwrap()
+    });
     let raw = futures::future::join_all(raw).await;
     for iso in [Isolation::Uncommitted, Isolation::Committed, Isolation::ReadLock] {
         assert_eq!(read::resolve_all(&env.store, &env.a, raw.clone(), iso).await.unwrap(), vec![], "{iso:?}");
@@ -136,8 +138,11 @@ async fn tombstones_hide_deleted_items_stop_stale_writes_and_carry_a_ttl() {
         let it = env.get(&env.a, json!({"pk": sv(&format!("t{i:03}"))})).await.expect("a tombstone stays");
         let expires: u64 = it["expiresAt"]["N"].as_str().unwrap().parse().unwrap();
         assert!((before + 86400..=after + 86400).contains(&expires), "expiresAt {expires} is a day after the delete");
-        assert_eq!(it, json!({"pk": sv(&format!("t{i:03}")), "ts": nv(200), "expiresAt": {"N": expires.to_string()},
-            "_sagaTombstone": sv(&del.transaction_id)}));
+        assert_eq!(
+            it,
+            json!({"pk": sv(&format!("t{i:03}")), "ts": nv(200), "expiresAt": {"N": expires.to_string()},
+            "_sagaTombstone": sv(&del.transaction_id)})
+        );
     }
     hidden(&env, "t", n).await;
     env.put(&env.a, json!({"pk": sv("text"), "s": sv("not a number")})).await;
@@ -154,7 +159,10 @@ async fn tombstones_hide_deleted_items_stop_stale_writes_and_carry_a_ttl() {
         "Parent": {"TableName": env.a, "Key": {"pk": sv("t001")}}});
     let c = harness::canceled(coord.run(&under).await);
     let p = c.parent_cancellation_reason.as_ref().expect("the parent is the reason");
-    assert!(p.code == "ConditionalCheckFailed" && p.message.as_deref().unwrap_or("").contains("does not exist"), "{c:?}");
+    assert!(
+        p.code == "ConditionalCheckFailed" && p.message.as_deref().unwrap_or("").contains("does not exist"),
+        "{c:?}"
+    );
     // A transaction that updates the tombstones and then fails at apply puts them back exactly.
     let mut failing: Vec<Value> = (0..n)
         .map(|i| json!({"Update": {"TableName": env.a, "Key": {"pk": sv(&format!("t{i:03}"))}, "UpdateExpression": "SET v = :v",
@@ -209,27 +217,46 @@ async fn a_tombstone_through_the_state_machine_keeps_a_late_put_out() {
 /// cannot finish.
 #[tokio::test]
 async fn tombstones_an_index_refuses() {
-    use aws_sdk_dynamodb::types::{AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType, ScalarAttributeType};
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType,
+        ScalarAttributeType,
+    };
     let env = Env::with("tombidx", |c| c.with_allowed_tables(["t-*"])).await;
     let table = format!("{}-gsi", env.a);
     let key = |n: &str| KeySchemaElement::builder().attribute_name(n).key_type(KeyType::Hash).build().unwrap();
-    let def = |n: &str, t: ScalarAttributeType| AttributeDefinition::builder().attribute_name(n).attribute_type(t).build().unwrap();
-    let gsi = |name: &str, attr: &str| {
-        GlobalSecondaryIndex::builder().index_name(name).key_schema(key(attr))
-            .projection(Projection::builder().projection_type(ProjectionType::All).build()).build().unwrap()
+    let def = |n: &str, t: ScalarAttributeType| {
+        AttributeDefinition::builder().attribute_name(n).attribute_type(t).build().unwrap()
     };
-    env.client.create_table().table_name(&table).billing_mode(BillingMode::PayPerRequest).key_schema(key("pk"))
-        .attribute_definitions(def("pk", ScalarAttributeType::S)).attribute_definitions(def("g", ScalarAttributeType::N))
+    let gsi = |name: &str, attr: &str| {
+        GlobalSecondaryIndex::builder()
+            .index_name(name)
+            .key_schema(key(attr))
+            .projection(Projection::builder().projection_type(ProjectionType::All).build())
+            .build()
+            .unwrap()
+    };
+    env.client
+        .create_table()
+        .table_name(&table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .key_schema(key("pk"))
+        .attribute_definitions(def("pk", ScalarAttributeType::S))
+        .attribute_definitions(def("g", ScalarAttributeType::N))
         .attribute_definitions(def("exp", ScalarAttributeType::S))
-        .global_secondary_indexes(gsi("by-g", "g")).global_secondary_indexes(gsi("by-exp", "exp"))
-        .send().await.unwrap();
+        .global_secondary_indexes(gsi("by-g", "g"))
+        .global_secondary_indexes(gsi("by-exp", "exp"))
+        .send()
+        .await
+        .unwrap();
     for (pk, v) in [("x1", 1), ("x2", 2)] {
         env.put(&table, json!({"pk": sv(pk), "v": nv(v)})).await;
     }
     let before = env.scan(&table).await;
     let coord = Coordinator::new(env.store.clone());
-    let delete = |attrs: Value, ttl: &str| json!({"Delete": {"TableName": table, "Key": {"pk": sv("x1")},
-        "Tombstone": {"Attributes": attrs, "TimeToLiveAttribute": ttl, "TimeToLiveSeconds": 60}}});
+    let delete = |attrs: Value, ttl: &str| {
+        json!({"Delete": {"TableName": table, "Key": {"pk": sv("x1")},
+        "Tombstone": {"Attributes": attrs, "TimeToLiveAttribute": ttl, "TimeToLiveSeconds": 60}}})
+    };
 
     // The index keys g as a number: a tombstone carrying a string there is refused by begin, from the request.
     let bad = json!({"TransactItems": [delete(json!({"g": sv("text")}), "ttl"), {"Update": {"TableName": table, "Key": {"pk": sv("x2")},
@@ -239,8 +266,13 @@ async fn tombstones_an_index_refuses() {
             harness::assert_named(&c);
             let failed: Vec<_> = c.failed().map(|(i, r)| (i, r.code.clone())).collect();
             assert_eq!(failed, vec![(0, "ValidationError".to_owned())], "{c:?}");
-            let h = dynamo_saga::records::read_header(&env.store, &Default::default(), &c.transaction_id).await.unwrap();
-            assert_eq!((h.state, h.batches, h.lock_started, h.finished()), (dynamo_saga::records::TxState::RolledBack, 0, 0, true), "ended by begin, nothing locked: {h:?}");
+            let h =
+                dynamo_saga::records::read_header(&env.store, &Default::default(), &c.transaction_id).await.unwrap();
+            assert_eq!(
+                (h.state, h.batches, h.lock_started, h.finished()),
+                (dynamo_saga::records::TxState::RolledBack, 0, 0, true),
+                "ended by begin, nothing locked: {h:?}"
+            );
         }
         other => panic!("the tombstone should have been refused: {other:?}"),
     }
@@ -248,14 +280,19 @@ async fn tombstones_an_index_refuses() {
 
     // The index keys exp as a string: the time to live (a number) is refused at complete, and the tombstone stays
     // without one.
-    let done = coord.run(&json!({"TransactItems": [delete(json!({"g": nv(5)}), "exp")]})).await.expect("the delete commits");
+    let done =
+        coord.run(&json!({"TransactItems": [delete(json!({"g": nv(5)}), "exp")]})).await.expect("the delete commits");
     let stone = env.get(&table, json!({"pk": sv("x1")})).await.unwrap();
     assert_eq!(stone, json!({"pk": sv("x1"), "g": nv(5), "_sagaTombstone": sv(&done.transaction_id)}));
     let k = dynamo_saga::value::item_from_json(&json!({"pk": sv("x1")})).unwrap();
-    assert_eq!(dynamo_saga::read::get_item(&env.store, &table, k, dynamo_saga::read::Isolation::Committed).await.unwrap(), None);
+    assert_eq!(
+        dynamo_saga::read::get_item(&env.store, &table, k, dynamo_saga::read::Isolation::Committed).await.unwrap(),
+        None
+    );
     assert_eq!(env.get(&table, json!({"pk": sv("x2")})).await.unwrap(), json!({"pk": sv("x2"), "v": nv(2)}));
     for (k, v) in env.scan(&table).await {
-        let locks: Vec<&String> = v.as_object().unwrap().keys().filter(|n| n.starts_with("_saga") && *n != "_sagaTombstone").collect();
+        let locks: Vec<&String> =
+            v.as_object().unwrap().keys().filter(|n| n.starts_with("_saga") && *n != "_sagaTombstone").collect();
         assert!(locks.is_empty(), "{k} still carries {locks:?}: {v}");
     }
 }

@@ -119,7 +119,9 @@ async fn run_native(env: &Env, body: &Value) -> Failures {
 async fn run_saga(env: &Env, body: &Value) -> Failures {
     match Coordinator::new(env.store.clone()).run(body).await {
         Ok(_) => None,
-        Err(TxError::Canceled(c)) => Some(harness::assert_named(&c).failed().map(|(i, r)| (i, r.code.clone(), r.item.clone())).collect()),
+        Err(TxError::Canceled(c)) => {
+            Some(harness::assert_named(&c).failed().map(|(i, r)| (i, r.code.clone(), r.item.clone())).collect())
+        }
         Err(e) => panic!("dynamo-saga failed: {e}"),
     }
 }
@@ -137,16 +139,20 @@ async fn same_outcome_as_native_transact_write_items() {
         let state = gen_state(&mut rng, case, keys);
         let tx = gen_tx(&mut rng, case, keys);
         actions += tx.len();
-        futures::future::join_all(
-            state.iter().flat_map(|it| [native.put(&native.a, it.clone()), saga.put(&saga.a, it.clone()), protocol.put(&protocol.a, it.clone())]),
-        )
+        futures::future::join_all(state.iter().flat_map(|it| {
+            [native.put(&native.a, it.clone()), saga.put(&saga.a, it.clone()), protocol.put(&protocol.a, it.clone())]
+        }))
         .await;
         let n = run_native(&native, &with_table(&tx, &native.a)).await;
         let (direct_body, protocol_body) = (with_table(&tx, &saga.a), with_table(&tx, &protocol.a));
         let (s, p) = futures::join!(run_saga(&saga, &direct_body), run_saga(&protocol, &protocol_body));
         assert_eq!(s, n, "case {case}: failing actions differ ({} actions)", tx.len());
         assert_eq!(p, n, "case {case}: failing actions differ through the protocol ({} actions)", tx.len());
-        if n.is_some() { cancelled += 1 } else { committed += 1 }
+        if n.is_some() {
+            cancelled += 1
+        } else {
+            committed += 1
+        }
     }
     let (a, b, c) = (native.scan(&native.a).await, saga.scan(&saga.a).await, protocol.scan(&protocol.a).await);
     assert_eq!(a.len(), b.len());
@@ -155,11 +161,19 @@ async fn same_outcome_as_native_transact_write_items() {
     saga.assert_clean().await;
     protocol.assert_clean().await;
     // A header of no batches is a transaction carried out in one call.
-    let direct = saga.tx_records().await.iter().filter(|r| r.get("batchCount").and_then(|v| v.as_n().ok()).is_some_and(|n| n == "0")).count();
+    let direct = saga
+        .tx_records()
+        .await
+        .iter()
+        .filter(|r| r.get("batchCount").and_then(|v| v.as_n().ok()).is_some_and(|n| n == "0"))
+        .count();
     assert!(direct > CASES / 2, "most cases have fewer than 100 actions and go in one call: {direct}");
     harness::report(format!(
         "parity with native TransactWriteItems: {CASES} cases, {actions} actions: {committed} committed, {cancelled} cancelled, all equal to native, \
          {direct} of them in one call and all {CASES} through the protocol too"
     ));
-    assert!(committed > CASES / 5 && cancelled > CASES / 5, "the generator must exercise both outcomes: {committed}/{cancelled}");
+    assert!(
+        committed > CASES / 5 && cancelled > CASES / 5,
+        "the generator must exercise both outcomes: {committed}/{cancelled}"
+    );
 }

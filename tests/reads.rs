@@ -43,18 +43,26 @@ async fn seed(env: &Env, tag: &str) {
 
 /// The `v` of every item of `tag` as `isolation` reads it, one at a time and in one batch.
 async fn read_all(env: &Env, tag: &str, isolation: Isolation) -> Vec<Option<i64>> {
-    let keys: Vec<_> = items(tag).into_iter().map(|(k, _, _)| item_from_json(&json!({"pk": sv(&k)})).unwrap()).collect();
+    let keys: Vec<_> =
+        items(tag).into_iter().map(|(k, _, _)| item_from_json(&json!({"pk": sv(&k)})).unwrap()).collect();
     let mut one_by_one = Vec::new();
     for k in &keys {
         let item = read::get_item(&env.store, &env.a, k.clone(), isolation).await.unwrap();
         if let Some(i) = &item {
-            assert!(i.keys().all(|n| !n.starts_with('_')), "a read returned a reserved attribute: {:?}", item_to_json(i));
+            assert!(
+                i.keys().all(|n| !n.starts_with('_')),
+                "a read returned a reserved attribute: {:?}",
+                item_to_json(i)
+            );
         }
         one_by_one.push(item.map(|i| item_to_json(&i)["v"]["N"].as_str().unwrap().parse().unwrap()));
     }
     let batch = read::batch_get_item(&env.store, &env.a, keys.clone(), isolation).await.unwrap();
     for (k, v) in keys.iter().zip(&one_by_one) {
-        let found = batch.iter().find(|i| i.get("pk") == k.get("pk")).map(|i| item_to_json(i)["v"]["N"].as_str().unwrap().parse::<i64>().unwrap());
+        let found = batch
+            .iter()
+            .find(|i| i.get("pk") == k.get("pk"))
+            .map(|i| item_to_json(i)["v"]["N"].as_str().unwrap().parse::<i64>().unwrap());
         assert_eq!(&found, v, "BatchGetItem and GetItem disagree on {k:?}");
     }
     one_by_one
@@ -62,7 +70,16 @@ async fn read_all(env: &Env, tag: &str, isolation: Isolation) -> Vec<Option<i64>
 
 /// The state of the transaction a `ClientRequestToken` started, if it got as far as its header.
 async fn state_of(env: &Env, token: &str) -> Option<TxState> {
-    let rec = env.client.get_item().table_name(&env.tx_table).set_key(Some(token_key(token))).consistent_read(true).send().await.unwrap().item?;
+    let rec = env
+        .client
+        .get_item()
+        .table_name(&env.tx_table)
+        .set_key(Some(token_key(token)))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap()
+        .item?;
     let id = rec.get(T_TX).and_then(|v| v.as_s().ok()).cloned()?;
     match read_header(&env.store, &Meter::default(), &id).await {
         Ok(h) => Some(h.state),
@@ -92,7 +109,9 @@ async fn committed_reads_of_a_request_carried_out_in_one_call() {
 /// committed but not applied yet leaves it applied, which the coordinator that finishes the transaction finds done.
 #[tokio::test]
 async fn committed_reads_that_apply_first_see_before_or_after_and_never_in_between() {
-    let env = Env::with("readsapply", |c| dynamo_saga::Config { committed_reads: CommittedReads::Apply, ..protocol(c) }).await;
+    let env =
+        Env::with("readsapply", |c| dynamo_saga::Config { committed_reads: CommittedReads::Apply, ..protocol(c) })
+            .await;
     committed_reads(env, "the protocol, reads applying first").await;
 }
 
@@ -132,7 +151,9 @@ async fn committed_reads(env: Env, how: &str) {
         if uncommitted != committed {
             in_between += 1;
         }
-        if state == Some(TxState::Committed) && env.get(&env.a, json!({"pk": sv(&format!("{tag}-del"))})).await.is_some() {
+        if state == Some(TxState::Committed)
+            && env.get(&env.a, json!({"pk": sv(&format!("{tag}-del"))})).await.is_some()
+        {
             decided_not_done += 1;
         }
         // A second coordinator finishes it; then both levels read the result.
@@ -167,7 +188,10 @@ async fn a_rolled_back_transaction_reads_as_before_and_queries_resolve_item_by_i
     // rejects (apply then writes the batch's actions one at a time to find it).
     env.put(&env.a, json!({"pk": sv("r-str"), "v": sv("text")})).await;
     let mut body = request(&env, "r");
-    body["TransactItems"].as_array_mut().unwrap().push(json!({"Update": {"TableName": env.a, "Key": {"pk": sv("r-str")},
+    body["TransactItems"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"Update": {"TableName": env.a, "Key": {"pk": sv("r-str")},
         "UpdateExpression": "ADD v :one", "ExpressionAttributeValues": {":one": nv(1)}}}));
     let before = read_all(&env, "r", Isolation::Committed).await;
     harness::canceled(Coordinator::new(env.store.clone()).run(&body).await);
@@ -175,7 +199,15 @@ async fn a_rolled_back_transaction_reads_as_before_and_queries_resolve_item_by_i
     assert_eq!(read_all(&env, "r", Isolation::Uncommitted).await, before);
 
     // Query: the items it returns, resolved one by one.
-    let q = env.client.query().table_name(&env.a).key_condition_expression("pk = :k").expression_attribute_values(":k", dynamo_saga::records::s("r-upd")).send().await.unwrap();
+    let q = env
+        .client
+        .query()
+        .table_name(&env.a)
+        .key_condition_expression("pk = :k")
+        .expression_attribute_values(":k", dynamo_saga::records::s("r-upd"))
+        .send()
+        .await
+        .unwrap();
     let seen = read::resolve_all(&env.store, &env.a, q.items.unwrap_or_default(), Isolation::Committed).await.unwrap();
     assert_eq!(seen.len(), 1);
     assert_eq!(item_to_json(&seen[0])["v"], nv(1));
@@ -195,10 +227,21 @@ async fn writers_outside_the_protocol_that_use_the_unlocked_condition_never_over
         let upd = env.get(&env.a, json!({"pk": sv(&format!("{tag}-upd"))})).await.unwrap();
         if upd.get("_sagaLock").is_some() {
             let (cond, (name, attr)) = read::unlocked_condition();
-            let plain = env.client.update_item().table_name(&env.a).set_key(Some(item_from_json(&json!({"pk": sv(&format!("{tag}-upd"))})).unwrap()))
-                .update_expression("SET v = :x").condition_expression(cond).expression_attribute_names(name, attr)
-                .expression_attribute_values(":x", dynamo_saga::records::n(100)).send().await;
-            assert!(plain.is_err_and(|e| e.into_service_error().is_conditional_check_failed_exception()), "a plain write went through a lock");
+            let plain = env
+                .client
+                .update_item()
+                .table_name(&env.a)
+                .set_key(Some(item_from_json(&json!({"pk": sv(&format!("{tag}-upd"))})).unwrap()))
+                .update_expression("SET v = :x")
+                .condition_expression(cond)
+                .expression_attribute_names(name, attr)
+                .expression_attribute_values(":x", dynamo_saga::records::n(100))
+                .send()
+                .await;
+            assert!(
+                plain.is_err_and(|e| e.into_service_error().is_conditional_check_failed_exception()),
+                "a plain write went through a lock"
+            );
             // Locked, not applied: a committed read returns the item as it is.
             assert_eq!(read_all(&env, &tag, Isolation::Committed).await, vec![Some(1), Some(1), None, Some(1)]);
             Coordinator::new(env.store.clone()).run(&b).await.unwrap();
@@ -238,10 +281,21 @@ async fn a_read_lock_holds_writers_off_and_always_rolls_back() {
     let id = lock.transaction_id.clone();
 
     let (cond, (name, attr)) = read::unlocked_condition();
-    let plain = env.client.update_item().table_name(&env.a).set_key(Some(item_from_json(&json!({"pk": sv("l-chk")})).unwrap()))
-        .update_expression("SET v = :x").condition_expression(cond).expression_attribute_names(name, attr)
-        .expression_attribute_values(":x", dynamo_saga::records::n(100)).send().await;
-    assert!(plain.is_err_and(|e| e.into_service_error().is_conditional_check_failed_exception()), "a plain write went through a read lock");
+    let plain = env
+        .client
+        .update_item()
+        .table_name(&env.a)
+        .set_key(Some(item_from_json(&json!({"pk": sv("l-chk")})).unwrap()))
+        .update_expression("SET v = :x")
+        .condition_expression(cond)
+        .expression_attribute_names(name, attr)
+        .expression_attribute_values(":x", dynamo_saga::records::n(100))
+        .send()
+        .await;
+    assert!(
+        plain.is_err_and(|e| e.into_service_error().is_conditional_check_failed_exception()),
+        "a plain write went through a read lock"
+    );
 
     let (writing, body) = (Coordinator::new(env.store.clone()), request(&env, "l"));
     let writer = writing.run(&body);
@@ -300,7 +354,15 @@ async fn a_read_lock_read_waits_for_a_pending_transaction_and_returns_what_it_co
     done.expect("the transaction commits");
     assert_eq!(values(&[read.unwrap()]), vec![Some(9)]);
     assert_eq!(read_all(&env, "p", Isolation::ReadLock).await, vec![Some(9), None, Some(7), Some(1)]);
-    let q = env.client.query().table_name(&env.a).key_condition_expression("pk = :k").expression_attribute_values(":k", dynamo_saga::records::s("p-new")).send().await.unwrap();
+    let q = env
+        .client
+        .query()
+        .table_name(&env.a)
+        .key_condition_expression("pk = :k")
+        .expression_attribute_values(":k", dynamo_saga::records::s("p-new"))
+        .send()
+        .await
+        .unwrap();
     let seen = read::resolve_all(&env.store, &env.a, q.items.unwrap_or_default(), Isolation::ReadLock).await.unwrap();
     assert_eq!(values(&seen.into_iter().map(Some).collect::<Vec<_>>()), vec![Some(7)]);
     env.assert_clean().await;

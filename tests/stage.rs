@@ -19,7 +19,9 @@ async fn a_transaction_staged_in_chunks_commits_as_one() {
     seed_mixed(&env, "t", n).await;
     let body = mixed(&env, "t", n);
     let parts = chunks(&body, 400);
-    let id = stage::create(&env.store, &json!({"ClientRequestToken": "staged-1", "Options": {"LockWaitSeconds": 30}})).await.unwrap();
+    let id = stage::create(&env.store, &json!({"ClientRequestToken": "staged-1", "Options": {"LockWaitSeconds": 30}}))
+        .await
+        .unwrap();
     for (i, c) in parts.iter().enumerate().rev() {
         let done = stage::append(&env.store, &id, i, c).await.unwrap();
         assert_eq!((done.actions, done.created), (c.as_array().unwrap().len(), true));
@@ -31,7 +33,10 @@ async fn a_transaction_staged_in_chunks_commits_as_one() {
 
     let before = env.snapshot().await;
     let begun = stage::seal(&env.store, &id, Some(3)).await.unwrap();
-    assert_eq!((begun.transaction_id.as_str(), begun.actions, begun.batches, begun.created), (id.as_str(), n, 11, true));
+    assert_eq!(
+        (begun.transaction_id.as_str(), begun.actions, begun.batches, begun.created),
+        (id.as_str(), n, 11, true)
+    );
     assert_eq!(env.snapshot().await, before, "sealing writes nothing to the tables");
     let again = stage::seal(&env.store, &id, Some(3)).await.unwrap();
     assert_eq!((again.transaction_id.as_str(), again.created), (id.as_str(), false));
@@ -54,7 +59,8 @@ async fn bad_staging_is_rejected_and_writes_nothing() {
     let err = |r: Result<String, TxError>| r.unwrap_err().to_string();
     assert!(err(stage::create(&env.store, &json!({"TransactItems": []})).await).contains("appended in chunks"));
     assert!(err(stage::create(&env.store, &json!({"Extra": 1})).await).contains("unknown field"));
-    assert!(err(stage::create(&env.store, &json!({"Options": {"LockWaitSeconds": "soon"}})).await).contains("LockWaitSeconds"));
+    assert!(err(stage::create(&env.store, &json!({"Options": {"LockWaitSeconds": "soon"}})).await)
+        .contains("LockWaitSeconds"));
     let missing = stage::append(&env.store, "01JDQ5A7K2M9P4R6T8V1W3X5Z7", 0, &json!([{}])).await.unwrap_err();
     assert_eq!(missing.name(), "TransactionNotFound");
 
@@ -73,7 +79,10 @@ async fn bad_staging_is_rejected_and_writes_nothing() {
     let bad = stage::seal(&env.store, &id, Some(3)).await.unwrap_err();
     assert_eq!(bad.name(), "ValidationError");
     assert!(bad.to_string().starts_with("TransactItems[2]"), "{bad}");
-    assert!(matches!(read_header(&env.store, &Meter::default(), &id).await, Err(TxError::NotFound(_))), "nothing begun");
+    assert!(
+        matches!(read_header(&env.store, &Meter::default(), &id).await, Err(TxError::NotFound(_))),
+        "nothing begun"
+    );
     assert_eq!(env.snapshot().await, before);
 }
 
@@ -96,7 +105,10 @@ async fn a_staged_request_over_what_the_function_can_hold_is_refused() {
     assert_eq!(e.name(), "ValidationError");
     let msg = e.to_string();
     assert!(msg.contains("at most 20000") && msg.contains("StageMemorySize") && msg.contains(&id), "{msg}");
-    assert!(matches!(read_header(&env.store, &Meter::default(), &id).await, Err(TxError::NotFound(_))), "nothing begun");
+    assert!(
+        matches!(read_header(&env.store, &Meter::default(), &id).await, Err(TxError::NotFound(_))),
+        "nothing begun"
+    );
     assert_eq!(env.snapshot().await, before);
 
     let small = json!({"TransactItems": body["TransactItems"].as_array().unwrap()[..40].to_vec()});

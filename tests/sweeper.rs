@@ -21,7 +21,8 @@ async fn abandoned(env: &Env, tag: &str, upto: &str, execution: Option<&str>) ->
     seed_mixed(env, tag, 150).await;
     let body = mixed(env, tag, 150);
     let before = serde_json::to_value(env.snapshot().await).unwrap();
-    let id = dynamo_saga::phase::begin::begin_with_execution(&env.store, &body, execution).await.unwrap().transaction_id;
+    let id =
+        dynamo_saga::phase::begin::begin_with_execution(&env.store, &body, execution).await.unwrap().transaction_id;
     let s = &env.store;
     for b in 0..2 {
         lock::lock(s, &id, b).await.unwrap();
@@ -61,7 +62,8 @@ async fn finishes_abandoned_transactions_in_process_and_is_idempotent() {
     let report = sweeper(&env, Duration::from_millis(10)).sweep().await.unwrap();
     assert_eq!(report.examined, 2, "{report:?}");
     assert_eq!(report.rolled_back, vec![pending.clone()]);
-    let mut finished: Vec<(String, String)> = report.finished.iter().map(|s| (s.transaction_id.clone(), s.outcome.clone())).collect();
+    let mut finished: Vec<(String, String)> =
+        report.finished.iter().map(|s| (s.transaction_id.clone(), s.outcome.clone())).collect();
     finished.sort();
     let mut want = vec![(pending.clone(), "RolledBack".to_string()), (committed.clone(), "Committed".to_string())];
     want.sort();
@@ -138,7 +140,11 @@ async fn leaves_running_executions_alone_and_starts_recovery_executions_for_the_
     assert_eq!(report.rolled_back, vec![dead.clone()], "{report:?}");
     assert_eq!(report.recovery_executions.len(), 1, "{report:?}");
     let m = Meter::default();
-    assert_eq!(read_header(&env.store, &m, &running).await.unwrap().state, TxState::Pending, "the running one is untouched");
+    assert_eq!(
+        read_header(&env.store, &m, &running).await.unwrap().state,
+        TxState::Pending,
+        "the running one is untouched"
+    );
     let dead_header = read_header(&env.store, &m, &dead).await.unwrap();
     assert_eq!(dead_header.state, TxState::RolledBack);
     let calls = started.lock().unwrap().clone();
@@ -160,7 +166,8 @@ async fn leaves_running_executions_alone_and_starts_recovery_executions_for_the_
 #[tokio::test]
 async fn recovers_a_transaction_of_an_express_execution_without_asking_for_it() {
     let env = Env::new("sweepexpress").await;
-    let express_arn = "arn:aws:states:us-east-1:000000000000:express:sm:running-express-1:5f0c6a52-6f4c-4a55-9d1b-2b3c4d5e6f70";
+    let express_arn =
+        "arn:aws:states:us-east-1:000000000000:express:sm:running-express-1:5f0c6a52-6f4c-4a55-9d1b-2b3c4d5e6f70";
     assert!(dynamo_saga::sweeper::is_express(express_arn));
     assert!(!dynamo_saga::sweeper::is_express("arn:aws:states:us-east-1:000000000000:execution:sm:express"));
     let (tx, before) = abandoned(&env, "x", "apply", Some(express_arn)).await;
@@ -199,7 +206,9 @@ async fn a_transaction_begun_by_the_api_whose_execution_never_started_is_ended_b
         befores.push(serde_json::to_value(env.snapshot().await).unwrap());
         let mut body = mixed(&env, tag, 150);
         body["ClientRequestToken"] = json!(format!("api-{tag}"));
-        let e = dynamo_saga::start::start(&env.store, &refusing, &body).await.expect_err("Step Functions refused the start");
+        let e = dynamo_saga::start::start(&env.store, &refusing, &body)
+            .await
+            .expect_err("Step Functions refused the start");
         assert_eq!(e.name(), "Throttled", "{e}");
         let id = read_header_by_token(&env, &format!("api-{tag}")).await;
         assert!(e.to_string().contains(&id) && e.to_string().contains("call again"), "{e}");
@@ -215,7 +224,11 @@ async fn a_transaction_begun_by_the_api_whose_execution_never_started_is_ended_b
     let (again, body) = &ids[0];
     let out = dynamo_saga::start::start(&env.store, &sm, body).await.expect("started");
     assert_eq!(&out.transaction_id, again);
-    assert_eq!(started.lock().unwrap().last().unwrap()["name"], json!(again), "the execution is named after the transaction");
+    assert_eq!(
+        started.lock().unwrap().last().unwrap()["name"],
+        json!(again),
+        "the execution is named after the transaction"
+    );
     Coordinator::new(env.store.clone()).drive(again).await.expect("what the execution does: it commits");
     assert_mixed_committed(&env, "again", 150).await;
 
@@ -230,7 +243,10 @@ async fn a_transaction_begun_by_the_api_whose_execution_never_started_is_ended_b
     let h = read_header(&env.store, &Meter::default(), left).await.unwrap();
     assert_eq!(h.state, TxState::RolledBack);
     assert_eq!(started.lock().unwrap().last().unwrap()["name"], json!(format!("recover-{left}-v{}", h.version)));
-    let e = Coordinator::new(env.store.clone()).drive(left).await.expect_err("what the recovery execution does: it rolls back");
+    let e = Coordinator::new(env.store.clone())
+        .drive(left)
+        .await
+        .expect_err("what the recovery execution does: it rolls back");
     assert_eq!(e.name(), "TransactionAborted", "{e}");
     let now = serde_json::to_value(env.snapshot().await).unwrap();
     for (table, items) in befores[1].as_object().unwrap() {
@@ -249,7 +265,9 @@ async fn read_header_by_token(env: &Env, token: &str) -> String {
     let records = env.tx_records().await;
     let ids: Vec<String> = records
         .iter()
-        .filter(|r| r.get(dynamo_saga::constants::H_TOKEN).and_then(|v| v.as_s().ok()).map(String::as_str) == Some(token))
+        .filter(|r| {
+            r.get(dynamo_saga::constants::H_TOKEN).and_then(|v| v.as_s().ok()).map(String::as_str) == Some(token)
+        })
         .filter_map(|r| r.get(dynamo_saga::constants::TX_PK).and_then(|v| v.as_s().ok()).cloned())
         .collect();
     assert_eq!(ids.len(), 1, "one transaction with token {token}: {ids:?}");

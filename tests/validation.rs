@@ -16,7 +16,8 @@ async fn rejected(env: &Env, body: Value, action: Option<usize>, needle: &str) {
         assert!(msg.starts_with(&format!("TransactItems[{i}]")), "message {msg:?} should name action {i}");
     }
     assert_eq!(env.snapshot().await, before, "nothing written to the data tables");
-    let records: Vec<_> = env.tx_records().await.into_iter().filter(|r| !r["id"].as_s().unwrap().starts_with("token#")).collect();
+    let records: Vec<_> =
+        env.tx_records().await.into_iter().filter(|r| !r["id"].as_s().unwrap().starts_with("token#")).collect();
     assert!(records.is_empty(), "nothing written to the transactions table: {records:?}");
 }
 
@@ -55,8 +56,10 @@ async fn reused_token_with_another_body_is_rejected_without_writes() {
 #[tokio::test]
 async fn a_tombstone_too_big_to_lock_later_is_rejected() {
     let env = Env::new("badtomb").await;
-    let tomb = |len: usize| json!({"TransactItems": [{"Delete": {"TableName": env.a, "Key": {"pk": sv("big")},
-        "Tombstone": {"Attributes": {"blob": sv(&"x".repeat(len))}, "TimeToLiveAttribute": "exp", "TimeToLiveSeconds": 60}}}]});
+    let tomb = |len: usize| {
+        json!({"TransactItems": [{"Delete": {"TableName": env.a, "Key": {"pk": sv("big")},
+        "Tombstone": {"Attributes": {"blob": sv(&"x".repeat(len))}, "TimeToLiveAttribute": "exp", "TimeToLiveSeconds": 60}}}]})
+    };
     rejected(&env, tomb(409_446), Some(0), "a transaction that later locks it needs").await;
     Coordinator::new(env.store.clone()).run(&tomb(300_000)).await.expect("a smaller tombstone is written");
     let overwrite = json!({"TransactItems": [{"Put": {"TableName": env.a, "Item": {"pk": sv("big"), "v": nv(1)}, "ConditionExpression": "attribute_not_exists(pk)"}}]});

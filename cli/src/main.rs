@@ -9,10 +9,10 @@
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
+use dynamo_saga::constants::ENV_TX_TABLE;
 use dynamo_saga::read::{self, Isolation};
 use dynamo_saga::status::{self, Status};
 use dynamo_saga::sweeper::{StateMachine, Sweeper};
-use dynamo_saga::constants::ENV_TX_TABLE;
 use dynamo_saga::value::{item_from_json, item_to_json};
 use dynamo_saga::{phase, stage, Config, Coordinator, Store, TxError, TxState};
 use serde_json::{json, Value};
@@ -91,7 +91,9 @@ impl Args {
         }
     }
     fn number(&self, name: &str) -> Result<Option<u64>, Failure> {
-        self.flag(name).map(|v| v.parse().map_err(|_| usage(format!("{name} must be a whole number, not {v:?}")))).transpose()
+        self.flag(name)
+            .map(|v| v.parse().map_err(|_| usage(format!("{name} must be a whole number, not {v:?}"))))
+            .transpose()
     }
 }
 
@@ -108,7 +110,10 @@ async fn store(a: &Args) -> Result<Store, Failure> {
 }
 
 async fn state_machine(a: &Args) -> Option<StateMachine> {
-    let arn = a.flag("--state-machine").map(String::from).or_else(|| std::env::var("SAGA_STATE_MACHINE_ARN").ok().filter(|s| !s.is_empty()))?;
+    let arn = a
+        .flag("--state-machine")
+        .map(String::from)
+        .or_else(|| std::env::var("SAGA_STATE_MACHINE_ARN").ok().filter(|s| !s.is_empty()))?;
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     Some(StateMachine { client: aws_sdk_sfn::Client::new(&sdk), arn })
 }
@@ -155,10 +160,18 @@ fn print_status(a: &Args, s: &Status) {
     } else {
         println!(
             "  locked {}, saved {}, applied {}, completed {}, restored {} of {} batches",
-            s.progress.locked, s.progress.saved, s.progress.applied, s.progress.completed, s.progress.restored, s.batches
+            s.progress.locked,
+            s.progress.saved,
+            s.progress.applied,
+            s.progress.completed,
+            s.progress.restored,
+            s.batches
         );
     }
-    println!("  DynamoDB: {} calls, {:.1} write units, {:.1} read units (as reported)", s.usage.calls, s.usage.write_units, s.usage.read_units);
+    println!(
+        "  DynamoDB: {} calls, {:.1} write units, {:.1} read units (as reported)",
+        s.usage.calls, s.usage.write_units, s.usage.read_units
+    );
     println!("  attempt {}, waited {:.1} s for other transactions' locks", s.attempt, s.waited_ms as f64 / 1000.0);
     for a in &s.attempts {
         println!(
@@ -180,7 +193,11 @@ fn print_status(a: &Args, s: &Status) {
         }
         let failed: Vec<_> = c.failed().collect();
         for (i, r) in failed.iter().take(10) {
-            println!("  TransactItems[{i}]: {}{}", r.code, r.message.as_deref().map(|m| format!(" ({m})")).unwrap_or_default());
+            println!(
+                "  TransactItems[{i}]: {}{}",
+                r.code,
+                r.message.as_deref().map(|m| format!(" ({m})")).unwrap_or_default()
+            );
         }
         if failed.len() > 10 {
             println!("  ... {} failing actions in all (--json lists every one)", failed.len());
@@ -212,7 +229,10 @@ async fn follow(store: &Store, id: &str, mut stopped: impl FnMut() -> Option<Str
             if tty {
                 eprintln!();
             }
-            return Err(Failure(4, format!("{why}; transaction {id} is {} and not finished (the sweeper finishes it)", s.state.as_str())));
+            return Err(Failure(
+                4,
+                format!("{why}; transaction {id} is {} and not finished (the sweeper finishes it)", s.state.as_str()),
+            ));
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -260,7 +280,9 @@ async fn submit(a: &Args) -> Result<i32, Failure> {
         Some(sm) => {
             // Under 100 actions the request goes to start() whole, as POST /transactions sends it, which carries it
             // out in one call when it can; a larger one is staged in chunks, so no single call holds all of it.
-            let small = body["TransactItems"].as_array().is_some_and(|a| a.len() < dynamo_saga::constants::MAX_TRANSACT_ACTIONS);
+            let small = body["TransactItems"]
+                .as_array()
+                .is_some_and(|a| a.len() < dynamo_saga::constants::MAX_TRANSACT_ACTIONS);
             let started = if small {
                 dynamo_saga::start::start(&store, &sm, &body).await?
             } else {
@@ -271,7 +293,10 @@ async fn submit(a: &Args) -> Result<i32, Failure> {
             if !a.json {
                 match &started.execution_arn {
                     Some(arn) => eprintln!("transaction {id}: execution {arn}"),
-                    None => eprintln!("transaction {id}: {} in one TransactWriteItems call; its execution could not be started", started.state.as_str()),
+                    None => eprintln!(
+                        "transaction {id}: {} in one TransactWriteItems call; its execution could not be started",
+                        started.state.as_str()
+                    ),
                 }
             }
             let arn = started.execution_arn.unwrap_or_default();
@@ -286,7 +311,10 @@ async fn submit(a: &Args) -> Result<i32, Failure> {
                         if let Ok(d) = client.describe_execution().execution_arn(&arn).send().await {
                             let st = d.status().as_str().to_string();
                             if st != "RUNNING" && st != "PENDING_REDRIVE" {
-                                let _ = tx.send(Some(format!("the execution ended {st} ({})", d.error().unwrap_or("no error"))));
+                                let _ = tx.send(Some(format!(
+                                    "the execution ended {st} ({})",
+                                    d.error().unwrap_or("no error")
+                                )));
                                 return;
                             }
                         }
@@ -303,7 +331,10 @@ async fn submit(a: &Args) -> Result<i32, Failure> {
             if !a.json && begun.batches == 0 {
                 eprintln!("transaction {id}: {} actions in one TransactWriteItems call", begun.actions);
             } else if !a.json {
-                eprintln!("transaction {id}: {} actions in {} batches, driven in this process", begun.actions, begun.batches);
+                eprintln!(
+                    "transaction {id}: {} actions in {} batches, driven in this process",
+                    begun.actions, begun.batches
+                );
             }
             let driver = tokio::spawn({
                 let store = store.clone();
@@ -340,7 +371,9 @@ async fn show_status(a: &Args) -> Result<i32, Failure> {
 
 async fn get(a: &Args) -> Result<i32, Failure> {
     a.only(&["--isolation"])?;
-    let (Some(table), Some(key)) = (a.words.get(1), a.words.get(2)) else { return Err(usage("get needs TABLE and KEY")) };
+    let (Some(table), Some(key)) = (a.words.get(1), a.words.get(2)) else {
+        return Err(usage("get needs TABLE and KEY"));
+    };
     let isolation: Isolation = a.flag("--isolation").unwrap_or("committed").parse().map_err(usage)?;
     let key: Value = serde_json::from_str(key).map_err(|e| usage(format!("KEY is not valid JSON: {e}")))?;
     let key = item_from_json(&key).map_err(|e| usage(format!("KEY is not DynamoDB JSON: {e}")))?;

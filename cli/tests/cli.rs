@@ -39,7 +39,8 @@ async fn cli_with(table: &str, args: &[&str], stdin: Option<String>, vars: &[(&s
     tokio::task::spawn_blocking(move || {
         use std::io::Write;
         use std::process::Stdio;
-        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run dynamo-saga");
+        let mut child =
+            cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run dynamo-saga");
         let input = stdin.unwrap_or_default();
         child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
         child.wait_with_output().unwrap()
@@ -49,7 +50,9 @@ async fn cli_with(table: &str, args: &[&str], stdin: Option<String>, vars: &[(&s
 }
 
 fn stdout_json(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("stdout is not JSON: {}\nstderr: {}", String::from_utf8_lossy(&out.stdout), stderr(out)))
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
+        panic!("stdout is not JSON: {}\nstderr: {}", String::from_utf8_lossy(&out.stdout), stderr(out))
+    })
 }
 
 fn stderr(out: &Output) -> String {
@@ -74,10 +77,16 @@ async fn submit_follows_the_state_machine_then_status_and_get_report_the_result(
     seed(&env, &keys).await;
     let file = std::env::temp_dir().join(format!("dynamo-saga-cli-{}.json", std::process::id()));
     std::fs::write(&file, updates(&env, &keys).to_string()).unwrap();
-    let out = cli(&st.tx_table, &["--json", "submit", file.to_str().unwrap(), "--state-machine", STATE_MACHINE_ARN], None).await;
+    let out =
+        cli(&st.tx_table, &["--json", "submit", file.to_str().unwrap(), "--state-machine", STATE_MACHINE_ARN], None)
+            .await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let s = stdout_json(&out);
-    assert_eq!((s["State"].as_str(), s["Finished"].as_bool(), s["Batches"].as_u64()), (Some("COMMITTED"), Some(true), Some(3)), "{s}");
+    assert_eq!(
+        (s["State"].as_str(), s["Finished"].as_bool(), s["Batches"].as_u64()),
+        (Some("COMMITTED"), Some(true), Some(3)),
+        "{s}"
+    );
     assert!(s["ExecutionArn"].as_str().is_some_and(|a| a.contains(":execution:")), "{s}");
     // Progress went to stderr, a line each time the phase or its count changed.
     let progress = stderr(&out);
@@ -110,19 +119,30 @@ async fn submit_reports_a_rollback_with_its_reasons_and_runs_in_process_from_std
     seed(&env, &keys).await;
     env.put(&env.a, json!({"pk": sv("r1"), "v": nv(5)})).await;
     let body = updates(&env, &keys).to_string();
-    let out = cli(&st.tx_table, &["--json", "submit", "-", "--state-machine", STATE_MACHINE_ARN], Some(body.clone())).await;
+    let out =
+        cli(&st.tx_table, &["--json", "submit", "-", "--state-machine", STATE_MACHINE_ARN], Some(body.clone())).await;
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let s = stdout_json(&out);
     assert_eq!(s["State"], "ROLLED_BACK", "{s}");
-    let codes: Vec<&str> = s["Cancellation"]["CancellationReasons"].as_array().unwrap().iter().map(|r| r["Code"].as_str().unwrap()).collect();
+    let codes: Vec<&str> = s["Cancellation"]["CancellationReasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["Code"].as_str().unwrap())
+        .collect();
     assert_eq!(codes, ["None", "ConditionalCheckFailed", "None"]);
     // Text output names the failing action.
     let out = cli(&st.tx_table, &["submit", "-", "--in-process"], Some(body)).await;
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("TransactItems[1]: ConditionalCheckFailed"), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("TransactItems[1]: ConditionalCheckFailed"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     // In-process, committing.
     env.put(&env.a, json!({"pk": sv("r1"), "v": nv(0)})).await;
-    let out = cli(&st.tx_table, &["--json", "submit", "-", "--in-process"], Some(updates(&env, &keys).to_string())).await;
+    let out =
+        cli(&st.tx_table, &["--json", "submit", "-", "--in-process"], Some(updates(&env, &keys).to_string())).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout_json(&out)["State"], "COMMITTED");
 }
@@ -159,14 +179,24 @@ async fn bad_arguments_and_requests_get_clear_errors_and_exit_codes() {
         (vec!["submit", &bad], None, 2, "is not valid JSON"),
         (vec!["submit", "-"], Some("[1, 2]".into()), 2, "JSON object"),
         (vec!["submit", "-", "--in-process"], Some("{\"TransactItems\": []}".into()), 2, "ValidationError"),
-        (vec!["submit", "-", "--state-machine", STATE_MACHINE_ARN], Some("{\"TransactItems\": [{\"Put\": {}}]}".into()), 2, "ValidationError"),
+        (
+            vec!["submit", "-", "--state-machine", STATE_MACHINE_ARN],
+            Some("{\"TransactItems\": [{\"Put\": {}}]}".into()),
+            2,
+            "ValidationError",
+        ),
         (vec!["submit", "x.json", "--isolation", "committed"], None, 2, "does not take --isolation"),
         (vec!["status"], None, 2, "status needs a transaction ID"),
         (vec!["status", "not-an-id"], None, 2, "not a transaction id"),
         (vec!["status", "01JDQ5A7K2M9P4R6T8V1W3X5Z7"], None, 3, "TransactionNotFound"),
         (vec!["get", "t-x"], None, 2, "get needs TABLE and KEY"),
         (vec!["get", "t-x", "{\"pk\": 1}"], None, 2, "not DynamoDB JSON"),
-        (vec!["get", "t-x", "{\"pk\": {\"S\": \"a\"}}", "--isolation", "dirty"], None, 2, "committed, uncommitted or read-lock"),
+        (
+            vec!["get", "t-x", "{\"pk\": {\"S\": \"a\"}}", "--isolation", "dirty"],
+            None,
+            2,
+            "committed, uncommitted or read-lock",
+        ),
         (vec!["sweep", "--older-than", "soon"], None, 2, "whole number"),
         (vec!["--table"], None, 2, "--table needs a name"),
     ];
@@ -191,11 +221,18 @@ async fn table_flag_keeps_the_other_settings() {
     let keys: Vec<String> = (0..3).map(|i| format!("tf{i}")).collect();
     seed(&env, &keys).await;
     let outside = json!({"TransactItems": [{"Put": {"TableName": "elsewhere", "Item": {"pk": sv("x")}}}]}).to_string();
-    let out = cli_with("", &["--table", &t, "submit", "-", "--in-process"], Some(outside), &[("SAGA_TABLE", None)]).await;
+    let out =
+        cli_with("", &["--table", &t, "submit", "-", "--in-process"], Some(outside), &[("SAGA_TABLE", None)]).await;
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("not in the allowed tables"), "{}", stderr(&out));
 
-    let out = cli_with("", &["--table", &t, "submit", "-", "--in-process"], Some("{}".into()), &[("SAGA_TABLE", None), ("SAGA_IN_FLIGHT", Some("many"))]).await;
+    let out = cli_with(
+        "",
+        &["--table", &t, "submit", "-", "--in-process"],
+        Some("{}".into()),
+        &[("SAGA_TABLE", None), ("SAGA_IN_FLIGHT", Some("many"))],
+    )
+    .await;
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("SAGA_IN_FLIGHT") && stderr(&out).contains("whole number"), "{}", stderr(&out));
 
@@ -203,7 +240,13 @@ async fn table_flag_keeps_the_other_settings() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("SAGA_TABLE is not set (or pass --table)"), "{}", stderr(&out));
 
-    let out = cli_with("", &["--json", "--table", &t, "submit", "-", "--in-process"], Some(updates(&env, &keys).to_string()), &[("SAGA_TABLE", None)]).await;
+    let out = cli_with(
+        "",
+        &["--json", "--table", &t, "submit", "-", "--in-process"],
+        Some(updates(&env, &keys).to_string()),
+        &[("SAGA_TABLE", None)],
+    )
+    .await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     for k in &keys {
         assert_eq!(env.get(&env.a, json!({"pk": sv(k)})).await.unwrap()["v"], nv(1), "{k} committed through --table");
@@ -237,7 +280,10 @@ async fn status_shows_the_attempts_and_who_rolled_back_each() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(text.contains("attempt 2,"), "{text}");
-    let line = text.lines().find(|l| l.trim_start().starts_with("attempt 1:")).unwrap_or_else(|| panic!("no line for attempt 1: {text}"));
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("attempt 1:"))
+        .unwrap_or_else(|| panic!("no line for attempt 1: {text}"));
     assert!(line.contains(&format!("by {older}")) && line.contains("w0"), "{line}");
     let out = cli(&env.tx_table, &["--json", "status", &younger], None).await;
     let s = stdout_json(&out);

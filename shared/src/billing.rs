@@ -47,7 +47,11 @@ pub fn read_units(size: usize) -> f64 {
 
 /// Read units of a read of an item of `size` bytes: strongly consistent, or eventually consistent at half the price.
 pub fn read_units_as(size: usize, consistent: bool) -> f64 {
-    if consistent { read_units(size) } else { read_units(size) / 2.0 }
+    if consistent {
+        read_units(size)
+    } else {
+        read_units(size) / 2.0
+    }
 }
 
 /// What one global secondary index holds of an item.
@@ -178,7 +182,11 @@ mod tests {
         let keys = vec!["id".to_string()];
         let ix = Index { keys: vec!["shard".into(), "at".into()], projection: Projection::KeysOnly };
         let item = |at: Option<&str>, note: &str| {
-            let mut i = Item::from([("id".into(), A::S("t1".into())), ("shard".into(), A::S("3".into())), ("note".into(), A::S(note.into()))]);
+            let mut i = Item::from([
+                ("id".into(), A::S("t1".into())),
+                ("shard".into(), A::S("3".into())),
+                ("note".into(), A::S(note.into())),
+            ]);
             if let Some(at) = at {
                 i.insert("at".into(), A::N(at.into()));
             }

@@ -91,7 +91,9 @@ impl Config {
         let var = |k: &str| lookup(k).filter(|v| !v.trim().is_empty());
         let num = |k: &str| -> Result<Option<u64>, TxError> {
             var(k)
-                .map(|v| v.trim().parse::<u64>().map_err(|_| TxError::Internal(format!("{k}={v:?} is not a whole number"))))
+                .map(|v| {
+                    v.trim().parse::<u64>().map_err(|_| TxError::Internal(format!("{k}={v:?} is not a whole number")))
+                })
                 .transpose()
         };
         let table = var(ENV_TX_TABLE).ok_or_else(|| TxError::Internal(format!("{ENV_TX_TABLE} is not set")))?;
@@ -156,7 +158,9 @@ impl Config {
             )));
         }
         if self.max_actions == 0 || self.concurrency == 0 {
-            return Err(TxError::Internal(format!("max actions and the in-flight limit ({ENV_IN_FLIGHT}) must be at least 1")));
+            return Err(TxError::Internal(format!(
+                "max actions and the in-flight limit ({ENV_IN_FLIGHT}) must be at least 1"
+            )));
         }
         Ok(())
     }
@@ -197,13 +201,23 @@ mod tests {
         assert_eq!(ask(Some(240)).unwrap(), 240);
         let e = ask(Some(300)).unwrap_err();
         assert_eq!(e.name(), "ValidationError");
-        assert!(e.to_string().contains("between 1 and 240") && e.to_string().contains("SAGA_MAX_DEADLINE_SECONDS"), "{e}");
+        assert!(
+            e.to_string().contains("between 1 and 240") && e.to_string().contains("SAGA_MAX_DEADLINE_SECONDS"),
+            "{e}"
+        );
         let standard = from(&[(ENV_TX_TABLE, "tx")]);
         assert_eq!((standard.default_deadline.as_secs(), standard.max_deadline.as_secs()), (900, 604_800));
         assert!(standard.metrics_namespace.is_none());
-        let e = crate::request::parse(&serde_json::json!({"TransactItems": items, "Options": {"DeadlineSeconds": 604_801}}), &standard).unwrap_err();
+        let e = crate::request::parse(
+            &serde_json::json!({"TransactItems": items, "Options": {"DeadlineSeconds": 604_801}}),
+            &standard,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("between 1 and 604800") && !e.to_string().contains("SAGA_MAX"), "{e}");
-        assert_eq!(from(&[(ENV_TX_TABLE, "tx"), (ENV_METRICS_NAMESPACE, "DynamoSaga/prod")]).metrics_namespace.as_deref(), Some("DynamoSaga/prod"));
+        assert_eq!(
+            from(&[(ENV_TX_TABLE, "tx"), (ENV_METRICS_NAMESPACE, "DynamoSaga/prod")]).metrics_namespace.as_deref(),
+            Some("DynamoSaga/prod")
+        );
     }
 
     #[test]
@@ -211,22 +225,45 @@ mod tests {
         assert_eq!(from(&[(ENV_TX_TABLE, "tx")]).max_request_bytes, None, "no limit outside Lambda");
         let stage = from(&[(ENV_TX_TABLE, "tx"), (LAMBDA_MEMORY_MB, "1024")]);
         assert_eq!(stage.max_request_bytes, Some(1024 * 1024 * 1024 / 40));
-        assert!(stage.max_request_bytes.unwrap() > 20_900_019, "the benchmark's 100,000 updates fit the template's 1024 MB");
+        assert!(
+            stage.max_request_bytes.unwrap() > 20_900_019,
+            "the benchmark's 100,000 updates fit the template's 1024 MB"
+        );
         let set = from(&[(ENV_TX_TABLE, "tx"), (LAMBDA_MEMORY_MB, "1024"), (ENV_MAX_REQUEST_BYTES, "5000000")]);
         assert_eq!(set.max_request_bytes, Some(5_000_000), "the variable wins");
         assert!(from(&[(ENV_TX_TABLE, "tx")]).direct, "small requests go in one call unless told otherwise");
         assert!(!from(&[(ENV_TX_TABLE, "tx"), (ENV_DIRECT, "False")]).direct);
-        assert!(Config::from_vars(|k| [(ENV_TX_TABLE, "tx"), (ENV_DIRECT, "no")].iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())).is_err());
-        assert!(Config::from_vars(|k| [(ENV_TX_TABLE, "tx"), (ENV_MAX_REQUEST_BYTES, "10MB")].iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())).is_err());
+        assert!(Config::from_vars(|k| [(ENV_TX_TABLE, "tx"), (ENV_DIRECT, "no")]
+            .iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| v.to_string()))
+        .is_err());
+        assert!(Config::from_vars(|k| [(ENV_TX_TABLE, "tx"), (ENV_MAX_REQUEST_BYTES, "10MB")]
+            .iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| v.to_string()))
+        .is_err());
     }
 
     #[test]
     fn committed_reads_evaluate_unless_told_to_apply() {
         use super::CommittedReads;
         assert_eq!(from(&[(ENV_TX_TABLE, "tx")]).committed_reads, CommittedReads::Evaluate);
-        assert_eq!(from(&[(ENV_TX_TABLE, "tx"), (ENV_COMMITTED_READS, "Apply")]).committed_reads, CommittedReads::Apply);
-        assert_eq!(from(&[(ENV_TX_TABLE, "tx"), (ENV_COMMITTED_READS, "evaluate")]).committed_reads, CommittedReads::Evaluate);
-        let e = Config::from_vars(|k| [(ENV_TX_TABLE, "tx"), (ENV_COMMITTED_READS, "help")].iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())).unwrap_err();
+        assert_eq!(
+            from(&[(ENV_TX_TABLE, "tx"), (ENV_COMMITTED_READS, "Apply")]).committed_reads,
+            CommittedReads::Apply
+        );
+        assert_eq!(
+            from(&[(ENV_TX_TABLE, "tx"), (ENV_COMMITTED_READS, "evaluate")]).committed_reads,
+            CommittedReads::Evaluate
+        );
+        let e = Config::from_vars(|k| {
+            [(ENV_TX_TABLE, "tx"), (ENV_COMMITTED_READS, "help")]
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        })
+        .unwrap_err();
         assert!(e.to_string().contains(ENV_COMMITTED_READS), "{e}");
     }
 
@@ -234,7 +271,11 @@ mod tests {
     fn the_in_flight_limit_is_a_setting() {
         assert_eq!(from(&[(ENV_TX_TABLE, "tx")]).concurrency, 16);
         assert_eq!(from(&[(ENV_TX_TABLE, "tx"), (ENV_IN_FLIGHT, "64")]).concurrency, 64);
-        let refuse = |v: &str| Config::from_vars(|k| [(ENV_TX_TABLE, "tx"), (ENV_IN_FLIGHT, v)].iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string()));
+        let refuse = |v: &str| {
+            Config::from_vars(|k| {
+                [(ENV_TX_TABLE, "tx"), (ENV_IN_FLIGHT, v)].iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+            })
+        };
         for bad in ["0", "many"] {
             let e = refuse(bad).unwrap_err();
             assert!(e.to_string().contains(ENV_IN_FLIGHT), "{bad}: {e}");

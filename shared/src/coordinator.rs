@@ -163,18 +163,28 @@ impl Coordinator {
     /// [`drive`]: Coordinator::drive
     pub async fn drive_locks(&self, tx_id: &str) -> Result<Header, TxError> {
         let started = Instant::now();
-        let h = Box::pin(self.drive_until(tx_id, true, |h, step| h.state == TxState::Pending && !matches!(step, Step::Lock(_)))).await?;
+        let h = Box::pin(
+            self.drive_until(tx_id, true, |h, step| h.state == TxState::Pending && !matches!(step, Step::Lock(_))),
+        )
+        .await?;
         match (h.state, finished(&h, started)) {
             (TxState::Pending, _) => Ok(h),
             (_, Err(e)) => Err(e),
-            (_, Ok(_)) => Err(TxError::Internal(format!("transaction {tx_id} committed while its locks were being taken"))),
+            (_, Ok(_)) => {
+                Err(TxError::Internal(format!("transaction {tx_id} committed while its locks were being taken")))
+            }
         }
     }
 
     /// Runs steps until `stop` says so or the transaction has finished; returns the header last read. `own`: this is
     /// the transaction's driver, which starts another attempt when one is rolled back by another's need; a
     /// coordinator helping another transaction stops at the end of its attempt instead.
-    async fn drive_until(&self, tx_id: &str, own: bool, stop: impl Fn(&Header, &Step) -> bool) -> Result<Header, TxError> {
+    async fn drive_until(
+        &self,
+        tx_id: &str,
+        own: bool,
+        stop: impl Fn(&Header, &Step) -> bool,
+    ) -> Result<Header, TxError> {
         let mut waiting: Option<Waiting> = None;
         let mut attempt = 0u32;
         loop {
@@ -184,17 +194,25 @@ impl Coordinator {
             }
             let report = run_step(&self.store, tx_id, step).await?;
             match report.outcome {
-                Outcome::Contended(c) => match Box::pin(self.resolve_all(&h, &c, &report.also_contended, waiting.as_ref(), None)).await? {
-                    Resolution::Retry => {}
-                    Resolution::Wait(w) => {
-                        waiting = Some(w);
-                        attempt += 1;
-                        self.sleep(attempt).await;
+                Outcome::Contended(c) => {
+                    match Box::pin(self.resolve_all(&h, &c, &report.also_contended, waiting.as_ref(), None)).await? {
+                        Resolution::Retry => {}
+                        Resolution::Wait(w) => {
+                            waiting = Some(w);
+                            attempt += 1;
+                            self.sleep(attempt).await;
+                        }
                     }
-                },
+                }
                 Outcome::Done | Outcome::Canceled | Outcome::Ended { .. } => {
                     if let Some(w) = waiting.take() {
-                        Box::pin(records::add_waited(&self.store, &Meter::default(), &h, records::now_ms().saturating_sub(w.waiting_since_ms))).await?;
+                        Box::pin(records::add_waited(
+                            &self.store,
+                            &Meter::default(),
+                            &h,
+                            records::now_ms().saturating_sub(w.waiting_since_ms),
+                        ))
+                        .await?;
                     }
                     attempt = 0;
                 }
@@ -259,7 +277,9 @@ impl Coordinator {
         };
         // A pending holder, or one whose rolled-back attempt awaits its driver's next: watched for progress.
         let watched = match &holder {
-            Some(h) if !h.finished() && (h.state == TxState::Pending || awaits_retry(h)) => Some(Box::pin(self.liveness(&m, me, h, c)).await?),
+            Some(h) if !h.finished() && (h.state == TxState::Pending || awaits_retry(h)) => {
+                Some(Box::pin(self.liveness(&m, me, h, c)).await?)
+            }
             _ => None,
         };
         match holder {
@@ -267,12 +287,20 @@ impl Coordinator {
             // followed by another: nobody will release it.
             Some(ref h) if h.finished() => return self.break_lock(me, c).await.map(|_| Resolution::Retry),
             None if c.action.is_some() => return self.break_lock(me, c).await.map(|_| Resolution::Retry),
-            Some(ref h) if c.locked && h.attempt != holder_attempt => return self.break_lock(me, c).await.map(|_| Resolution::Retry),
+            Some(ref h) if c.locked && h.attempt != holder_attempt => {
+                return self.break_lock(me, c).await.map(|_| Resolution::Retry)
+            }
             Some(ref h) if awaits_retry(h) => {
                 let (version, lease_ms) = watched.unwrap_or_default();
                 if stalled(prev, &c.holder, version, lease_ms, now) {
                     warn!(tx_id = %me.id, holder = %h.id, "no attempt followed a rolled-back one for a whole lease: ending it");
-                    Box::pin(records::give_up(s, &m, h, &format!("no other attempt started for {} s, while {} waited", lease_ms / 1000, me.id))).await?;
+                    Box::pin(records::give_up(
+                        s,
+                        &m,
+                        h,
+                        &format!("no other attempt started for {} s, while {} waited", lease_ms / 1000, me.id),
+                    ))
+                    .await?;
                     self.help(&h.id, help_budget).await?;
                     return Ok(Resolution::Retry);
                 }
@@ -286,7 +314,14 @@ impl Coordinator {
             Some(ref h) if h.id > me.id && c.action.is_some() => {
                 info!(tx_id = %me.id, holder = %h.id, "rolling back a younger transaction that holds our lock");
                 let d = Decision::wound(&me.id, Box::pin(self.action_of(&m, &h.id, c)).await?, &c.item);
-                Box::pin(records::decide_rollback(s, &m, &h.id, Some(if c.locked { holder_attempt } else { h.attempt }), &d)).await?;
+                Box::pin(records::decide_rollback(
+                    s,
+                    &m,
+                    &h.id,
+                    Some(if c.locked { holder_attempt } else { h.attempt }),
+                    &d,
+                ))
+                .await?;
                 self.help(&h.id, help_budget).await?;
                 return Ok(Resolution::Retry);
             }
@@ -299,16 +334,33 @@ impl Coordinator {
                             Some(&me.id),
                             Box::pin(self.action_of(&m, &h.id, c)).await?,
                             &c.item,
-                            format!("transaction {} waited {} s for {} while this one made no progress", me.id, lease_ms / 1000, c.item),
+                            format!(
+                                "transaction {} waited {} s for {} while this one made no progress",
+                                me.id,
+                                lease_ms / 1000,
+                                c.item
+                            ),
                         ),
                         None => Decision::retry(
                             Some(&me.id),
                             None,
                             &c.item,
-                            format!("transaction {} took the Parent item {} over after {} s without a heartbeat", me.id, c.item, lease_ms / 1000),
+                            format!(
+                                "transaction {} took the Parent item {} over after {} s without a heartbeat",
+                                me.id,
+                                c.item,
+                                lease_ms / 1000
+                            ),
                         ),
                     };
-                    Box::pin(records::decide_rollback(s, &m, &h.id, Some(if c.locked { holder_attempt } else { h.attempt }), &d)).await?;
+                    Box::pin(records::decide_rollback(
+                        s,
+                        &m,
+                        &h.id,
+                        Some(if c.locked { holder_attempt } else { h.attempt }),
+                        &d,
+                    ))
+                    .await?;
                     self.help(&h.id, help_budget).await?;
                     return Ok(Resolution::Retry);
                 }
@@ -362,10 +414,12 @@ impl Coordinator {
         let (Some(p), None) = (&me.parent, c.action) else { return Ok(ours) };
         let Some(item) = s.get(m, &p.table_name, p.key.clone()).await? else { return Ok(ours) };
         match records::ParentLockAttrs::of(&item) {
-            Some(a) if records::parse_owner(&a.holder).0 == h.id && h.state == TxState::Pending => match (a.record_version_number, a.lease_seconds) {
-                (Some(rvn), Some(lease)) => Ok((rvn, lease.saturating_mul(1000))),
-                _ => Ok(ours),
-            },
+            Some(a) if records::parse_owner(&a.holder).0 == h.id && h.state == TxState::Pending => {
+                match (a.record_version_number, a.lease_seconds) {
+                    (Some(rvn), Some(lease)) => Ok((rvn, lease.saturating_mul(1000))),
+                    _ => Ok(ours),
+                }
+            }
             _ => Ok(ours),
         }
     }

@@ -73,7 +73,12 @@ impl Cancellation {
                 failed.join(", ")
             )
         };
-        Self { transaction_id: transaction_id.into(), message, cancellation_reasons: reasons, parent_cancellation_reason: None }
+        Self {
+            transaction_id: transaction_id.into(),
+            message,
+            cancellation_reasons: reasons,
+            parent_cancellation_reason: None,
+        }
     }
 
     /// Index (request order) and reason of each action that did not pass.

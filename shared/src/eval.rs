@@ -196,7 +196,10 @@ pub fn apply_update(
 pub fn check_item(item: &Item, keys: &KeyTypes) -> Result<(), EvalError> {
     let size = item_size(item);
     if size > MAX_ITEM_BYTES {
-        return fail(EvalErrorKind::ItemTooLarge, format!("Item size has exceeded the maximum allowed size ({size} bytes; at most {MAX_ITEM_BYTES})"));
+        return fail(
+            EvalErrorKind::ItemTooLarge,
+            format!("Item size has exceeded the maximum allowed size ({size} bytes; at most {MAX_ITEM_BYTES})"),
+        );
     }
     check_index_keys(item, keys)
 }

@@ -852,7 +852,10 @@ mod tests {
     fn and_puts_each_side_in_one_pair_of_parentheses() {
         assert_eq!(and("a = :a", "b = :b"), "(a = :a) AND (b = :b)");
         assert_eq!(and("(a = :a)", " ((b = :b)) "), "(a = :a) AND (b = :b)");
-        assert_eq!(and("(a = :a) OR (b = :b)", "attribute_exists(c)"), "((a = :a) OR (b = :b)) AND (attribute_exists(c))");
+        assert_eq!(
+            and("(a = :a) OR (b = :b)", "attribute_exists(c)"),
+            "((a = :a) OR (b = :b)) AND (attribute_exists(c))"
+        );
         assert_eq!(and("(a = :a OR b = :b) AND (c = :c)", "d = :d"), "((a = :a OR b = :b) AND (c = :c)) AND (d = :d)");
     }
 

@@ -31,13 +31,19 @@ use crate::records::{Header, TxState};
 pub fn record(h: &Header, namespace: &str, now_ms: u64) -> Value {
     let cancellation = h.cancellation();
     let first_reason = cancellation.as_ref().and_then(|c| {
-        c.parent_cancellation_reason
-            .as_ref()
-            .map(|r| (r.code.clone(), Value::String("Parent".into())))
-            .or_else(|| c.cancellation_reasons.iter().enumerate().find(|(_, r)| r.code != "None").map(|(i, r)| (r.code.clone(), json!(i))))
+        c.parent_cancellation_reason.as_ref().map(|r| (r.code.clone(), Value::String("Parent".into()))).or_else(|| {
+            c.cancellation_reasons
+                .iter()
+                .enumerate()
+                .find(|(_, r)| r.code != "None")
+                .map(|(i, r)| (r.code.clone(), json!(i)))
+        })
     });
     let ended_in_conflict = cancellation.as_ref().is_some_and(|c| {
-        c.cancellation_reasons.iter().chain(c.parent_cancellation_reason.as_ref()).any(|r| r.code == "TransactionConflict")
+        c.cancellation_reasons
+            .iter()
+            .chain(c.parent_cancellation_reason.as_ref())
+            .any(|r| r.code == "TransactionConflict")
     });
     let attempts = h.attempt as u64 + 1;
     let conflicts = h.attempt as u64 + u64::from(ended_in_conflict);
@@ -93,7 +99,12 @@ mod tests {
     use crate::records::{n, s, Attempt, Decision};
 
     fn header(state: TxState) -> Header {
-        let item = [(TX_PK, s("01JDQ4W5Z3ZC4V8Y9B7Q2X1N6M")), (H_STATE, s(state.as_str())), (H_ACTIONS, n(250)), (H_BATCHES, n(3))];
+        let item = [
+            (TX_PK, s("01JDQ4W5Z3ZC4V8Y9B7Q2X1N6M")),
+            (H_STATE, s(state.as_str())),
+            (H_ACTIONS, n(250)),
+            (H_BATCHES, n(3)),
+        ];
         let mut h = Header::from_item(&item.into_iter().map(|(k, v)| (k.to_string(), v)).collect()).unwrap();
         h.created_at = 1_000;
         h.finished_at = Some(4_500);
@@ -130,10 +141,11 @@ mod tests {
     fn a_committed_transaction_counts_once_with_its_actions_units_and_duration() {
         let line = record(&header(TxState::Committed), "saga-tx", 5_000);
         assert_valid_emf(&line);
-        let got: Vec<Value> = ["Committed", "RolledBack", "Conflicts", "Attempts", "Actions", "WriteUnits", "ReadUnits", "Duration"]
-            .iter()
-            .map(|k| line[*k].clone())
-            .collect();
+        let got: Vec<Value> =
+            ["Committed", "RolledBack", "Conflicts", "Attempts", "Actions", "WriteUnits", "ReadUnits", "Duration"]
+                .iter()
+                .map(|k| line[*k].clone())
+                .collect();
         assert_eq!(got, [json!(1), json!(0), json!(0), json!(1), json!(250), json!(1340.0), json!(12.5), json!(3_500)]);
         assert_eq!(line["State"].as_str(), Some("COMMITTED"));
         assert_eq!(line["_aws"]["CloudWatchMetrics"][0]["Namespace"], "saga-tx");
@@ -158,18 +170,27 @@ mod tests {
             .collect();
         let line = record(&h, "saga-tx", 5_000);
         assert_valid_emf(&line);
-        assert_eq!((line["Attempts"].clone(), line["Conflicts"].clone(), line["WaitedTime"].clone()), (json!(3), json!(2), json!(240)));
+        assert_eq!(
+            (line["Attempts"].clone(), line["Conflicts"].clone(), line["WaitedTime"].clone()),
+            (json!(3), json!(2), json!(240))
+        );
     }
 
     #[test]
     fn a_rolled_back_transaction_names_its_first_reason() {
         let mut h = header(TxState::RolledBack);
-        let conflict = CancellationReason::new(CancellationReason::TRANSACTION_CONFLICT, "held by 01JDQ4V2A8M3K7P5R9T1W6X4YB past LockWaitSeconds");
+        let conflict = CancellationReason::new(
+            CancellationReason::TRANSACTION_CONFLICT,
+            "held by 01JDQ4V2A8M3K7P5R9T1W6X4YB past LockWaitSeconds",
+        );
         h.decision = Some(Decision::actions(vec![(3, conflict)]));
         let line = record(&h, "saga-tx", 5_000);
         assert_valid_emf(&line);
         assert_eq!((line["Committed"].clone(), line["RolledBack"].clone()), (json!(0), json!(1)));
-        assert_eq!((line["CancellationCode"].as_str(), line["CancelledAction"].clone()), (Some("TransactionConflict"), json!(3)));
+        assert_eq!(
+            (line["CancellationCode"].as_str(), line["CancelledAction"].clone()),
+            (Some("TransactionConflict"), json!(3))
+        );
         assert_eq!(line["Conflicts"], 1, "ending in TransactionConflict is a conflict");
     }
 }

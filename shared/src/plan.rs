@@ -106,9 +106,7 @@ pub fn sort(actions: &mut [Action], schemas: &HashMap<String, TableSchema>) {
 pub fn transact_size(a: &Action) -> usize {
     match a.op {
         Op::Put => a.item.as_ref().map_or(0, value::item_size) + RESERVED_OVERHEAD,
-        Op::Update => {
-            value::item_size(&a.key) + value::item_size(&a.values) + RESERVED_OVERHEAD
-        }
+        Op::Update => value::item_size(&a.key) + value::item_size(&a.values) + RESERVED_OVERHEAD,
         Op::Delete | Op::ConditionCheck => 0,
     }
 }
@@ -180,7 +178,11 @@ pub fn build_default(actions: &[Action], batch_size: usize) -> (Plan, Vec<u8>) {
 /// page's number, as [`Plan::pages_of`] gives it).
 pub fn decode_batch(plan: &Plan, b: usize, part: Part, first_page: usize, pages: &[u8]) -> Result<Vec<Action>, String> {
     let base = first_page as u64 * plan.page_bytes;
-    let slice = |r: Range<u64>| pages.get((r.start - base) as usize..(r.end - base) as usize).ok_or("request pages are shorter than the plan says");
+    let slice = |r: Range<u64>| {
+        pages
+            .get((r.start - base) as usize..(r.end - base) as usize)
+            .ok_or("request pages are shorter than the plan says")
+    };
     let Some(&at) = plan.items.get(b) else {
         return lines(&inflated(plan, b, slice(plan.bytes(b))?)?);
     };
@@ -264,7 +266,11 @@ mod tests {
 
     #[test]
     fn sorts_by_table_then_key_and_keeps_request_index() {
-        let mut a = vec![action(0, "bbb", "a", Op::Put, 0), action(1, "aaa", "z", Op::Put, 0), action(2, "aaa", "b", Op::Put, 0)];
+        let mut a = vec![
+            action(0, "bbb", "a", Op::Put, 0),
+            action(1, "aaa", "z", Op::Put, 0),
+            action(2, "aaa", "b", Op::Put, 0),
+        ];
         sort(&mut a, &schemas());
         let got: Vec<(usize, &str)> = a.iter().map(|a| (a.index, a.table.as_str())).collect();
         assert_eq!(got, vec![(2, "aaa"), (1, "aaa"), (0, "bbb")]);
@@ -323,7 +329,10 @@ mod tests {
             // The heads alone: fewer pages, the same actions without their items.
             let heads = plan.pages_of(b, Part::Heads);
             let full = plan.actions(b).len() == 99;
-            assert!(heads.start == pages.start && (heads.end < pages.end || !full && heads.end == pages.end), "batch {b}: heads in {heads:?} of {pages:?}");
+            assert!(
+                heads.start == pages.start && (heads.end < pages.end || !full && heads.end == pages.end),
+                "batch {b}: heads in {heads:?} of {pages:?}"
+            );
             let start = heads.start * 4 * 1024;
             let end = (heads.end * 4 * 1024).min(stream.len());
             let got = decode_batch(&plan, b, Part::Heads, heads.start, &stream[start..end]).unwrap();
@@ -344,7 +353,14 @@ mod tests {
         assert_eq!(plan.items.len(), plan.batch_count());
         for b in 0..plan.batch_count() {
             let pages = plan.pages(b);
-            let got = decode_batch(&plan, b, Part::Whole, pages.start, &stream[pages.start * 1024..(pages.end * 1024).min(stream.len())]).unwrap();
+            let got = decode_batch(
+                &plan,
+                b,
+                Part::Whole,
+                pages.start,
+                &stream[pages.start * 1024..(pages.end * 1024).min(stream.len())],
+            )
+            .unwrap();
             assert_eq!(got, a[plan.actions(b)].to_vec());
         }
         // A batch of no Put has no items part: both reads are the same pages.
@@ -369,12 +385,20 @@ mod tests {
             stream.extend(deflate(&lines));
             starts.push([plan.actions(b).end as u64, stream.len() as u64]);
         }
-        let text = serde_json::to_string(&serde_json::json!({"starts": starts, "pageBytes": 1024, "deflated": true})).unwrap();
+        let text =
+            serde_json::to_string(&serde_json::json!({"starts": starts, "pageBytes": 1024, "deflated": true})).unwrap();
         let old: Plan = serde_json::from_str(&text).unwrap();
         for b in 0..old.batch_count() {
             let pages = old.pages_of(b, Part::Heads);
             assert_eq!(pages, old.pages(b));
-            let got = decode_batch(&old, b, Part::Heads, pages.start, &stream[pages.start * 1024..(pages.end * 1024).min(stream.len())]).unwrap();
+            let got = decode_batch(
+                &old,
+                b,
+                Part::Heads,
+                pages.start,
+                &stream[pages.start * 1024..(pages.end * 1024).min(stream.len())],
+            )
+            .unwrap();
             assert_eq!(got, a[old.actions(b)].to_vec(), "its actions carry their items");
         }
     }
@@ -402,7 +426,14 @@ mod tests {
         assert!(old.items.is_empty(), "a plan from before the parts were split reads its batches whole");
         for b in 0..old.batch_count() {
             let pages = old.pages(b);
-            let got = decode_batch(&old, b, Part::Heads, pages.start, &plain[pages.start * 16 * 1024..(pages.end * 16 * 1024).min(plain.len())]).unwrap();
+            let got = decode_batch(
+                &old,
+                b,
+                Part::Heads,
+                pages.start,
+                &plain[pages.start * 16 * 1024..(pages.end * 16 * 1024).min(plain.len())],
+            )
+            .unwrap();
             assert_eq!(got, a[old.actions(b)].to_vec());
         }
     }

@@ -68,7 +68,12 @@ pub async fn get_item(store: &Store, table: &str, key: Item, isolation: Isolatio
 }
 
 /// `BatchGetItem` at `isolation`: the items that exist (as `isolation` sees them), in any order.
-pub async fn batch_get_item(store: &Store, table: &str, keys: Vec<Item>, isolation: Isolation) -> Result<Vec<Item>, TxError> {
+pub async fn batch_get_item(
+    store: &Store,
+    table: &str,
+    keys: Vec<Item>,
+    isolation: Isolation,
+) -> Result<Vec<Item>, TxError> {
     if isolation == Isolation::ReadLock {
         let keys = keys.into_iter().map(|k| (table.to_owned(), k)).collect();
         return Ok(read_locked(store, keys).await?.into_iter().flatten().collect());
@@ -87,7 +92,12 @@ pub async fn batch_get_item(store: &Store, table: &str, keys: Vec<Item>, isolati
 
 /// The items a `Query` returned, each seen at `isolation`, item by item (the query itself reads the items as they
 /// are; a committed read of one locked item then looks at its transaction). Items that read as absent are dropped.
-pub async fn resolve_all(store: &Store, table: &str, items: Vec<Item>, isolation: Isolation) -> Result<Vec<Item>, TxError> {
+pub async fn resolve_all(
+    store: &Store,
+    table: &str,
+    items: Vec<Item>,
+    isolation: Isolation,
+) -> Result<Vec<Item>, TxError> {
     let m = Meter::default();
     let schema = store.schema(&m, table).await?;
     if isolation == Isolation::ReadLock {
@@ -122,7 +132,11 @@ pub struct ReadLock {
 /// Takes a read lock on `keys` (table, key) and reads them. `options` are the request's `Options`
 /// (`LockWaitSeconds`, `DeadlineSeconds`). Errors with `TransactionCanceled` when the lock could not be taken (the
 /// wait ran out, or an older transaction took an item first), having released whatever it held.
-pub async fn lock_for_read(coordinator: &Coordinator, keys: Vec<(String, Item)>, options: Option<serde_json::Value>) -> Result<ReadLock, TxError> {
+pub async fn lock_for_read(
+    coordinator: &Coordinator,
+    keys: Vec<(String, Item)>,
+    options: Option<serde_json::Value>,
+) -> Result<ReadLock, TxError> {
     let store = coordinator.store();
     let checks: Vec<serde_json::Value> = keys
         .iter()
@@ -169,7 +183,16 @@ impl ReadLock {
     pub async fn refresh(&self) -> Result<bool, TxError> {
         let m = Meter::default();
         let h = records::read_header(self.coordinator.store(), &m, &self.transaction_id).await?;
-        records::update_header(self.coordinator.store(), &m, &self.transaction_id, records::Expect { state: TxState::Pending, attempt: Some(h.attempt), touched_at: None }, &[], None, &m.usage()).await
+        records::update_header(
+            self.coordinator.store(),
+            &m,
+            &self.transaction_id,
+            records::Expect { state: TxState::Pending, attempt: Some(h.attempt), touched_at: None },
+            &[],
+            None,
+            &m.usage(),
+        )
+        .await
     }
 
     /// Lets every item go by rolling the transaction back (nothing was changed, so nothing is restored). Safe to
@@ -209,7 +232,10 @@ pub struct ParentLock {
 /// The parent lock on `table`/`key`, if anyone holds it. Errors with `NotFound` when the item does not exist.
 pub async fn parent_lock(store: &Store, table: &str, key: Item) -> Result<Option<ParentLock>, TxError> {
     let m = Meter::default();
-    let item = store.get(&m, table, key.clone()).await?.ok_or_else(|| TxError::NotFound(crate::value::key_display(table, &key)))?;
+    let item = store
+        .get(&m, table, key.clone())
+        .await?
+        .ok_or_else(|| TxError::NotFound(crate::value::key_display(table, &key)))?;
     let Some(lock) = records::ParentLockAttrs::of(&item) else { return Ok(None) };
     let (holder, attempt) = records::parse_owner(&lock.holder);
     let holder_header = match records::read_header(store, &m, holder).await {
@@ -239,7 +265,14 @@ fn key_of(item: &Item, key_names: &[String]) -> Item {
 }
 
 /// What `isolation` makes of `item` (as read) at `key`. A tombstone reads as absent.
-async fn resolve(store: &Store, m: &Meter, table: &str, key: Item, item: Option<Item>, isolation: Isolation) -> Result<Option<Item>, TxError> {
+async fn resolve(
+    store: &Store,
+    m: &Meter,
+    table: &str,
+    key: Item,
+    item: Option<Item>,
+    isolation: Isolation,
+) -> Result<Option<Item>, TxError> {
     let Some(item) = item.filter(|i| !is_tombstone(i)) else { return Ok(None) };
     let transient = flag(&item, ATTR_TRANSIENT);
     let applied = flag(&item, ATTR_APPLIED);
@@ -311,15 +344,24 @@ async fn resolve(store: &Store, m: &Meter, table: &str, key: Item, item: Option<
 
 /// The value committed action `a` of protocol-2 transaction `h` leaves on an item it has not applied yet, `before`
 /// being the item as it was. An update is evaluated as DynamoDB will apply it.
-async fn committed_value(store: &Store, m: &Meter, h: &records::Header, a: &crate::request::Action, before: Option<Item>) -> Result<Option<Item>, TxError> {
+async fn committed_value(
+    store: &Store,
+    m: &Meter,
+    h: &records::Header,
+    a: &crate::request::Action,
+    before: Option<Item>,
+) -> Result<Option<Item>, TxError> {
     Ok(match a.op {
         Op::Put => a.item.clone(),
         Op::Delete => None,
         Op::ConditionCheck => before,
         Op::Update => {
             let schema = store.schema(m, &a.table).await?;
-            let after = crate::phase::evaluate(a, before.as_ref(), &schema)
-                .map_err(|e| TxError::ApplyRejected { tx_id: h.id.clone(), action: a.describe(), message: e.to_string() })?;
+            let after = crate::phase::evaluate(a, before.as_ref(), &schema).map_err(|e| TxError::ApplyRejected {
+                tx_id: h.id.clone(),
+                action: a.describe(),
+                message: e.to_string(),
+            })?;
             Some(after)
         }
     })

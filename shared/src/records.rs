@@ -111,7 +111,11 @@ impl Decision {
     /// `action`, or the parent), and `message` says how; the transaction tries again at once.
     pub fn retry(by: Option<&str>, action: Option<usize>, item: &str, message: String) -> Self {
         let reason = CancellationReason::new(CancellationReason::TRANSACTION_CONFLICT, message);
-        Self { wounded_by: by.map(str::to_owned), retry: Some(Retry { action, item: item.to_owned(), reason, wait: false }), ..Self::default() }
+        Self {
+            wounded_by: by.map(str::to_owned),
+            retry: Some(Retry { action, item: item.to_owned(), reason, wait: false }),
+            ..Self::default()
+        }
     }
     /// Wound-wait: the older transaction `by` needed `item` (the request's `action`); the transaction tries again
     /// once `by` has ended.
@@ -171,7 +175,10 @@ impl Decision {
             return TxError::Canceled(Box::new(c));
         }
         let message = self.message.clone().unwrap_or_else(|| "rolled back".into());
-        TxError::Aborted(Box::new(Abort { transaction_id: tx_id.to_owned(), message: format!("Transaction aborted: {message}") }))
+        TxError::Aborted(Box::new(Abort {
+            transaction_id: tx_id.to_owned(),
+            message: format!("Transaction aborted: {message}"),
+        }))
     }
 }
 
@@ -317,7 +324,8 @@ impl Header {
     }
     /// What the caller of a rolled-back transaction gets: `TransactionCanceled` or `TransactionAborted`.
     pub fn rollback_error(&self) -> Option<TxError> {
-        (self.state == TxState::RolledBack).then(|| self.decision.clone().unwrap_or_default().error(&self.id, self.actions))
+        (self.state == TxState::RolledBack)
+            .then(|| self.decision.clone().unwrap_or_default().error(&self.id, self.actions))
     }
     /// Whether it commits before it applies (protocol 2): nothing is written to an item before the commit but its
     /// lock, and each item is applied and unlocked in one write after it.
@@ -378,7 +386,11 @@ impl Header {
             retry_pending: matches!(item.get(H_RETRY), Some(AttributeValue::Bool(true))),
             wait_for: s(H_WAIT_FOR).map(|w| serde_json::from_str(&w)).transpose().map_err(|_| bad(H_WAIT_FOR))?,
             waited_ms: u(H_WAITED).unwrap_or(0),
-            attempts: s(H_ATTEMPTS).map(|a| serde_json::from_str(&a)).transpose().map_err(|_| bad(H_ATTEMPTS))?.unwrap_or_default(),
+            attempts: s(H_ATTEMPTS)
+                .map(|a| serde_json::from_str(&a))
+                .transpose()
+                .map_err(|_| bad(H_ATTEMPTS))?
+                .unwrap_or_default(),
             id,
         })
     }
@@ -454,7 +466,14 @@ pub struct HeaderWrite<'a> {
 /// `updatedAt`, the sort key of the open-transactions index the sweeper reads, only when `expect.touched_at` is
 /// absent or older than a third of a lease or [`UPDATED_AT_EVERY_MS`], whichever is less: moving an index key costs two more write units (the index entry's delete and
 /// put), and the sweeper only needs to know the header moved within its `stale_after`.
-pub async fn write_header(store: &Store, m: &Meter, tx_id: &str, expect: Expect, w: HeaderWrite<'_>, usage: &Usage) -> Result<bool, TxError> {
+pub async fn write_header(
+    store: &Store,
+    m: &Meter,
+    tx_id: &str,
+    expect: Expect,
+    w: HeaderWrite<'_>,
+    usage: &Usage,
+) -> Result<bool, TxError> {
     let now = now_ms();
     let every = (store.cfg.lease.as_millis() as u64 / 3).min(UPDATED_AT_EVERY_MS);
     let touch = expect.touched_at.is_none_or(|t| now.saturating_sub(t) >= every);
@@ -474,7 +493,9 @@ pub async fn write_header(store: &Store, m: &Meter, tx_id: &str, expect: Expect,
     }
     for (i, (k, v)) in w.set.iter().enumerate() {
         expr.push_str(&format!(", #s{i} = :s{i}"));
-        req = req.expression_attribute_names(format!("#s{i}"), *k).expression_attribute_values(format!(":s{i}"), v.clone());
+        req = req
+            .expression_attribute_names(format!("#s{i}"), *k)
+            .expression_attribute_values(format!(":s{i}"), v.clone());
     }
     let mut cond = String::from("#st = :st");
     match expect.attempt {
@@ -507,7 +528,9 @@ pub async fn write_header(store: &Store, m: &Meter, tx_id: &str, expect: Expect,
     expr.push_str(" ADD #calls :calls, #writes :writes, #ru :ru, #wu :wu");
     for (i, (k, v)) in w.add.iter().enumerate() {
         expr.push_str(&format!(", #a{i} :a{i}"));
-        req = req.expression_attribute_names(format!("#a{i}"), *k).expression_attribute_values(format!(":a{i}"), v.clone());
+        req = req
+            .expression_attribute_names(format!("#a{i}"), *k)
+            .expression_attribute_values(format!(":a{i}"), v.clone());
     }
     let req = req
         .update_expression(expr)
@@ -550,7 +573,13 @@ pub async fn add_waited(store: &Store, m: &Meter, h: &Header, ms: u64) -> Result
 
 /// The decide step: moves a pending transaction to ROLLED_BACK and records why; with `attempt`, only while that
 /// attempt is under way. Returns the state it is in after.
-pub async fn decide_rollback(store: &Store, m: &Meter, tx_id: &str, attempt: Option<u32>, decision: &Decision) -> Result<TxState, TxError> {
+pub async fn decide_rollback(
+    store: &Store,
+    m: &Meter,
+    tx_id: &str,
+    attempt: Option<u32>,
+    decision: &Decision,
+) -> Result<TxState, TxError> {
     let reasons = serde_json::to_string(decision).expect("decisions serialise");
     let mut w = HeaderWrite {
         set: vec![(H_STATE, s(TxState::RolledBack.as_str())), (H_REASONS, s(reasons)), (H_DECIDED_AT, n(now_ms()))],
@@ -559,7 +588,16 @@ pub async fn decide_rollback(store: &Store, m: &Meter, tx_id: &str, attempt: Opt
     if decision.retries() {
         w.set.push((H_RETRY, AttributeValue::Bool(true)));
     }
-    if write_header(store, m, tx_id, Expect { state: TxState::Pending, attempt, touched_at: None }, w, &Usage::default()).await? {
+    if write_header(
+        store,
+        m,
+        tx_id,
+        Expect { state: TxState::Pending, attempt, touched_at: None },
+        w,
+        &Usage::default(),
+    )
+    .await?
+    {
         return Ok(TxState::RolledBack);
     }
     Ok(read_header(store, m, tx_id).await?.state)
@@ -571,8 +609,21 @@ pub async fn decide_rollback(store: &Store, m: &Meter, tx_id: &str, attempt: Opt
 pub async fn give_up(store: &Store, m: &Meter, h: &Header, why: &str) -> Result<bool, TxError> {
     let Some(d) = &h.decision else { return Ok(false) };
     let reasons = serde_json::to_string(&d.given_up(why)).expect("decisions serialise");
-    let w = HeaderWrite { set: vec![(H_REASONS, s(reasons))], remove: vec![H_RETRY], require: vec![(H_RETRY, true)], ..HeaderWrite::default() };
-    write_header(store, m, &h.id, Expect { state: TxState::RolledBack, attempt: Some(h.attempt), touched_at: None }, w, &Usage::default()).await
+    let w = HeaderWrite {
+        set: vec![(H_REASONS, s(reasons))],
+        remove: vec![H_RETRY],
+        require: vec![(H_RETRY, true)],
+        ..HeaderWrite::default()
+    };
+    write_header(
+        store,
+        m,
+        &h.id,
+        Expect { state: TxState::RolledBack, attempt: Some(h.attempt), touched_at: None },
+        w,
+        &Usage::default(),
+    )
+    .await
 }
 
 /// Most attempts the header's history keeps.
@@ -605,7 +656,19 @@ pub async fn restart(store: &Store, m: &Meter, h: &Header) -> Result<bool, TxErr
             (H_ATTEMPT_STARTED, n(now)),
             (H_ATTEMPTS, s(serde_json::to_string(&attempts).expect("attempts serialise"))),
         ],
-        remove: vec![H_RETRY, H_REASONS, H_DECIDED_AT, H_LOCK_STARTED, H_LOCKED, H_SAVED, H_APPLIED, H_RESTORED, H_PARENT_TICKET, H_WAITED, H_WAIT_FOR],
+        remove: vec![
+            H_RETRY,
+            H_REASONS,
+            H_DECIDED_AT,
+            H_LOCK_STARTED,
+            H_LOCKED,
+            H_SAVED,
+            H_APPLIED,
+            H_RESTORED,
+            H_PARENT_TICKET,
+            H_WAITED,
+            H_WAIT_FOR,
+        ],
         require: vec![(H_RETRY, true), (H_FINISHED_AT, false)],
         ..HeaderWrite::default()
     };
@@ -614,7 +677,15 @@ pub async fn restart(store: &Store, m: &Meter, h: &Header) -> Result<bool, TxErr
         w.remove.retain(|k| *k != H_WAIT_FOR);
         w.set.push((H_WAIT_FOR, s(serde_json::to_string(&wait).expect("serialises"))));
     }
-    write_header(store, m, &h.id, Expect { state: TxState::RolledBack, attempt: Some(h.attempt), touched_at: None }, w, &Usage::default()).await
+    write_header(
+        store,
+        m,
+        &h.id,
+        Expect { state: TxState::RolledBack, attempt: Some(h.attempt), touched_at: None },
+        w,
+        &Usage::default(),
+    )
+    .await
 }
 
 fn expires_at(store: &Store, from_ms: u64) -> AttributeValue {
@@ -622,7 +693,14 @@ fn expires_at(store: &Store, from_ms: u64) -> AttributeValue {
 }
 
 /// Writes the plan, then the request pages. Both are plain puts: writing them twice writes the same bytes.
-pub async fn write_plan(store: &Store, m: &Meter, tx_id: &str, plan: &Plan, stream: &[u8], expires_ms: u64) -> Result<(), TxError> {
+pub async fn write_plan(
+    store: &Store,
+    m: &Meter,
+    tx_id: &str,
+    plan: &Plan,
+    stream: &[u8],
+    expires_ms: u64,
+) -> Result<(), TxError> {
     let exp = expires_at(store, expires_ms);
     let mut reqs = Vec::with_capacity(plan.page_count() + 1);
     let mut plan_item = record_key(tx_id, SK_PLAN.into());
@@ -637,7 +715,11 @@ pub async fn write_plan(store: &Store, m: &Meter, tx_id: &str, plan: &Plan, stre
     }
     let reqs = reqs
         .into_iter()
-        .map(|item| WriteRequest::builder().put_request(PutRequest::builder().set_item(Some(item)).build().expect("item set")).build())
+        .map(|item| {
+            WriteRequest::builder()
+                .put_request(PutRequest::builder().set_item(Some(item)).build().expect("item set"))
+                .build()
+        })
         .collect();
     store.batch_write(m, &store.cfg.tx_table, reqs).await
 }
@@ -649,13 +731,22 @@ pub async fn read_plan(store: &Store, m: &Meter, tx_id: &str) -> Result<Plan, Tx
         .await?
         .ok_or_else(|| TxError::Internal(format!("transaction {tx_id} has no plan record")))?;
     match item.get(R_BODY) {
-        Some(AttributeValue::S(b)) => serde_json::from_str(b).map_err(|e| TxError::Internal(format!("plan record: {e}"))),
+        Some(AttributeValue::S(b)) => {
+            serde_json::from_str(b).map_err(|e| TxError::Internal(format!("plan record: {e}")))
+        }
         _ => Err(TxError::Internal("plan record has no body".into())),
     }
 }
 
 /// `part` of the actions of batch `b` (see [`plan::Part`]), in lock order, each with its lock-order position.
-pub async fn read_batch(store: &Store, m: &Meter, tx_id: &str, plan: &Plan, b: usize, part: plan::Part) -> Result<Vec<(usize, Action)>, TxError> {
+pub async fn read_batch(
+    store: &Store,
+    m: &Meter,
+    tx_id: &str,
+    plan: &Plan,
+    b: usize,
+    part: plan::Part,
+) -> Result<Vec<(usize, Action)>, TxError> {
     let pages = plan.pages_of(b, part);
     let keys: Vec<Item> = pages.clone().map(|p| record_key(tx_id, page_sk(p))).collect();
     let mut got: HashMap<String, Vec<u8>> = HashMap::new();
@@ -667,7 +758,10 @@ pub async fn read_batch(store: &Store, m: &Meter, tx_id: &str, plan: &Plan, b: u
     }
     let mut bytes = Vec::new();
     for p in pages.clone() {
-        bytes.extend(got.remove(&page_sk(p)).ok_or_else(|| TxError::Internal(format!("request page {p} of {tx_id} is missing")))?);
+        bytes.extend(
+            got.remove(&page_sk(p))
+                .ok_or_else(|| TxError::Internal(format!("request page {p} of {tx_id} is missing")))?,
+        );
     }
     let actions = plan::decode_batch(plan, b, part, pages.start, &bytes).map_err(TxError::Internal)?;
     Ok(plan.actions(b).zip(actions).collect())
@@ -681,7 +775,14 @@ pub enum Image {
 }
 
 /// The image of lock-order position `pos`, saved by `attempt`.
-pub fn image_request(store: &Store, tx_id: &str, attempt: u32, pos: usize, image: &Image, expires_ms: u64) -> WriteRequest {
+pub fn image_request(
+    store: &Store,
+    tx_id: &str,
+    attempt: u32,
+    pos: usize,
+    image: &Image,
+    expires_ms: u64,
+) -> WriteRequest {
     let mut rec = record_key(tx_id, image_sk(pos));
     match image {
         Image::Existed(item) => rec.insert(I_ITEM.into(), AttributeValue::M(item.clone())),
@@ -696,12 +797,20 @@ pub fn image_request(store: &Store, tx_id: &str, attempt: u32, pos: usize, image
 
 /// The images `attempt` saved of the given lock-order positions (absent when it saved none: an image an earlier
 /// attempt saved shows the item before the transactions that changed it since, and is never restored).
-pub async fn read_images(store: &Store, m: &Meter, tx_id: &str, attempt: u32, positions: &[usize]) -> Result<HashMap<usize, Image>, TxError> {
+pub async fn read_images(
+    store: &Store,
+    m: &Meter,
+    tx_id: &str,
+    attempt: u32,
+    positions: &[usize],
+) -> Result<HashMap<usize, Image>, TxError> {
     let keys: Vec<Item> = positions.iter().map(|p| record_key(tx_id, image_sk(*p))).collect();
     let mut out = HashMap::new();
     for rec in store.batch_get(m, &store.cfg.tx_table, keys).await? {
         let saved_by = match rec.get(I_ATTEMPT) {
-            Some(AttributeValue::N(v)) => v.parse::<u32>().map_err(|_| TxError::Internal(format!("image of {tx_id}: attempt {v}")))?,
+            Some(AttributeValue::N(v)) => {
+                v.parse::<u32>().map_err(|_| TxError::Internal(format!("image of {tx_id}: attempt {v}")))?
+            }
             _ => 0,
         };
         if saved_by != attempt {
@@ -719,7 +828,13 @@ pub async fn read_images(store: &Store, m: &Meter, tx_id: &str, attempt: u32, po
 }
 
 /// One image, for committed reads.
-pub async fn read_image(store: &Store, m: &Meter, tx_id: &str, attempt: u32, pos: usize) -> Result<Option<Image>, TxError> {
+pub async fn read_image(
+    store: &Store,
+    m: &Meter,
+    tx_id: &str,
+    attempt: u32,
+    pos: usize,
+) -> Result<Option<Image>, TxError> {
     Ok(read_images(store, m, tx_id, attempt, &[pos]).await?.remove(&pos))
 }
 
@@ -776,7 +891,13 @@ pub fn flag(item: &Item, attr: &str) -> bool {
 
 /// The action (and its lock-order position) of transaction `tx_id` on `table`/`key`: a binary search over the
 /// batches, which are in lock order, reading one batch's request pages per step.
-pub async fn find_action(store: &Store, m: &Meter, tx_id: &str, table: &str, key: &Item) -> Result<Option<(usize, usize, Action)>, TxError> {
+pub async fn find_action(
+    store: &Store,
+    m: &Meter,
+    tx_id: &str,
+    table: &str,
+    key: &Item,
+) -> Result<Option<(usize, usize, Action)>, TxError> {
     let plan = read_plan(store, m, tx_id).await?;
     let names = store.schema(m, table).await?.key_names;
     let target = key_order(table, key, &names);

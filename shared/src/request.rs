@@ -209,7 +209,10 @@ pub fn parse(body: &Value, cfg: &Config) -> Result<ParsedRequest, TxError> {
     let top = body.as_object().ok_or_else(|| bad(None, "the request must be a JSON object with TransactItems"))?;
     for k in top.keys() {
         if !["TransactItems", "ClientRequestToken", "Parent", "Options"].contains(&k.as_str()) {
-            return Err(bad(None, format!("unknown field {k:?} (expected TransactItems, ClientRequestToken, Parent, Options)")));
+            return Err(bad(
+                None,
+                format!("unknown field {k:?} (expected TransactItems, ClientRequestToken, Parent, Options)"),
+            ));
         }
     }
     let list = match top.get("TransactItems") {
@@ -221,7 +224,10 @@ pub fn parse(body: &Value, cfg: &Config) -> Result<ParsedRequest, TxError> {
         return Err(bad(None, "TransactItems must not be empty"));
     }
     if list.len() > cfg.max_actions {
-        return Err(bad(None, format!("the transaction has {} actions; the configured maximum is {}", list.len(), cfg.max_actions)));
+        return Err(bad(
+            None,
+            format!("the transaction has {} actions; the configured maximum is {}", list.len(), cfg.max_actions),
+        ));
     }
     let items = list.iter().enumerate().map(|(i, a)| parse_action(i, a, cfg)).collect::<Result<Vec<_>, _>>()?;
 
@@ -229,9 +235,12 @@ pub fn parse(body: &Value, cfg: &Config) -> Result<ParsedRequest, TxError> {
         None | Some(Value::Null) => None,
         Some(Value::String(t)) => {
             if t.is_empty() || t.len() > MAX_TOKEN_LEN || !t.bytes().all(|b| b.is_ascii_graphic()) {
-                return Err(bad(None, format!(
-                    "ClientRequestToken must be 1 to {MAX_TOKEN_LEN} printable ASCII characters without spaces"
-                )));
+                return Err(bad(
+                    None,
+                    format!(
+                        "ClientRequestToken must be 1 to {MAX_TOKEN_LEN} printable ASCII characters without spaces"
+                    ),
+                ));
             }
             Some(t.clone())
         }
@@ -268,9 +277,8 @@ fn parse_options(v: Option<&Value>, cfg: &Config) -> Result<Options, TxError> {
     let Some(v) = v.filter(|v| !v.is_null()) else { return Ok(o) };
     let m = v.as_object().ok_or_else(|| bad(None, "Options must be an object"))?;
     for (k, x) in m {
-        let n = || {
-            x.as_u64().ok_or_else(|| bad(None, format!("Options.{k} must be a whole number of seconds, 0 or more")))
-        };
+        let n =
+            || x.as_u64().ok_or_else(|| bad(None, format!("Options.{k} must be a whole number of seconds, 0 or more")));
         match k.as_str() {
             // null means "wait as long as the deadline allows"
             "LockWaitSeconds" => o.lock_wait_seconds = if x.is_null() { None } else { Some(n()?) },
@@ -278,12 +286,21 @@ fn parse_options(v: Option<&Value>, cfg: &Config) -> Result<Options, TxError> {
                 let d = n()?;
                 let max = cfg.max_deadline.as_secs();
                 if d == 0 || d > max {
-                    let why = if max < MAX_DEADLINE_SECONDS { " (this deployment's limit: SAGA_MAX_DEADLINE_SECONDS)" } else { "" };
+                    let why = if max < MAX_DEADLINE_SECONDS {
+                        " (this deployment's limit: SAGA_MAX_DEADLINE_SECONDS)"
+                    } else {
+                        ""
+                    };
                     return Err(bad(None, format!("Options.DeadlineSeconds must be between 1 and {max}{why}")));
                 }
                 o.deadline_seconds = d;
             }
-            _ => return Err(bad(None, format!("Options: unknown field {k:?} (expected LockWaitSeconds, DeadlineSeconds)"))),
+            _ => {
+                return Err(bad(
+                    None,
+                    format!("Options: unknown field {k:?} (expected LockWaitSeconds, DeadlineSeconds)"),
+                ))
+            }
         }
     }
     Ok(o)
@@ -323,7 +340,9 @@ fn ratchet_attribute(r: &Value, item: &Item) -> Result<String, String> {
         None => return Err("AttributeName is required".into()),
     };
     if name.starts_with(RESERVED_PREFIX) {
-        return Err(format!("attribute {name:?} is reserved for dynamo-saga (names starting with {RESERVED_PREFIX:?})"));
+        return Err(format!(
+            "attribute {name:?} is reserved for dynamo-saga (names starting with {RESERVED_PREFIX:?})"
+        ));
     }
     match item.get(&name) {
         Some(aws_sdk_dynamodb::types::AttributeValue::N(_) | aws_sdk_dynamodb::types::AttributeValue::S(_)) => Ok(name),
@@ -334,7 +353,9 @@ fn ratchet_attribute(r: &Value, item: &Item) -> Result<String, String> {
 
 fn parse_action(i: usize, a: &Value, cfg: &Config) -> Result<RawAction, TxError> {
     let e = |m: String| bad(Some(i), m);
-    let obj = a.as_object().ok_or_else(|| e("an action must be an object with one of Put, Update, Delete, ConditionCheck".into()))?;
+    let obj = a
+        .as_object()
+        .ok_or_else(|| e("an action must be an object with one of Put, Update, Delete, ConditionCheck".into()))?;
     let ops: Vec<(&String, &Value)> = obj.iter().collect();
     if ops.len() != 1 {
         let names: Vec<&str> = ops.iter().map(|(k, _)| k.as_str()).collect();
@@ -344,13 +365,46 @@ fn parse_action(i: usize, a: &Value, cfg: &Config) -> Result<RawAction, TxError>
         )));
     }
     let (opname, body) = ops[0];
-    let op = Op::from_key(opname).ok_or_else(|| e(format!("unknown action {opname:?} (expected Put, Update, Delete or ConditionCheck)")))?;
+    let op = Op::from_key(opname)
+        .ok_or_else(|| e(format!("unknown action {opname:?} (expected Put, Update, Delete or ConditionCheck)")))?;
     let body = body.as_object().ok_or_else(|| e(format!("{opname} must be an object")))?;
     let allowed: &[&str] = match op {
-        Op::Put => &["TableName", "Item", "ConditionExpression", "ExpressionAttributeNames", "ExpressionAttributeValues", "ReturnValuesOnConditionCheckFailure", "Ratchet"],
-        Op::Update => &["TableName", "Key", "UpdateExpression", "ConditionExpression", "ExpressionAttributeNames", "ExpressionAttributeValues", "ReturnValuesOnConditionCheckFailure"],
-        Op::Delete => &["TableName", "Key", "ConditionExpression", "ExpressionAttributeNames", "ExpressionAttributeValues", "ReturnValuesOnConditionCheckFailure", "Tombstone", "Ratchet"],
-        Op::ConditionCheck => &["TableName", "Key", "ConditionExpression", "ExpressionAttributeNames", "ExpressionAttributeValues", "ReturnValuesOnConditionCheckFailure"],
+        Op::Put => &[
+            "TableName",
+            "Item",
+            "ConditionExpression",
+            "ExpressionAttributeNames",
+            "ExpressionAttributeValues",
+            "ReturnValuesOnConditionCheckFailure",
+            "Ratchet",
+        ],
+        Op::Update => &[
+            "TableName",
+            "Key",
+            "UpdateExpression",
+            "ConditionExpression",
+            "ExpressionAttributeNames",
+            "ExpressionAttributeValues",
+            "ReturnValuesOnConditionCheckFailure",
+        ],
+        Op::Delete => &[
+            "TableName",
+            "Key",
+            "ConditionExpression",
+            "ExpressionAttributeNames",
+            "ExpressionAttributeValues",
+            "ReturnValuesOnConditionCheckFailure",
+            "Tombstone",
+            "Ratchet",
+        ],
+        Op::ConditionCheck => &[
+            "TableName",
+            "Key",
+            "ConditionExpression",
+            "ExpressionAttributeNames",
+            "ExpressionAttributeValues",
+            "ReturnValuesOnConditionCheckFailure",
+        ],
     };
     for k in body.keys() {
         if !allowed.contains(&k.as_str()) {
@@ -396,7 +450,11 @@ fn parse_action(i: usize, a: &Value, cfg: &Config) -> Result<RawAction, TxError>
     let return_old = match string("ReturnValuesOnConditionCheckFailure")?.as_deref() {
         None | Some("NONE") => false,
         Some("ALL_OLD") => true,
-        Some(other) => return Err(e(format!("{opname}: ReturnValuesOnConditionCheckFailure must be ALL_OLD or NONE, not {other:?}"))),
+        Some(other) => {
+            return Err(e(format!(
+                "{opname}: ReturnValuesOnConditionCheckFailure must be ALL_OLD or NONE, not {other:?}"
+            )))
+        }
     };
 
     // Expressions: syntax, placeholders defined and used, no reserved attribute named.
@@ -414,16 +472,22 @@ fn parse_action(i: usize, a: &Value, cfg: &Config) -> Result<RawAction, TxError>
     }
     for p in &refs.name_placeholders {
         if !names.contains_key(p) {
-            return Err(e(format!("{opname}: the expression uses {p} but ExpressionAttributeNames does not define it")));
+            return Err(e(format!(
+                "{opname}: the expression uses {p} but ExpressionAttributeNames does not define it"
+            )));
         }
     }
     for p in &refs.value_placeholders {
         if !values.contains_key(p) {
-            return Err(e(format!("{opname}: the expression uses {p} but ExpressionAttributeValues does not define it")));
+            return Err(e(format!(
+                "{opname}: the expression uses {p} but ExpressionAttributeValues does not define it"
+            )));
         }
     }
     if let Some(p) = names.keys().chain(values.keys()).find(|p| p.starts_with("#_saga") || p.starts_with(":_saga")) {
-        return Err(e(format!("{opname}: placeholder {p} is reserved for dynamo-saga (placeholders starting with #_saga or :_saga)")));
+        return Err(e(format!(
+            "{opname}: placeholder {p} is reserved for dynamo-saga (placeholders starting with #_saga or :_saga)"
+        )));
     }
     for k in names.keys() {
         if !refs.name_placeholders.contains(k) {
@@ -448,7 +512,9 @@ fn parse_action(i: usize, a: &Value, cfg: &Config) -> Result<RawAction, TxError>
         named.extend(key_or_item.keys().map(String::as_str));
     }
     if let Some(n) = named.into_iter().find(|n| reserved(n)) {
-        return Err(e(format!("{opname}: attribute {n:?} is reserved for dynamo-saga (names starting with {RESERVED_PREFIX:?})")));
+        return Err(e(format!(
+            "{opname}: attribute {n:?} is reserved for dynamo-saga (names starting with {RESERVED_PREFIX:?})"
+        )));
     }
     let tombstone = match body.get("Tombstone") {
         None | Some(Value::Null) => None,
@@ -458,7 +524,11 @@ fn parse_action(i: usize, a: &Value, cfg: &Config) -> Result<RawAction, TxError>
         let carrier = match (&tombstone, op) {
             (_, Op::Put) => &key_or_item,
             (Some(t), _) => &t.attributes,
-            (None, _) => return Err(e("Delete: Ratchet needs a Tombstone whose Attributes carry the attribute to order writes by".into())),
+            (None, _) => {
+                return Err(e(
+                    "Delete: Ratchet needs a Tombstone whose Attributes carry the attribute to order writes by".into(),
+                ))
+            }
         };
         let attr = ratchet_attribute(r, carrier).map_err(|m| e(format!("{opname}: Ratchet: {m}")))?;
         // Seed 002's timestamp ratchet, as part of the condition: the lock evaluates it on the stored item, and the
@@ -486,7 +556,9 @@ const MAX_TOMBSTONE_TTL_SECONDS: u64 = 10 * 365 * 24 * 3600;
 /// against the table in [`validate`].
 fn parse_tombstone(t: &Value, key: &Item) -> Result<Tombstone, String> {
     let obj = t.as_object().ok_or("must be an object with TimeToLiveAttribute and TimeToLiveSeconds")?;
-    if let Some(k) = obj.keys().find(|k| !["Attributes", "TimeToLiveAttribute", "TimeToLiveSeconds"].contains(&k.as_str())) {
+    if let Some(k) =
+        obj.keys().find(|k| !["Attributes", "TimeToLiveAttribute", "TimeToLiveSeconds"].contains(&k.as_str()))
+    {
         return Err(format!("unknown field {k:?} (expected Attributes, TimeToLiveAttribute, TimeToLiveSeconds)"));
     }
     let attributes = match obj.get("Attributes") {
@@ -500,14 +572,18 @@ fn parse_tombstone(t: &Value, key: &Item) -> Result<Tombstone, String> {
     };
     let ttl_seconds = match obj.get("TimeToLiveSeconds").map(Value::as_u64) {
         Some(Some(n)) if (1..=MAX_TOMBSTONE_TTL_SECONDS).contains(&n) => n,
-        Some(_) => return Err(format!("TimeToLiveSeconds must be a whole number from 1 to {MAX_TOMBSTONE_TTL_SECONDS}")),
+        Some(_) => {
+            return Err(format!("TimeToLiveSeconds must be a whole number from 1 to {MAX_TOMBSTONE_TTL_SECONDS}"))
+        }
         None => return Err("TimeToLiveSeconds is required".into()),
     };
     if let Some(n) = attributes.keys().chain([&ttl_attribute]).find(|n| n.starts_with(RESERVED_PREFIX)) {
         return Err(format!("attribute {n:?} is reserved for dynamo-saga (names starting with {RESERVED_PREFIX:?})"));
     }
     if attributes.contains_key(&ttl_attribute) {
-        return Err(format!("Attributes must not carry {ttl_attribute:?}, the TimeToLiveAttribute, which the tombstone sets"));
+        return Err(format!(
+            "Attributes must not carry {ttl_attribute:?}, the TimeToLiveAttribute, which the tombstone sets"
+        ));
     }
     if let Some(n) = attributes.keys().chain([&ttl_attribute]).find(|n| key.contains_key(*n)) {
         return Err(format!("{n:?} is a key attribute; the tombstone keeps the Key as it is"));
@@ -537,7 +613,8 @@ pub fn validate(p: ParsedRequest, schemas: &HashMap<String, TableSchema>) -> Res
     let mut seen: HashMap<Vec<u8>, usize> = HashMap::new();
     let mut actions = Vec::with_capacity(p.items.len());
     for (i, raw) in p.items.into_iter().enumerate() {
-        let schema = schemas.get(&raw.table).ok_or_else(|| bad(Some(i), format!("table {:?} does not exist", raw.table)))?;
+        let schema =
+            schemas.get(&raw.table).ok_or_else(|| bad(Some(i), format!("table {:?} does not exist", raw.table)))?;
         let (key, item) = if raw.op == Op::Put {
             let key = extract_key(&raw.key_or_item, schema).map_err(|m| bad(Some(i), format!("Put: Item: {m}")))?;
             (key, Some(raw.key_or_item))
@@ -547,10 +624,13 @@ pub fn validate(p: ParsedRequest, schemas: &HashMap<String, TableSchema>) -> Res
         };
         let order = value::key_order(&raw.table, &key, &schema.key_names);
         if let Some(first) = seen.insert(order, i) {
-            return Err(bad(Some(i), format!(
+            return Err(bad(
+                Some(i),
+                format!(
                 "the transaction names item {} twice (actions {first} and {i}); DynamoDB allows one action per item",
                 value::key_display(&raw.table, &key)
-            )));
+            ),
+            ));
         }
         actions.push(Action {
             index: i,
@@ -569,12 +649,19 @@ pub fn validate(p: ParsedRequest, schemas: &HashMap<String, TableSchema>) -> Res
     let parent = match p.parent {
         None => None,
         Some((table, key)) => {
-            let schema = schemas.get(&table).ok_or_else(|| bad(None, format!("Parent: table {table:?} does not exist")))?;
+            let schema =
+                schemas.get(&table).ok_or_else(|| bad(None, format!("Parent: table {table:?} does not exist")))?;
             check_key(&key, schema).map_err(|m| bad(None, format!("Parent: Key: {m}")))?;
             Some(Parent { table_name: table, key })
         }
     };
-    Ok(ValidRequest { actions, client_request_token: p.client_request_token, parent, options: p.options, body_hash: p.body_hash })
+    Ok(ValidRequest {
+        actions,
+        client_request_token: p.client_request_token,
+        parent,
+        options: p.options,
+        body_hash: p.body_hash,
+    })
 }
 
 /// The tables a parsed request touches, so the caller can fetch their schemas.
@@ -586,7 +673,12 @@ pub fn tables_of(p: &ParsedRequest) -> BTreeSet<String> {
     t
 }
 
-fn check_key_value(name: &str, want: &str, v: &aws_sdk_dynamodb::types::AttributeValue, sort: bool) -> Result<(), String> {
+fn check_key_value(
+    name: &str,
+    want: &str,
+    v: &aws_sdk_dynamodb::types::AttributeValue,
+    sort: bool,
+) -> Result<(), String> {
     use aws_sdk_dynamodb::types::AttributeValue as A;
     let (got, len) = match v {
         A::S(s) => ("S", s.len()),

@@ -68,14 +68,19 @@ pub async fn create(store: &Store, envelope: &Value) -> Result<String, TxError> 
     for k in obj.keys() {
         match k.as_str() {
             "ClientRequestToken" | "Parent" | "Options" => {}
-            "TransactItems" => return Err(invalid("TransactItems are appended in chunks after create, not given to it")),
-            other => return Err(invalid(format!("unknown field {other:?} (expected ClientRequestToken, Parent, Options)"))),
+            "TransactItems" => {
+                return Err(invalid("TransactItems are appended in chunks after create, not given to it"))
+            }
+            other => {
+                return Err(invalid(format!("unknown field {other:?} (expected ClientRequestToken, Parent, Options)")))
+            }
         }
     }
     // The fields are checked now, with a stand-in action, so a bad Parent or Options fails here rather than at seal.
     let mut probe = obj.clone();
     // Only errors about the request's own fields count; the stand-in action may well not pass the allow-list.
-    let table = store.cfg.allowed_tables.as_ref().and_then(|t| t.iter().next().cloned()).unwrap_or_else(|| "stand-in".into());
+    let table =
+        store.cfg.allowed_tables.as_ref().and_then(|t| t.iter().next().cloned()).unwrap_or_else(|| "stand-in".into());
     let stand_in = serde_json::json!({"ConditionCheck": {"TableName": table, "Key": {"k": {"S": "k"}}, "ConditionExpression": "attribute_exists(k)"}});
     probe.insert("TransactItems".into(), Value::Array(vec![stand_in]));
     if let Err(TxError::Validation(v)) = crate::request::parse(&Value::Object(probe), &store.cfg) {
@@ -101,7 +106,10 @@ pub async fn append(store: &Store, id: &str, chunk: usize, items: &Value) -> Res
     }
     let body = items.to_string();
     if body.len() > MAX_CHUNK_BYTES {
-        return Err(invalid(format!("chunk {chunk} is {} bytes of JSON; at most {MAX_CHUNK_BYTES}: split it", body.len())));
+        return Err(invalid(format!(
+            "chunk {chunk} is {} bytes of JSON; at most {MAX_CHUNK_BYTES}: split it",
+            body.len()
+        )));
     }
     let m = Meter::default();
     staged(store, &m, id).await?;
@@ -123,8 +131,12 @@ pub async fn append(store: &Store, id: &str, chunk: usize, items: &Value) -> Res
         .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
         .return_values_on_condition_check_failure(aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld);
     match store.put(&m, put).await? {
-        Written::Done(old) => Ok(Appended { transaction_id: id.into(), chunk, actions: list.len(), created: old.is_none() }),
-        Written::ConditionFailed(_) => Err(invalid(format!("chunk {chunk} of {id} was already appended with other actions"))),
+        Written::Done(old) => {
+            Ok(Appended { transaction_id: id.into(), chunk, actions: list.len(), created: old.is_none() })
+        }
+        Written::ConditionFailed(_) => {
+            Err(invalid(format!("chunk {chunk} of {id} was already appended with other actions")))
+        }
     }
 }
 
@@ -171,7 +183,8 @@ pub async fn seal(store: &Store, id: &str, chunks: Option<usize>) -> Result<Begu
 
 /// The staged request's other fields; an error when `id` was never created.
 async fn staged(store: &Store, m: &Meter, id: &str) -> Result<Map<String, Value>, TxError> {
-    let rec = store.get(m, &store.cfg.tx_table, key(id, SK_STAGE)).await?.ok_or_else(|| TxError::NotFound(id.to_string()))?;
+    let rec =
+        store.get(m, &store.cfg.tx_table, key(id, SK_STAGE)).await?.ok_or_else(|| TxError::NotFound(id.to_string()))?;
     match rec.get(A_BODY) {
         Some(AttributeValue::S(b)) => match serde_json::from_str(b) {
             Ok(Value::Object(o)) => Ok(o),

@@ -78,7 +78,8 @@ pub async fn start(store: &Store, sm: &StateMachine, body: &Value) -> Result<Sta
         }
         Err(e) => {
             let detail = aws_sdk_sfn::error::DisplayErrorContext(&e);
-            let message = format!("transaction {id} is begun, but StartExecution failed (call again to start it): {detail}");
+            let message =
+                format!("transaction {id} is begun, but StartExecution failed (call again to start it): {detail}");
             match e.code() {
                 Some("ThrottlingException" | "ExecutionLimitExceeded") => Err(TxError::Throttled(message)),
                 _ => Err(TxError::Internal(message)),
@@ -97,7 +98,10 @@ mod tests {
     #[test]
     fn an_execution_arn_is_the_state_machine_arn_with_execution_and_the_name() {
         assert_eq!(
-            super::execution_arn("arn:aws:states:eu-west-1:123456789012:stateMachine:saga-transaction", "01JDQ4W5Z3ZC4V8Y9B7Q2X1N6M"),
+            super::execution_arn(
+                "arn:aws:states:eu-west-1:123456789012:stateMachine:saga-transaction",
+                "01JDQ4W5Z3ZC4V8Y9B7Q2X1N6M"
+            ),
             "arn:aws:states:eu-west-1:123456789012:execution:saga-transaction:01JDQ4W5Z3ZC4V8Y9B7Q2X1N6M"
         );
     }

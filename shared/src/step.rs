@@ -17,11 +17,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tracing::info;
 
+use crate::constants::H_EXECUTION;
 use crate::coordinator::{run_step, Coordinator, Resolution, Waiting};
 use crate::error::TxError;
 use crate::phase::resume::{self, Step};
 use crate::phase::{begin, rollback, Outcome};
-use crate::constants::H_EXECUTION;
 use crate::records::{self, Decision, Header, TxState};
 use crate::store::{Meter, Store};
 
@@ -183,7 +183,9 @@ pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) 
     loop {
         let (h, step) = resume::resume(store, tx_id).await?;
         if phase == Phase::Release && (batches > 0 || step == Step::Finished) {
-            if let Some(namespace) = store.cfg.metrics_namespace.as_deref().filter(|_| batches > 0 && step == Step::Finished) {
+            if let Some(namespace) =
+                store.cfg.metrics_namespace.as_deref().filter(|_| batches > 0 && step == Step::Finished)
+            {
                 // This call finished the transaction: its one metrics line (a repeated Release finds it finished).
                 println!("{}", crate::metrics::record(&h, namespace, records::now_ms()));
             }
@@ -214,7 +216,13 @@ pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) 
             },
             Outcome::Done | Outcome::Canceled | Outcome::Ended { .. } => {
                 if let Some(w) = waiting.take() {
-                    records::add_waited(store, &Meter::default(), &h, records::now_ms().saturating_sub(w.waiting_since_ms)).await?;
+                    records::add_waited(
+                        store,
+                        &Meter::default(),
+                        &h,
+                        records::now_ms().saturating_sub(w.waiting_since_ms),
+                    )
+                    .await?;
                 }
             }
         }
@@ -226,10 +234,18 @@ pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) 
 /// without a `ClientRequestToken` takes the event's id as its token. EventBridge delivers an event at least once, each
 /// time with the same id, so every delivery is the same transaction and applies once. `None` for any other input.
 pub fn from_eventbridge(input: &Value) -> Result<Option<Value>, TxError> {
-    let Some(envelope) = input.as_object().filter(|o| o.len() == 1).and_then(|o| o.get("EventBridge")) else { return Ok(None) };
+    let Some(envelope) = input.as_object().filter(|o| o.len() == 1).and_then(|o| o.get("EventBridge")) else {
+        return Ok(None);
+    };
     let bad = |message: String| TxError::Validation(crate::error::Invalid { action: None, message });
-    let id = envelope.get("Id").and_then(Value::as_str).ok_or_else(|| bad("EventBridge.Id must be the event's id, a string".into()))?;
-    let mut request = envelope.get("Request").cloned().ok_or_else(|| bad("EventBridge.Request must be the event's detail, the request".into()))?;
+    let id = envelope
+        .get("Id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad("EventBridge.Id must be the event's id, a string".into()))?;
+    let mut request = envelope
+        .get("Request")
+        .cloned()
+        .ok_or_else(|| bad("EventBridge.Request must be the event's detail, the request".into()))?;
     if let Some(top) = request.as_object_mut() {
         top.entry("ClientRequestToken").or_insert_with(|| Value::String(id.to_owned()));
     }
@@ -252,14 +268,17 @@ fn released(h: &Header, step: Step) -> Result<StepOutput, TxError> {
 /// transaction's id.
 async fn begin_or_pick_up(store: &Store, input: &Value) -> Result<String, TxError> {
     let (request, arn, start_time) = match input.get("Request") {
-        Some(r) if input.get("TransactItems").is_none() => {
-            (r, input.get("ExecutionArn").and_then(Value::as_str), input.get("ExecutionStartTime").and_then(Value::as_str))
-        }
+        Some(r) if input.get("TransactItems").is_none() => (
+            r,
+            input.get("ExecutionArn").and_then(Value::as_str),
+            input.get("ExecutionStartTime").and_then(Value::as_str),
+        ),
         _ => (input, None, None),
     };
     let unwrapped = from_eventbridge(request)?;
     let request = unwrapped.as_ref().unwrap_or(request);
-    let existing = request.as_object().filter(|o| o.len() == 1).and_then(|o| o.get("TransactionId")).and_then(Value::as_str);
+    let existing =
+        request.as_object().filter(|o| o.len() == 1).and_then(|o| o.get("TransactionId")).and_then(Value::as_str);
     let Some(id) = existing else {
         let id = match (arn, start_time) {
             (Some(arn), Some(t)) => Some(begin::execution_id(arn, t)?),
@@ -305,14 +324,28 @@ mod tests {
     #[test]
     fn an_eventbridge_envelope_gives_its_detail_with_the_event_id_as_the_missing_token() {
         let items = json!([{"ConditionCheck": {"TableName": "t", "Key": {"pk": {"S": "a"}}, "ConditionExpression": "attribute_exists(pk)"}}]);
-        let bare = json!({"EventBridge": {"Id": "6f1c2b7e-0d5a-4c3e-9b8f-1a2b3c4d5e6f", "Request": {"TransactItems": items}}});
+        let bare =
+            json!({"EventBridge": {"Id": "6f1c2b7e-0d5a-4c3e-9b8f-1a2b3c4d5e6f", "Request": {"TransactItems": items}}});
         let r = from_eventbridge(&bare).unwrap().unwrap();
         assert_eq!(r, json!({"TransactItems": items, "ClientRequestToken": "6f1c2b7e-0d5a-4c3e-9b8f-1a2b3c4d5e6f"}));
-        let own = json!({"EventBridge": {"Id": "e1", "Request": {"TransactItems": items, "ClientRequestToken": "mine"}}});
-        assert_eq!(from_eventbridge(&own).unwrap().unwrap()["ClientRequestToken"], "mine", "the request's own token wins");
+        let own =
+            json!({"EventBridge": {"Id": "e1", "Request": {"TransactItems": items, "ClientRequestToken": "mine"}}});
+        assert_eq!(
+            from_eventbridge(&own).unwrap().unwrap()["ClientRequestToken"],
+            "mine",
+            "the request's own token wins"
+        );
         assert_eq!(from_eventbridge(&json!({"TransactItems": items})).unwrap(), None, "not an envelope");
-        assert_eq!(from_eventbridge(&json!({"EventBridge": {"Id": "e1", "Request": {}}, "Options": {}})).unwrap(), None, "an envelope is alone");
-        for bad in [json!({"EventBridge": {"Request": {}}}), json!({"EventBridge": {"Id": 7, "Request": {}}}), json!({"EventBridge": {"Id": "e1"}})] {
+        assert_eq!(
+            from_eventbridge(&json!({"EventBridge": {"Id": "e1", "Request": {}}, "Options": {}})).unwrap(),
+            None,
+            "an envelope is alone"
+        );
+        for bad in [
+            json!({"EventBridge": {"Request": {}}}),
+            json!({"EventBridge": {"Id": 7, "Request": {}}}),
+            json!({"EventBridge": {"Id": "e1"}}),
+        ] {
             let e = from_eventbridge(&bad).unwrap_err();
             assert_eq!(e.name(), "ValidationError", "{bad}: {e}");
         }

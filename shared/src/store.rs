@@ -14,7 +14,7 @@ use aws_sdk_dynamodb::operation::put_item::builders::PutItemFluentBuilder;
 use aws_sdk_dynamodb::operation::transact_write_items::builders::TransactWriteItemsFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ConsumedCapacity, KeysAndAttributes, KeyType, ProjectionType, ReturnConsumedCapacity,
+    AttributeValue, ConsumedCapacity, KeyType, KeysAndAttributes, ProjectionType, ReturnConsumedCapacity,
     ReturnValuesOnConditionCheckFailure, WriteRequest,
 };
 use aws_sdk_dynamodb::Client;
@@ -66,7 +66,11 @@ impl Meter {
             let (r, w) = match (c.read_capacity_units, c.write_capacity_units) {
                 (None, None) => {
                     let units = c.capacity_units.unwrap_or(0.0);
-                    if write { (0.0, units) } else { (units, 0.0) }
+                    if write {
+                        (0.0, units)
+                    } else {
+                        (units, 0.0)
+                    }
                 }
                 (r, w) => (r.unwrap_or(0.0), w.unwrap_or(0.0)),
             };
@@ -121,10 +125,12 @@ macro_rules! single_write {
                 .await;
             match r {
                 Ok(o) => Sent::Done(o.attributes, o.consumed_capacity.into_iter().collect()),
-                Err(SdkError::ServiceError(se)) if se.err().is_conditional_check_failed_exception() => match se.into_err() {
-                    $condition_failed(c) => Sent::ConditionFailed(c.item),
-                    _ => unreachable!("a conditional check failure"),
-                },
+                Err(SdkError::ServiceError(se)) if se.err().is_conditional_check_failed_exception() => {
+                    match se.into_err() {
+                        $condition_failed(c) => Sent::ConditionFailed(c.item),
+                        _ => unreachable!("a conditional check failure"),
+                    }
+                }
                 Err(e) => Sent::Failed(map_err($op, e)),
             }
         };
@@ -154,7 +160,10 @@ impl std::fmt::Debug for Store {
     }
 }
 
-fn map_err<E: ProvideErrorMetadata + std::fmt::Debug, R: std::fmt::Debug>(op: &'static str, e: SdkError<E, R>) -> TxError {
+fn map_err<E: ProvideErrorMetadata + std::fmt::Debug, R: std::fmt::Debug>(
+    op: &'static str,
+    e: SdkError<E, R>,
+) -> TxError {
     let code = e.code().unwrap_or("").to_string();
     let message = e.message().map(str::to_owned).unwrap_or_else(|| format!("{e:?}"));
     match code.as_str() {
@@ -169,7 +178,14 @@ fn map_err<E: ProvideErrorMetadata + std::fmt::Debug, R: std::fmt::Debug>(op: &'
 
 impl Store {
     pub fn new(client: Client, cfg: Config) -> Self {
-        Self { client, cfg: Arc::new(cfg), schemas: Arc::default(), indexes: Arc::default(), faults: None, billing: None }
+        Self {
+            client,
+            cfg: Arc::new(cfg),
+            schemas: Arc::default(),
+            indexes: Arc::default(),
+            faults: None,
+            billing: None,
+        }
     }
 
     /// A client from the standard AWS configuration chain (profile, region, `AWS_ENDPOINT_URL_DYNAMODB`), with the
@@ -222,7 +238,8 @@ impl Store {
 
     /// One item as it is now, read outside the meter.
     async fn item_now(&self, (table, key): &(String, Item)) -> Result<Option<Item>, TxError> {
-        let out = self.client.get_item().table_name(table).set_key(Some(key.clone())).consistent_read(true).send().await;
+        let out =
+            self.client.get_item().table_name(table).set_key(Some(key.clone())).consistent_read(true).send().await;
         out.map(|o| o.item).map_err(|e| map_err("GetItem", e))
     }
 
@@ -365,16 +382,19 @@ impl Store {
                 keys: g.key_schema().iter().map(|k| k.attribute_name().to_string()).collect(),
                 projection: match g.projection().and_then(|p| p.projection_type()) {
                     Some(ProjectionType::All) => billing::Projection::All,
-                    Some(ProjectionType::Include) => {
-                        billing::Projection::Include(g.projection().map(|p| p.non_key_attributes().to_vec()).unwrap_or_default())
-                    }
+                    Some(ProjectionType::Include) => billing::Projection::Include(
+                        g.projection().map(|p| p.non_key_attributes().to_vec()).unwrap_or_default(),
+                    ),
                     _ => billing::Projection::KeysOnly,
                 },
             })
             .collect();
         self.indexes.lock().expect("index cache").insert(table.to_string(), indexes);
         let type_of = |n: &str| {
-            desc.attribute_definitions().iter().find(|d| d.attribute_name() == n).map(|d| d.attribute_type().as_str().to_string())
+            desc.attribute_definitions()
+                .iter()
+                .find(|d| d.attribute_name() == n)
+                .map(|d| d.attribute_type().as_str().to_string())
         };
         let index_keys = desc
             .global_secondary_indexes()
@@ -428,7 +448,13 @@ impl Store {
 
     /// [`Store::batch_get`] of records that never change once written (request pages), as [`Store::get_written`]
     /// reads one: eventually consistent, then strongly consistent for the keys that found nothing.
-    pub async fn batch_get_written(&self, m: &Meter, table: &str, keys: Vec<Item>, key_names: &[&str]) -> Result<Vec<Item>, TxError> {
+    pub async fn batch_get_written(
+        &self,
+        m: &Meter,
+        table: &str,
+        keys: Vec<Item>,
+        key_names: &[&str],
+    ) -> Result<Vec<Item>, TxError> {
         let mut found = self.batch_get_with(m, table, keys.clone(), false).await?;
         if found.len() < keys.len() {
             let key_of = |i: &Item| key_names.iter().map(|k| i.get(*k).cloned()).collect::<Vec<_>>();
@@ -445,10 +471,22 @@ impl Store {
         self.batch_get_with(m, table, keys, false).await
     }
 
-    async fn batch_get_with(&self, m: &Meter, table: &str, keys: Vec<Item>, consistent: bool) -> Result<Vec<Item>, TxError> {
+    async fn batch_get_with(
+        &self,
+        m: &Meter,
+        table: &str,
+        keys: Vec<Item>,
+        consistent: bool,
+    ) -> Result<Vec<Item>, TxError> {
         let mut found = Vec::with_capacity(keys.len());
         for chunk in keys.chunks(100) {
-            let mut pending = Some(KeysAndAttributes::builder().set_keys(Some(chunk.to_vec())).consistent_read(consistent).build().map_err(|e| TxError::Internal(e.to_string()))?);
+            let mut pending = Some(
+                KeysAndAttributes::builder()
+                    .set_keys(Some(chunk.to_vec()))
+                    .consistent_read(consistent)
+                    .build()
+                    .map_err(|e| TxError::Internal(e.to_string()))?,
+            );
             let mut tries = 0u32;
             while let Some(ka) = pending.take() {
                 self.check_alive()?;
@@ -461,9 +499,14 @@ impl Store {
                 let out = req.send().await.map_err(|e| map_err("BatchGetItem", e))?;
                 m.record(false, out.consumed_capacity());
                 let got = out.responses.clone().and_then(|mut r| r.remove(table)).unwrap_or_default();
-                let unprocessed = out.unprocessed_keys.as_ref().and_then(|u| u.get(table)).map_or(0, |k| k.keys().len());
+                let unprocessed =
+                    out.unprocessed_keys.as_ref().and_then(|u| u.get(table)).map_or(0, |k| k.keys().len());
                 let missing = asked.saturating_sub(got.len() + unprocessed);
-                let units: f64 = got.iter().chain(std::iter::repeat_n(&Item::new(), missing)).map(|i| billing::read_units_as(item_size(i), consistent)).sum();
+                let units: f64 = got
+                    .iter()
+                    .chain(std::iter::repeat_n(&Item::new(), missing))
+                    .map(|i| billing::read_units_as(item_size(i), consistent))
+                    .sum();
                 self.charge_read(units, out.consumed_capacity());
                 found.extend(got);
                 if let Some(mut u) = out.unprocessed_keys {
@@ -481,7 +524,14 @@ impl Store {
     /// A conditional UpdateItem; a failed condition is an outcome, not an error.
     pub async fn update(&self, m: &Meter, req: UpdateItemFluentBuilder) -> Result<Written, TxError> {
         let key = (req.get_table_name().clone().unwrap_or_default(), req.get_key().clone().unwrap_or_default());
-        single_write!(self, m, req, key, "UpdateItem", aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException)
+        single_write!(
+            self,
+            m,
+            req,
+            key,
+            "UpdateItem",
+            aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException
+        )
     }
 
     pub async fn put(&self, m: &Meter, req: PutItemFluentBuilder) -> Result<Written, TxError> {
@@ -489,16 +539,35 @@ impl Store {
             (Some(_), Some(table), Some(item)) => self.key_of(table, item).await?,
             _ => Default::default(),
         };
-        single_write!(self, m, req, key, "PutItem", aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException)
+        single_write!(
+            self,
+            m,
+            req,
+            key,
+            "PutItem",
+            aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException
+        )
     }
 
     pub async fn delete(&self, m: &Meter, req: DeleteItemFluentBuilder) -> Result<Written, TxError> {
         let key = (req.get_table_name().clone().unwrap_or_default(), req.get_key().clone().unwrap_or_default());
-        single_write!(self, m, req, key, "DeleteItem", aws_sdk_dynamodb::operation::delete_item::DeleteItemError::ConditionalCheckFailedException)
+        single_write!(
+            self,
+            m,
+            req,
+            key,
+            "DeleteItem",
+            aws_sdk_dynamodb::operation::delete_item::DeleteItemError::ConditionalCheckFailedException
+        )
     }
 
     /// Sends one single-item write (built by [`single_write!`]), meters it and bills it.
-    async fn single_write(&self, m: &Meter, key: (String, Item), send: impl std::future::Future<Output = Sent>) -> Result<Written, TxError> {
+    async fn single_write(
+        &self,
+        m: &Meter,
+        key: (String, Item),
+        send: impl std::future::Future<Output = Sent>,
+    ) -> Result<Written, TxError> {
         self.before_write()?;
         let keys = [key];
         let before = self.probe(&keys).await?;

@@ -67,7 +67,13 @@ pub struct Swept {
 
 impl Sweeper {
     pub fn new(store: Store) -> Self {
-        Self { store, state_machine: None, stale_after: Duration::from_secs(120), max_transactions: 100, budget: Duration::from_secs(600) }
+        Self {
+            store,
+            state_machine: None,
+            stale_after: Duration::from_secs(120),
+            max_transactions: 100,
+            budget: Duration::from_secs(600),
+        }
     }
 
     pub async fn sweep(&self) -> Result<SweepReport, TxError> {
@@ -125,7 +131,9 @@ impl Sweeper {
                 .map_err(|e| TxError::DynamoDb { op: "Query", message: e.to_string() })?;
             more |= r.last_evaluated_key.is_some_and(|k| !k.is_empty());
             for item in r.items.unwrap_or_default() {
-                if let (Some(AttributeValue::S(id)), Some(AttributeValue::N(at))) = (item.get(TX_PK), item.get(H_UPDATED_AT)) {
+                if let (Some(AttributeValue::S(id)), Some(AttributeValue::N(at))) =
+                    (item.get(TX_PK), item.get(H_UPDATED_AT))
+                {
                     found.push((at.parse().unwrap_or(0), id.clone()));
                 }
             }
@@ -161,7 +169,10 @@ impl Sweeper {
             }
         } else if h.retry_pending {
             // Nobody drives it any more, so no other attempt will start: it ends with the reason it carries.
-            let why = format!("no other attempt started within {} s: nothing was driving the transaction", self.stale_after.as_secs());
+            let why = format!(
+                "no other attempt started within {} s: nothing was driving the transaction",
+                self.stale_after.as_secs()
+            );
             if records::give_up(&self.store, &m, &h, &why).await? {
                 report.rolled_back.push(id.to_string());
             }
@@ -171,10 +182,23 @@ impl Sweeper {
                 let h = records::read_header(&self.store, &m, id).await?;
                 let name = format!("recover-{id}-v{}", h.version);
                 let input = serde_json::json!({ "TransactionId": id }).to_string();
-                let arn = match sm.client.start_execution().state_machine_arn(&sm.arn).name(&name).input(input).send().await {
+                let arn = match sm
+                    .client
+                    .start_execution()
+                    .state_machine_arn(&sm.arn)
+                    .name(&name)
+                    .input(input)
+                    .send()
+                    .await
+                {
                     Ok(out) => out.execution_arn,
                     Err(e) if e.as_service_error().is_some_and(|s| s.is_execution_already_exists()) => name,
-                    Err(e) => return Err(TxError::Internal(format!("StartExecution: {}", aws_sdk_sfn::error::DisplayErrorContext(&e)))),
+                    Err(e) => {
+                        return Err(TxError::Internal(format!(
+                            "StartExecution: {}",
+                            aws_sdk_sfn::error::DisplayErrorContext(&e)
+                        )))
+                    }
                 };
                 report.recovery_executions.push(arn);
             }

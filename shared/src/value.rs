@@ -15,15 +15,14 @@ const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STA
 
 /// Parses one DynamoDB JSON value. The error says what is wrong in words a caller can act on.
 pub fn to_av(v: &Value) -> Result<AttributeValue, String> {
-    let obj = v.as_object().ok_or_else(|| format!("expected a DynamoDB JSON value like {{\"S\": \"...\"}}, got {v}"))?;
+    let obj =
+        v.as_object().ok_or_else(|| format!("expected a DynamoDB JSON value like {{\"S\": \"...\"}}, got {v}"))?;
     if obj.len() != 1 {
         return Err(format!("a DynamoDB JSON value has exactly one type key, got {}", obj.len()));
     }
     let (t, x) = obj.iter().next().expect("one entry");
     let want_str = |x: &Value| x.as_str().map(str::to_owned).ok_or_else(|| format!("{t} value must be a string"));
-    let want_arr = |x: &Value| {
-        x.as_array().cloned().ok_or_else(|| format!("{t} value must be an array"))
-    };
+    let want_arr = |x: &Value| x.as_array().cloned().ok_or_else(|| format!("{t} value must be an array"));
     Ok(match t.as_str() {
         "S" => AttributeValue::S(want_str(x)?),
         "N" => AttributeValue::N(check_number(&want_str(x)?)?),
@@ -55,12 +54,12 @@ pub fn to_av(v: &Value) -> Result<AttributeValue, String> {
             match t.as_str() {
                 "SS" => AttributeValue::Ss(strs),
                 "NS" => AttributeValue::Ns(strs.iter().map(|s| check_number(s)).collect::<Result<_, _>>()?),
-                _ => AttributeValue::Bs(
-                    strs.iter().map(|s| decode_b64(s).map(Blob::new)).collect::<Result<_, _>>()?,
-                ),
+                _ => AttributeValue::Bs(strs.iter().map(|s| decode_b64(s).map(Blob::new)).collect::<Result<_, _>>()?),
             }
         }
-        other => return Err(format!("unknown DynamoDB type {other:?} (expected S, N, B, BOOL, NULL, M, L, SS, NS or BS)")),
+        other => {
+            return Err(format!("unknown DynamoDB type {other:?} (expected S, N, B, BOOL, NULL, M, L, SS, NS or BS)"))
+        }
     })
 }
 
@@ -114,7 +113,9 @@ pub fn to_json(av: &AttributeValue) -> Value {
         AttributeValue::L(l) => one("L", Value::Array(l.iter().map(to_json).collect())),
         AttributeValue::Ss(v) => one("SS", Value::Array(v.iter().cloned().map(Value::String).collect())),
         AttributeValue::Ns(v) => one("NS", Value::Array(v.iter().cloned().map(Value::String).collect())),
-        AttributeValue::Bs(v) => one("BS", Value::Array(v.iter().map(|b| Value::String(B64.encode(b.as_ref()))).collect())),
+        AttributeValue::Bs(v) => {
+            one("BS", Value::Array(v.iter().map(|b| Value::String(B64.encode(b.as_ref()))).collect()))
+        }
         _ => Value::Null,
     }
 }
@@ -122,9 +123,7 @@ pub fn to_json(av: &AttributeValue) -> Value {
 /// Parses a map of attribute name to DynamoDB JSON value (an `Item`, a `Key`, `ExpressionAttributeValues`).
 pub fn item_from_json(v: &Value) -> Result<Item, String> {
     let obj = v.as_object().ok_or_else(|| "expected an object of attribute name to DynamoDB JSON value".to_string())?;
-    obj.iter()
-        .map(|(k, v)| to_av(v).map(|av| (k.clone(), av)).map_err(|e| format!("attribute {k:?}: {e}")))
-        .collect()
+    obj.iter().map(|(k, v)| to_av(v).map(|av| (k.clone(), av)).map_err(|e| format!("attribute {k:?}: {e}"))).collect()
 }
 
 /// Renders an item as DynamoDB JSON, with its attributes in name order so that output is stable.
@@ -242,7 +241,14 @@ mod tests {
 
     #[test]
     fn accepts_edge_numbers() {
-        for ok in ["0", "-0.000", "1E+125", "9.9999999999999999999999999999999999999E+125", "1e-130", "12345678901234567890123456789012345678"] {
+        for ok in [
+            "0",
+            "-0.000",
+            "1E+125",
+            "9.9999999999999999999999999999999999999E+125",
+            "1e-130",
+            "12345678901234567890123456789012345678",
+        ] {
             assert!(check_number(ok).is_ok(), "{ok}");
         }
     }

@@ -83,7 +83,8 @@ fn acct(i: usize) -> String {
 }
 
 pub async fn seed(env: &Env, p: &Params) {
-    let accounts = (0..p.accounts).map(|i| json!({"pk": sv(&acct(i)), "bal": nv(START_BALANCE), "txns": nv(0), "visits": nv(0)}));
+    let accounts =
+        (0..p.accounts).map(|i| json!({"pk": sv(&acct(i)), "bal": nv(START_BALANCE), "txns": nv(0), "visits": nv(0)}));
     crate::put_all(&env.client, &env.a, accounts).await;
 }
 
@@ -112,7 +113,12 @@ fn transfer(env: &Env, p: &Params, rng: &mut StdRng) -> (Value, Vec<usize>) {
 
 /// Runs one transfer to its end with `driver`; its transaction id when it committed (and how many times a native
 /// call was sent again).
-async fn transfer_once(driver: Driver, coord: &Coordinator, body: &Value, retries: &mut usize) -> Result<String, TxError> {
+async fn transfer_once(
+    driver: Driver,
+    coord: &Coordinator,
+    body: &Value,
+    retries: &mut usize,
+) -> Result<String, TxError> {
     match driver {
         Driver::Library => coord.run(body).await.map(|c| c.transaction_id),
         Driver::Native => native_with_retries(coord.store(), body, retries).await.map(|_| "native".to_owned()),
@@ -120,9 +126,9 @@ async fn transfer_once(driver: Driver, coord: &Coordinator, body: &Value, retrie
             let ex = crate::stack::stack().await.execute(body).await;
             match (ex.status.as_str(), ex.error.as_deref()) {
                 ("SUCCEEDED", _) => Ok(ex.output["TransactionId"].as_str().expect("TransactionId").to_owned()),
-                (_, Some("TransactionCanceled")) => {
-                    Err(TxError::Canceled(Box::new(serde_json::from_value(ex.cancellation().expect("a named cancellation")).unwrap())))
-                }
+                (_, Some("TransactionCanceled")) => Err(TxError::Canceled(Box::new(
+                    serde_json::from_value(ex.cancellation().expect("a named cancellation")).unwrap(),
+                ))),
                 _ => panic!("a transfer's execution failed instead of ending: {ex:?}"),
             }
         }
@@ -154,7 +160,8 @@ async fn native_with_retries(store: &dynamo_saga::Store, body: &Value, retries: 
                         return Err(TxError::Canceled(Box::new(dynamo_saga::Cancellation::new("native", reasons))));
                     }
                 }
-                TransactWriteItemsError::TransactionInProgressException(_) | TransactWriteItemsError::ProvisionedThroughputExceededException(_) => {}
+                TransactWriteItemsError::TransactionInProgressException(_)
+                | TransactWriteItemsError::ProvisionedThroughputExceededException(_) => {}
                 other => panic!("native TransactWriteItems failed: {other:?}"),
             },
         }
@@ -177,7 +184,10 @@ pub async fn run(env: &Env, p: &Params) -> Outcome {
                 // A transfer rolled back by an older one is not cancelled: it tries again by itself, keeping its age.
                 let t = Instant::now();
                 let limit = Duration::from_secs(p.deadline_seconds + 60);
-                let result = tokio::time::timeout(limit, transfer_once(p.driver, &coord, &body, &mut out.native_retries)).await.expect("a transfer never ends: livelock");
+                let result =
+                    tokio::time::timeout(limit, transfer_once(p.driver, &coord, &body, &mut out.native_retries))
+                        .await
+                        .expect("a transfer never ends: livelock");
                 out.slowest = out.slowest.max(t.elapsed());
                 out.times.push(t.elapsed());
                 match result {
@@ -186,7 +196,9 @@ pub async fn run(env: &Env, p: &Params) -> Outcome {
                         out.ids.push(id);
                         picked.iter().for_each(|i| *out.txns.entry(*i).or_default() += 1);
                     }
-                    Err(TxError::Canceled(c)) if crate::assert_named(&c).failed().any(|(_, r)| r.code == "ConditionalCheckFailed") => {
+                    Err(TxError::Canceled(c))
+                        if crate::assert_named(&c).failed().any(|(_, r)| r.code == "ConditionalCheckFailed") =>
+                    {
                         out.condition_failed += 1;
                         out.ids.push(c.transaction_id.clone());
                     }
@@ -223,7 +235,9 @@ pub async fn run(env: &Env, p: &Params) -> Outcome {
                         out.plain_ok += 1;
                         *out.visits.entry(i).or_default() += 1;
                     }
-                    Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => out.plain_blocked += 1,
+                    Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => {
+                        out.plain_blocked += 1
+                    }
                     Err(e) => panic!("plain write failed: {e:?}"),
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -265,11 +279,20 @@ pub async fn check(env: &Env, p: &Params, o: &Outcome) -> (String, u64) {
         let v = items.values().find(|v| v["pk"]["S"] == acct(i)).expect("account exists");
         total += num(v, "bal");
         assert!(num(v, "bal") >= 0, "{}: negative balance {v}", acct(i));
-        assert_eq!(num(v, "txns"), o.txns.get(&i).copied().unwrap_or(0), "{}: committed transfers applied exactly once", acct(i));
+        assert_eq!(
+            num(v, "txns"),
+            o.txns.get(&i).copied().unwrap_or(0),
+            "{}: committed transfers applied exactly once",
+            acct(i)
+        );
         assert_eq!(num(v, "visits"), o.visits.get(&i).copied().unwrap_or(0), "{}: no plain write lost", acct(i));
     }
     assert_eq!(total, START_BALANCE * p.accounts as i64, "total balance conserved");
-    assert_eq!(o.committed + o.condition_failed + o.gave_up, p.workers * p.transfers_per_worker, "every transfer ended");
+    assert_eq!(
+        o.committed + o.condition_failed + o.gave_up,
+        p.workers * p.transfers_per_worker,
+        "every transfer ended"
+    );
     // Every transaction ended, and none ran past its deadline by more than a rollback takes.
     let (mut transactions, mut attempts) = (0, 0);
     for rec in env.tx_records().await {
@@ -285,7 +308,11 @@ pub async fn check(env: &Env, p: &Params, o: &Outcome) -> (String, u64) {
         assert!(finished <= deadline + 30_000, "a transaction ran past its deadline: {rec:?}");
     }
     if p.driver != Driver::Native {
-        assert_eq!(transactions, p.workers * p.transfers_per_worker, "one transaction per transfer, however many attempts");
+        assert_eq!(
+            transactions,
+            p.workers * p.transfers_per_worker,
+            "one transaction per transfer, however many attempts"
+        );
     }
     let summary = format!(
         "{} transfers over {} accounts, {}-{} accounts each, by {} workers ({}): {} committed, {} refused by their own condition, {} given up (a wait past LockWaitSeconds or the deadline); {} plain writes ({} held off by a lock); slowest transfer {:.1} s; {:.1} s in all; total balance conserved, no lost update",

@@ -4,7 +4,8 @@
 use serde_json::Value;
 
 /// The README lines between which the generated diagram lives.
-pub const BEGIN: &str = "<!-- state machine diagram: generated from statemachine/transaction.asl.json by tests/diagram.rs -->";
+pub const BEGIN: &str =
+    "<!-- state machine diagram: generated from statemachine/transaction.asl.json by tests/diagram.rs -->";
 pub const END: &str = "<!-- end of the state machine diagram -->";
 
 /// A short label for a Choice rule: `Step = Lock`, `Step = Wait and has WaitSeconds`.
@@ -22,7 +23,9 @@ fn rule(r: &Value) -> String {
     let test = r.as_object().into_iter().flatten().find(|(k, _)| !matches!(k.as_str(), "Variable" | "Next"));
     match test {
         Some((k, v)) if k == "IsPresent" => format!("{}{var}", if v == true { "has " } else { "no " }),
-        Some((k, v)) if k.ends_with("Equals") => format!("{var} = {}", v.as_str().map(String::from).unwrap_or_else(|| v.to_string())),
+        Some((k, v)) if k.ends_with("Equals") => {
+            format!("{var} = {}", v.as_str().map(String::from).unwrap_or_else(|| v.to_string()))
+        }
         Some((k, v)) => format!("{var} {k} {v}"),
         None => var.to_string(),
     }
@@ -60,7 +63,8 @@ pub fn mermaid(asl: &Value) -> String {
             out.push(format!("  {name} -->|otherwise| {d}"));
         }
         for c in s["Catch"].as_array().into_iter().flatten() {
-            let errors: Vec<&str> = c["ErrorEquals"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            let errors: Vec<&str> =
+                c["ErrorEquals"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
             out.push(format!("  {name} -.->|\"{}\"| {}", errors.join(", "), c["Next"].as_str().unwrap_or("?")));
         }
     }

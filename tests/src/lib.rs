@@ -46,7 +46,11 @@ pub async fn endpoint() -> String {
             }
             let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
             let script = root().join("tools/dynamodb-local.sh");
-            let status = Command::new(&script).args(["start", &port.to_string()]).stdout(Stdio::null()).status().expect("run tools/dynamodb-local.sh");
+            let status = Command::new(&script)
+                .args(["start", &port.to_string()])
+                .stdout(Stdio::null())
+                .status()
+                .expect("run tools/dynamodb-local.sh");
             assert!(status.success(), "could not start DynamoDB Local");
             // Stop the server when this process ends, however it ends.
             let watch = format!(
@@ -55,7 +59,12 @@ pub async fn endpoint() -> String {
                 script.display()
             );
             // Deliberately not waited for: it outlives this process to clean up after it.
-            let _watchdog = Command::new("sh").args(["-c", &watch]).stdin(Stdio::null()).stdout(Stdio::null()).spawn().expect("watchdog");
+            let _watchdog = Command::new("sh")
+                .args(["-c", &watch])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("watchdog");
             format!("http://127.0.0.1:{port}")
         })
         .await
@@ -147,7 +156,15 @@ impl Env {
     }
 
     pub async fn get(&self, table: &str, key: Value) -> Option<Value> {
-        let out = self.client.get_item().table_name(table).set_key(Some(item_from_json(&key).unwrap())).consistent_read(true).send().await.unwrap();
+        let out = self
+            .client
+            .get_item()
+            .table_name(table)
+            .set_key(Some(item_from_json(&key).unwrap()))
+            .consistent_read(true)
+            .send()
+            .await
+            .unwrap();
         out.item.map(|i| item_to_json(&i))
     }
 
@@ -170,7 +187,12 @@ impl Env {
     pub async fn assert_clean(&self) {
         for (t, items) in self.snapshot().await {
             for (k, v) in items {
-                let names: Vec<&String> = v.as_object().unwrap().keys().filter(|n| n.starts_with(RESERVED_PREFIX) && *n != ATTR_TOMBSTONE).collect();
+                let names: Vec<&String> = v
+                    .as_object()
+                    .unwrap()
+                    .keys()
+                    .filter(|n| n.starts_with(RESERVED_PREFIX) && *n != ATTR_TOMBSTONE)
+                    .collect();
                 assert!(names.is_empty(), "{t} {k} still carries {names:?}: {v}");
             }
         }
@@ -180,7 +202,11 @@ impl Env {
     /// The rows of every parent's FIFO queue (seed 004), without the ticket counters.
     pub async fn queue_rows(&self) -> Vec<Item> {
         let text = |r: &Item, k: &str| r.get(k).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
-        self.tx_records().await.into_iter().filter(|r| text(r, "id").starts_with(QUEUE_PREFIX) && text(r, "sk").starts_with('t')).collect()
+        self.tx_records()
+            .await
+            .into_iter()
+            .filter(|r| text(r, "id").starts_with(QUEUE_PREFIX) && text(r, "sk").starts_with('t'))
+            .collect()
     }
 
     /// The transactions table's records, by sort key kind.
@@ -188,7 +214,14 @@ impl Env {
         let mut out = Vec::new();
         let mut start = None;
         loop {
-            let r = self.client.scan().table_name(&self.tx_table).set_exclusive_start_key(start.take()).send().await.unwrap();
+            let r = self
+                .client
+                .scan()
+                .table_name(&self.tx_table)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .unwrap();
             out.extend(r.items.unwrap_or_default());
             match r.last_evaluated_key {
                 Some(k) if !k.is_empty() => start = Some(k),
@@ -204,10 +237,16 @@ impl Env {
 pub fn assert_named(c: &Cancellation) -> &Cancellation {
     assert!(c.is_named(), "a cancellation without a named action or parent: {c:?}");
     for (i, r) in c.failed() {
-        assert!(r.message.as_deref().is_some_and(|m| !m.is_empty()), "TransactItems[{i}] is cancelled without a message: {c:?}");
+        assert!(
+            r.message.as_deref().is_some_and(|m| !m.is_empty()),
+            "TransactItems[{i}] is cancelled without a message: {c:?}"
+        );
     }
     if let Some(p) = &c.parent_cancellation_reason {
-        assert!(p.code != "None" && p.message.as_deref().is_some_and(|m| !m.is_empty()), "a parent reason without a message: {c:?}");
+        assert!(
+            p.code != "None" && p.message.as_deref().is_some_and(|m| !m.is_empty()),
+            "a parent reason without a message: {c:?}"
+        );
     }
     c
 }
@@ -221,7 +260,11 @@ pub fn assert_named_json(v: &Value) {
 /// The cancellation of a transaction that rolled back, checked by [`assert_named`]; panics on any other result.
 /// Runs `tx_id`'s steps one after another, as a coordinator that meets no other transaction would, until `stop` holds
 /// for the header and the step to come, or the transaction has finished; returns that header and step.
-pub async fn run_steps_until(store: &Store, tx_id: &str, stop: impl Fn(&dynamo_saga::Header, &dynamo_saga::phase::resume::Step) -> bool) -> (dynamo_saga::Header, dynamo_saga::phase::resume::Step) {
+pub async fn run_steps_until(
+    store: &Store,
+    tx_id: &str,
+    stop: impl Fn(&dynamo_saga::Header, &dynamo_saga::phase::resume::Step) -> bool,
+) -> (dynamo_saga::Header, dynamo_saga::phase::resume::Step) {
     use dynamo_saga::phase::resume::{resume, Step};
     loop {
         let (h, step) = resume(store, tx_id).await.expect("resumes");
@@ -248,18 +291,30 @@ pub fn canceled<T: std::fmt::Debug>(r: Result<T, TxError>) -> Box<Cancellation> 
 pub fn assert_rollbacks_named(records: &[Item]) {
     for rec in records {
         let text = |k: &str| rec.get(k).and_then(|v| v.as_s().ok()).cloned();
-        if text(TX_SK).as_deref() != Some(SK_HEADER) || text(H_STATE).as_deref() != Some("ROLLED_BACK") || !rec.contains_key(H_FINISHED_AT) {
+        if text(TX_SK).as_deref() != Some(SK_HEADER)
+            || text(H_STATE).as_deref() != Some("ROLLED_BACK")
+            || !rec.contains_key(H_FINISHED_AT)
+        {
             continue;
         }
         let id = text(TX_PK).unwrap_or_default();
         assert!(!rec.contains_key(H_RETRY), "{id} finished with a retry pending: {rec:?}");
-        let d: Decision = serde_json::from_str(&text(H_REASONS).unwrap_or_else(|| panic!("{id} rolled back without reasons: {rec:?}"))).unwrap();
-        let actions = rec.get(H_ACTIONS).and_then(|v| v.as_n().ok()).and_then(|v| v.parse::<usize>().ok()).unwrap_or_else(|| panic!("{id}: {H_ACTIONS}"));
+        let d: Decision = serde_json::from_str(
+            &text(H_REASONS).unwrap_or_else(|| panic!("{id} rolled back without reasons: {rec:?}")),
+        )
+        .unwrap();
+        let actions = rec
+            .get(H_ACTIONS)
+            .and_then(|v| v.as_n().ok())
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or_else(|| panic!("{id}: {H_ACTIONS}"));
         match d.error(&id, actions) {
             TxError::Canceled(c) => {
                 assert_named(&c);
             }
-            TxError::Aborted(a) => assert!(d.message.as_deref().is_some_and(|m| !m.is_empty()), "{id} aborted without a message: {a:?}"),
+            TxError::Aborted(a) => {
+                assert!(d.message.as_deref().is_some_and(|m| !m.is_empty()), "{id} aborted without a message: {a:?}")
+            }
             other => panic!("{id}: {other:?}"),
         }
     }
@@ -269,9 +324,17 @@ pub async fn scan(client: &Client, table: &str) -> BTreeMap<String, Value> {
     let mut out = BTreeMap::new();
     let mut start = None;
     loop {
-        let r = client.scan().table_name(table).consistent_read(true).set_exclusive_start_key(start.take()).send().await.unwrap();
+        let r = client
+            .scan()
+            .table_name(table)
+            .consistent_read(true)
+            .set_exclusive_start_key(start.take())
+            .send()
+            .await
+            .unwrap();
         for item in r.items.unwrap_or_default() {
-            let key: BTreeMap<&String, &AttributeValue> = item.iter().filter(|(k, _)| *k == "pk" || *k == "sk").collect();
+            let key: BTreeMap<&String, &AttributeValue> =
+                item.iter().filter(|(k, _)| *k == "pk" || *k == "sk").collect();
             let key = format!("{key:?}");
             out.insert(key, item_to_json(&item));
         }
@@ -289,7 +352,11 @@ pub async fn put_all(client: &Client, table: &str, items: impl IntoIterator<Item
     for chunk in items.chunks(25) {
         let mut reqs: Vec<WriteRequest> = chunk
             .iter()
-            .map(|it| WriteRequest::builder().put_request(PutRequest::builder().set_item(Some(item_from_json(it).unwrap())).build().unwrap()).build())
+            .map(|it| {
+                WriteRequest::builder()
+                    .put_request(PutRequest::builder().set_item(Some(item_from_json(it).unwrap())).build().unwrap())
+                    .build()
+            })
             .collect();
         while !reqs.is_empty() {
             let out = client.batch_write_item().request_items(table, reqs).send().await.unwrap();
@@ -302,8 +369,20 @@ pub async fn create_table(client: &Client, name: &str, keys: &[(&str, &str)]) {
     let mut req = client.create_table().table_name(name).billing_mode(BillingMode::PayPerRequest);
     for (i, (k, t)) in keys.iter().enumerate() {
         req = req
-            .key_schema(KeySchemaElement::builder().attribute_name(*k).key_type(if i == 0 { KeyType::Hash } else { KeyType::Range }).build().unwrap())
-            .attribute_definitions(AttributeDefinition::builder().attribute_name(*k).attribute_type(ScalarAttributeType::from(*t)).build().unwrap());
+            .key_schema(
+                KeySchemaElement::builder()
+                    .attribute_name(*k)
+                    .key_type(if i == 0 { KeyType::Hash } else { KeyType::Range })
+                    .build()
+                    .unwrap(),
+            )
+            .attribute_definitions(
+                AttributeDefinition::builder()
+                    .attribute_name(*k)
+                    .attribute_type(ScalarAttributeType::from(*t))
+                    .build()
+                    .unwrap(),
+            );
     }
     req.send().await.unwrap();
 }
@@ -311,7 +390,9 @@ pub async fn create_table(client: &Client, name: &str, keys: &[(&str, &str)]) {
 /// The transactions table as `template.yaml` defines it: `id` + `sk`, and the sparse open-transactions index.
 pub async fn create_tx_table(client: &Client, name: &str) {
     let key = |n: &str, t: KeyType| KeySchemaElement::builder().attribute_name(n).key_type(t).build().unwrap();
-    let def = |n: &str, t: ScalarAttributeType| AttributeDefinition::builder().attribute_name(n).attribute_type(t).build().unwrap();
+    let def = |n: &str, t: ScalarAttributeType| {
+        AttributeDefinition::builder().attribute_name(n).attribute_type(t).build().unwrap()
+    };
     client
         .create_table()
         .table_name(name)
@@ -342,18 +423,66 @@ pub fn native_item(a: &Value) -> aws_sdk_dynamodb::types::TransactWriteItem {
     let (op, b) = a.as_object().unwrap().iter().next().unwrap();
     let s = |k: &str| b.get(k).and_then(Value::as_str).map(str::to_owned);
     let item = |k: &str| b.get(k).map(|v| item_from_json(v).unwrap());
-    let names = b.get("ExpressionAttributeNames").map(|n| n.as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned())).collect());
-    let rv = s("ReturnValuesOnConditionCheckFailure").map(|v| aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::from(v.as_str()));
+    let names = b
+        .get("ExpressionAttributeNames")
+        .map(|n| n.as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned())).collect());
+    let rv = s("ReturnValuesOnConditionCheckFailure")
+        .map(|v| aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::from(v.as_str()));
     let t = s("TableName").unwrap();
     match op.as_str() {
-        "Put" => aws_sdk_dynamodb::types::TransactWriteItem::builder().put(aws_sdk_dynamodb::types::Put::builder().table_name(t).set_item(item("Item")).set_condition_expression(s("ConditionExpression"))
-            .set_expression_attribute_names(names).set_expression_attribute_values(item("ExpressionAttributeValues")).set_return_values_on_condition_check_failure(rv).build().unwrap()).build(),
-        "Update" => aws_sdk_dynamodb::types::TransactWriteItem::builder().update(aws_sdk_dynamodb::types::Update::builder().table_name(t).set_key(item("Key")).set_update_expression(s("UpdateExpression")).set_condition_expression(s("ConditionExpression"))
-            .set_expression_attribute_names(names).set_expression_attribute_values(item("ExpressionAttributeValues")).set_return_values_on_condition_check_failure(rv).build().unwrap()).build(),
-        "Delete" => aws_sdk_dynamodb::types::TransactWriteItem::builder().delete(aws_sdk_dynamodb::types::Delete::builder().table_name(t).set_key(item("Key")).set_condition_expression(s("ConditionExpression"))
-            .set_expression_attribute_names(names).set_expression_attribute_values(item("ExpressionAttributeValues")).set_return_values_on_condition_check_failure(rv).build().unwrap()).build(),
-        _ => aws_sdk_dynamodb::types::TransactWriteItem::builder().condition_check(aws_sdk_dynamodb::types::ConditionCheck::builder().table_name(t).set_key(item("Key")).set_condition_expression(s("ConditionExpression"))
-            .set_expression_attribute_names(names).set_expression_attribute_values(item("ExpressionAttributeValues")).set_return_values_on_condition_check_failure(rv).build().unwrap()).build(),
+        "Put" => aws_sdk_dynamodb::types::TransactWriteItem::builder()
+            .put(
+                aws_sdk_dynamodb::types::Put::builder()
+                    .table_name(t)
+                    .set_item(item("Item"))
+                    .set_condition_expression(s("ConditionExpression"))
+                    .set_expression_attribute_names(names)
+                    .set_expression_attribute_values(item("ExpressionAttributeValues"))
+                    .set_return_values_on_condition_check_failure(rv)
+                    .build()
+                    .unwrap(),
+            )
+            .build(),
+        "Update" => aws_sdk_dynamodb::types::TransactWriteItem::builder()
+            .update(
+                aws_sdk_dynamodb::types::Update::builder()
+                    .table_name(t)
+                    .set_key(item("Key"))
+                    .set_update_expression(s("UpdateExpression"))
+                    .set_condition_expression(s("ConditionExpression"))
+                    .set_expression_attribute_names(names)
+                    .set_expression_attribute_values(item("ExpressionAttributeValues"))
+                    .set_return_values_on_condition_check_failure(rv)
+                    .build()
+                    .unwrap(),
+            )
+            .build(),
+        "Delete" => aws_sdk_dynamodb::types::TransactWriteItem::builder()
+            .delete(
+                aws_sdk_dynamodb::types::Delete::builder()
+                    .table_name(t)
+                    .set_key(item("Key"))
+                    .set_condition_expression(s("ConditionExpression"))
+                    .set_expression_attribute_names(names)
+                    .set_expression_attribute_values(item("ExpressionAttributeValues"))
+                    .set_return_values_on_condition_check_failure(rv)
+                    .build()
+                    .unwrap(),
+            )
+            .build(),
+        _ => aws_sdk_dynamodb::types::TransactWriteItem::builder()
+            .condition_check(
+                aws_sdk_dynamodb::types::ConditionCheck::builder()
+                    .table_name(t)
+                    .set_key(item("Key"))
+                    .set_condition_expression(s("ConditionExpression"))
+                    .set_expression_attribute_names(names)
+                    .set_expression_attribute_values(item("ExpressionAttributeValues"))
+                    .set_return_values_on_condition_check_failure(rv)
+                    .build()
+                    .unwrap(),
+            )
+            .build(),
     }
 }
 

@@ -64,9 +64,23 @@ async fn run_all(store: &Store, t: &Tables, tx_id: &str, actions: &[Value], done
     record.insert("state".into(), s("PENDING"));
     record.insert("version".into(), n(0));
     record.insert("requests".into(), AttributeValue::L(vec![]));
-    must(store.put(&m, c.put_item().table_name(&t.tx).set_item(Some(record)).condition_expression("attribute_not_exists(id)")).await, "create")?;
-    let pending = || c.update_item().table_name(&t.tx).set_key(Some(tx_key.clone())).condition_expression("#s = :pending")
-        .expression_attribute_names("#s", "state").expression_attribute_values(":pending", s("PENDING"));
+    must(
+        store
+            .put(
+                &m,
+                c.put_item().table_name(&t.tx).set_item(Some(record)).condition_expression("attribute_not_exists(id)"),
+            )
+            .await,
+        "create",
+    )?;
+    let pending = || {
+        c.update_item()
+            .table_name(&t.tx)
+            .set_key(Some(tx_key.clone()))
+            .condition_expression("#s = :pending")
+            .expression_attribute_names("#s", "state")
+            .expression_attribute_values(":pending", s("PENDING"))
+    };
     for (i, a) in actions.iter().enumerate() {
         let (op, b) = field(a);
         let table = b["TableName"].as_str().expect("TableName");
@@ -78,18 +92,33 @@ async fn run_all(store: &Store, t: &Tables, tx_id: &str, actions: &[Value], done
             _ => item_from_json(&b["Key"]).expect("Key"),
         };
         // add: the request goes into the TX record, which grows with every action.
-        must(store.update(&m, pending().update_expression("SET requests = list_append(requests, :r), version = version + :one")
-            .expression_attribute_values(":r", AttributeValue::L(vec![s(a.to_string())]))
-            .expression_attribute_values(":one", n(1))).await, "add")?;
+        must(
+            store
+                .update(
+                    &m,
+                    pending()
+                        .update_expression("SET requests = list_append(requests, :r), version = version + :one")
+                        .expression_attribute_values(":r", AttributeValue::L(vec![s(a.to_string())]))
+                        .expression_attribute_values(":one", n(1)),
+                )
+                .await,
+            "add",
+        )?;
         // lock, reading the item as it was.
-        let lock = c.update_item().table_name(table).set_key(Some(key.clone()))
+        let lock = c
+            .update_item()
+            .table_name(table)
+            .set_key(Some(key.clone()))
             .condition_expression("attribute_not_exists(#l)")
-            .expression_attribute_names("#l", LOCK).expression_attribute_names("#d", DATE)
-            .expression_attribute_values(":tx", s(tx_id)).expression_attribute_values(":now", n(dynamo_saga::records::now_ms()))
+            .expression_attribute_names("#l", LOCK)
+            .expression_attribute_names("#d", DATE)
+            .expression_attribute_values(":tx", s(tx_id))
+            .expression_attribute_values(":now", n(dynamo_saga::records::now_ms()))
             .return_values(ReturnValue::AllOld);
         let lock = if op == "Put" {
             lock.update_expression("SET #l = :tx, #d = :now, #t = :true")
-                .expression_attribute_names("#t", TRANSIENT).expression_attribute_values(":true", AttributeValue::Bool(true))
+                .expression_attribute_names("#t", TRANSIENT)
+                .expression_attribute_values(":true", AttributeValue::Bool(true))
         } else {
             lock.update_expression("SET #l = :tx, #d = :now")
         };
@@ -101,13 +130,28 @@ async fn run_all(store: &Store, t: &Tables, tx_id: &str, actions: &[Value], done
             must(store.put(&m, c.put_item().table_name(&t.images).set_item(Some(image))).await, "image")?;
         }
         // verify the TX record is still pending before the change.
-        must(store.update(&m, pending().update_expression("SET version = version + :one").expression_attribute_values(":one", n(1))).await, "verify")?;
+        must(
+            store
+                .update(
+                    &m,
+                    pending()
+                        .update_expression("SET version = version + :one")
+                        .expression_attribute_values(":one", n(1)),
+                )
+                .await,
+            "verify",
+        )?;
         // apply, conditional on the lock.
         match op {
             "Update" => {
-                let mut req = c.update_item().table_name(table).set_key(Some(key.clone()))
+                let mut req = c
+                    .update_item()
+                    .table_name(table)
+                    .set_key(Some(key.clone()))
                     .update_expression(b["UpdateExpression"].as_str().expect("UpdateExpression"))
-                    .condition_expression("#l = :tx").expression_attribute_names("#l", LOCK).expression_attribute_values(":tx", s(tx_id));
+                    .condition_expression("#l = :tx")
+                    .expression_attribute_names("#l", LOCK)
+                    .expression_attribute_values(":tx", s(tx_id));
                 if let Some(v) = b.get("ExpressionAttributeValues") {
                     for (k, v) in item_from_json(v).expect("values") {
                         req = req.expression_attribute_values(k, v);
@@ -119,14 +163,36 @@ async fn run_all(store: &Store, t: &Tables, tx_id: &str, actions: &[Value], done
                 let mut item = item_from_json(&b["Item"]).expect("Item");
                 item.insert(LOCK.into(), s(tx_id));
                 item.insert(TRANSIENT.into(), AttributeValue::Bool(true));
-                must(store.put(&m, c.put_item().table_name(table).set_item(Some(item)).condition_expression("#l = :tx")
-                    .expression_attribute_names("#l", LOCK).expression_attribute_values(":tx", s(tx_id))).await, "apply")?;
+                must(
+                    store
+                        .put(
+                            &m,
+                            c.put_item()
+                                .table_name(table)
+                                .set_item(Some(item))
+                                .condition_expression("#l = :tx")
+                                .expression_attribute_names("#l", LOCK)
+                                .expression_attribute_values(":tx", s(tx_id)),
+                        )
+                        .await,
+                    "apply",
+                )?;
             }
             _ => {}
         }
         *done = i + 1;
     }
-    must(store.update(&m, pending().update_expression("SET #s = :committed").expression_attribute_values(":committed", s("COMMITTED"))).await, "commit")?;
+    must(
+        store
+            .update(
+                &m,
+                pending()
+                    .update_expression("SET #s = :committed")
+                    .expression_attribute_values(":committed", s("COMMITTED")),
+            )
+            .await,
+        "commit",
+    )?;
     for (i, a) in actions.iter().enumerate() {
         let (op, b) = field(a);
         let table = b["TableName"].as_str().expect("TableName");
@@ -135,19 +201,61 @@ async fn run_all(store: &Store, t: &Tables, tx_id: &str, actions: &[Value], done
             _ => item_from_json(&b["Key"]).expect("Key"),
         };
         if op == "Delete" {
-            must(store.delete(&m, c.delete_item().table_name(table).set_key(Some(key)).condition_expression("#l = :tx")
-                .expression_attribute_names("#l", LOCK).expression_attribute_values(":tx", s(tx_id))).await, "delete")?;
+            must(
+                store
+                    .delete(
+                        &m,
+                        c.delete_item()
+                            .table_name(table)
+                            .set_key(Some(key))
+                            .condition_expression("#l = :tx")
+                            .expression_attribute_names("#l", LOCK)
+                            .expression_attribute_values(":tx", s(tx_id)),
+                    )
+                    .await,
+                "delete",
+            )?;
         } else {
-            must(store.update(&m, c.update_item().table_name(table).set_key(Some(key)).update_expression("REMOVE #l, #d, #t")
-                .condition_expression("#l = :tx").expression_attribute_names("#l", LOCK).expression_attribute_names("#d", DATE)
-                .expression_attribute_names("#t", TRANSIENT).expression_attribute_values(":tx", s(tx_id))).await, "unlock")?;
+            must(
+                store
+                    .update(
+                        &m,
+                        c.update_item()
+                            .table_name(table)
+                            .set_key(Some(key))
+                            .update_expression("REMOVE #l, #d, #t")
+                            .condition_expression("#l = :tx")
+                            .expression_attribute_names("#l", LOCK)
+                            .expression_attribute_names("#d", DATE)
+                            .expression_attribute_names("#t", TRANSIENT)
+                            .expression_attribute_values(":tx", s(tx_id)),
+                    )
+                    .await,
+                "unlock",
+            )?;
         }
         if matches!(op, "Update" | "Delete") {
-            must(store.delete(&m, c.delete_item().table_name(&t.images).set_key(Some(key_attr(&format!("{tx_id}#{i}"))))).await, "image")?;
+            must(
+                store
+                    .delete(&m, c.delete_item().table_name(&t.images).set_key(Some(key_attr(&format!("{tx_id}#{i}")))))
+                    .await,
+                "image",
+            )?;
         }
     }
-    must(store.update(&m, c.update_item().table_name(&t.tx).set_key(Some(tx_key.clone())).update_expression("SET finalized = :t")
-        .expression_attribute_values(":t", AttributeValue::Bool(true))).await, "finalize")?;
+    must(
+        store
+            .update(
+                &m,
+                c.update_item()
+                    .table_name(&t.tx)
+                    .set_key(Some(tx_key.clone()))
+                    .update_expression("SET finalized = :t")
+                    .expression_attribute_values(":t", AttributeValue::Bool(true)),
+            )
+            .await,
+        "finalize",
+    )?;
     must(store.delete(&m, c.delete_item().table_name(&t.tx).set_key(Some(tx_key))).await, "clean")?;
     Ok(())
 }

@@ -56,7 +56,10 @@ where
                     let text = String::from_utf8_lossy(&buf).to_string();
                     let Some(end) = text.find("\r\n\r\n") else { continue };
                     let head = text[..end].to_ascii_lowercase();
-                    let len: usize = head.lines().find_map(|l| l.strip_prefix("content-length:").map(|v| v.trim().parse().unwrap())).unwrap_or(0);
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+                        .unwrap_or(0);
                     if buf.len() < end + 4 + len {
                         continue;
                     }
@@ -64,7 +67,10 @@ where
                     buf.drain(..end + 4 + len);
                     let op = head
                         .lines()
-                        .find_map(|l| l.strip_prefix("x-amz-target:").map(|v| v.trim().trim_start_matches("awsstepfunctions.").to_string()))
+                        .find_map(|l| {
+                            l.strip_prefix("x-amz-target:")
+                                .map(|v| v.trim().trim_start_matches("awsstepfunctions.").to_string())
+                        })
                         .unwrap_or_default();
                     let reply = handler(op, body).await;
                     // An answer with `__type` is an error, which AWS JSON APIs send with a 400.

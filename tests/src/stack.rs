@@ -39,10 +39,18 @@ pub async fn stack() -> &'static Stack {
     STACK
         .get_or_init(|| async {
             let settings = match std::env::var("LAMBDA_ENDPOINT") {
-                Ok(_) => ["DYNAMODB_ENDPOINT", "LAMBDA_ENDPOINT", "SAGA_TABLE", "SAGA_FAULT_FILE", "SAGA_MAX_ACTIONS", "SFN_ENDPOINT", "STACK_DIR"]
-                    .iter()
-                    .map(|k| (k.to_string(), std::env::var(k).unwrap_or_else(|_| panic!("{k} is not set"))))
-                    .collect(),
+                Ok(_) => [
+                    "DYNAMODB_ENDPOINT",
+                    "LAMBDA_ENDPOINT",
+                    "SAGA_TABLE",
+                    "SAGA_FAULT_FILE",
+                    "SAGA_MAX_ACTIONS",
+                    "SFN_ENDPOINT",
+                    "STACK_DIR",
+                ]
+                .iter()
+                .map(|k| (k.to_string(), std::env::var(k).unwrap_or_else(|_| panic!("{k} is not set"))))
+                .collect(),
                 Err(_) => tokio::task::spawn_blocking(start_own).await.unwrap(),
             };
             let st = Stack {
@@ -69,11 +77,15 @@ fn start_own() -> HashMap<String, String> {
     let out = Command::new(&script)
         .args(["start", &name])
         .env("SAGA_MAX_ACTIONS", TEST_MAX_ACTIONS.to_string())
-        .stderr(Stdio::inherit()).output().expect("run tools/stack.sh");
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run tools/stack.sh");
     assert!(out.status.success(), "could not start the local stack");
-    let watch = format!("while kill -0 {} 2>/dev/null; do sleep 1; done; {} stop {name}", std::process::id(), script.display());
+    let watch =
+        format!("while kill -0 {} 2>/dev/null; do sleep 1; done; {} stop {name}", std::process::id(), script.display());
     // Deliberately not waited for: it outlives this process to clean up after it.
-    let _watchdog = Command::new("sh").args(["-c", &watch]).stdin(Stdio::null()).stdout(Stdio::null()).spawn().expect("watchdog");
+    let _watchdog =
+        Command::new("sh").args(["-c", &watch]).stdin(Stdio::null()).stdout(Stdio::null()).spawn().expect("watchdog");
     let file = String::from_utf8(out.stdout).unwrap();
     std::fs::read_to_string(file.trim())
         .expect("stack settings")
@@ -169,7 +181,9 @@ pub fn function_use_under(root_pid: u32) -> std::collections::BTreeMap<String, P
     let mut family = std::collections::BTreeSet::from([root_pid]);
     loop {
         let before = family.len();
-        family.extend(procs.iter().filter(|(_, ppid, _)| family.contains(ppid)).map(|(pid, _, _)| *pid).collect::<Vec<_>>());
+        family.extend(
+            procs.iter().filter(|(_, ppid, _)| family.contains(ppid)).map(|(pid, _, _)| *pid).collect::<Vec<_>>(),
+        );
         if family.len() == before {
             break;
         }
@@ -233,7 +247,18 @@ impl Stack {
     pub async fn invoke(&self, function: &str, payload: &Value) -> Result<Value, FunctionError> {
         let url = format!("{}/2015-03-31/functions/{function}/invocations", self.lambda);
         let mut curl = Command::new("curl");
-        curl.args(["-s", "-X", "POST", "-H", "content-type: application/json", "--data-binary", "@-", "-w", "\n%{http_code}", &url]);
+        curl.args([
+            "-s",
+            "-X",
+            "POST",
+            "-H",
+            "content-type: application/json",
+            "--data-binary",
+            "@-",
+            "-w",
+            "\n%{http_code}",
+            &url,
+        ]);
         let out = piped(curl, payload.to_string()).await;
         let text = String::from_utf8(out.stdout).unwrap();
         let (body, code) = text.rsplit_once('\n').expect("status code");
@@ -296,7 +321,10 @@ impl Stack {
         };
         // Every execution that ends cancelled must say which action (or the parent) and why.
         if ex.error.as_deref() == Some("TransactionCanceled") {
-            assert!(ex.cancellation().is_some(), "a TransactionCanceled execution whose cause is not a cancellation: {ex:?}");
+            assert!(
+                ex.cancellation().is_some(),
+                "a TransactionCanceled execution whose cause is not a cancellation: {ex:?}"
+            );
         }
         ex
     }

@@ -6,7 +6,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use aws_sdk_dynamodb::config::interceptors::{BeforeDeserializationInterceptorContextRef, BeforeTransmitInterceptorContextRef};
+use aws_sdk_dynamodb::config::interceptors::{
+    BeforeDeserializationInterceptorContextRef, BeforeTransmitInterceptorContextRef,
+};
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
 
@@ -36,12 +38,22 @@ impl Intercept for Tracer {
         "RoundTripTracer"
     }
 
-    fn read_before_transmit(&self, _: &BeforeTransmitInterceptorContextRef<'_>, _: &RuntimeComponents, cfg: &mut ConfigBag) -> Result<(), BoxError> {
+    fn read_before_transmit(
+        &self,
+        _: &BeforeTransmitInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
         cfg.interceptor_state().store_put(SentAt(Instant::now()));
         Ok(())
     }
 
-    fn read_before_deserialization(&self, _: &BeforeDeserializationInterceptorContextRef<'_>, _: &RuntimeComponents, cfg: &mut ConfigBag) -> Result<(), BoxError> {
+    fn read_before_deserialization(
+        &self,
+        _: &BeforeDeserializationInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
         if let Some(SentAt(sent)) = cfg.load::<SentAt>() {
             self.0.lock().expect("tracer lock").push((*sent, Instant::now()));
         }

@@ -14,9 +14,14 @@ pub async fn seed_mixed(env: &Env, tag: &str, n: usize) {
     let mut items = Vec::new();
     for i in 0..n {
         match kind(i) {
-            "Update" => items.push((env.b.clone(), json!({"pk": sv(&format!("{tag}-acct")), "sk": nv(i as i64), "v": nv(10), "cnt": nv(0)}))),
+            "Update" => items.push((
+                env.b.clone(),
+                json!({"pk": sv(&format!("{tag}-acct")), "sk": nv(i as i64), "v": nv(10), "cnt": nv(0)}),
+            )),
             "Delete" => items.push((env.a.clone(), json!({"pk": sv(&format!("{tag}-del-{i}")), "v": nv(1)}))),
-            "ConditionCheck" => items.push((env.a.clone(), json!({"pk": sv(&format!("{tag}-chk-{i}")), "state": sv("OK")}))),
+            "ConditionCheck" => {
+                items.push((env.a.clone(), json!({"pk": sv(&format!("{tag}-chk-{i}")), "state": sv("OK")})))
+            }
             _ => {}
         }
     }
@@ -59,8 +64,12 @@ pub async fn assert_mixed_committed(env: &Env, tag: &str, n: usize) {
                 assert_eq!(it["v"], nv(7), "update {i} applied once");
                 assert_eq!(it["cnt"], nv(1), "ADD applied exactly once at {i}");
             }
-            "Delete" => assert!(env.get(&env.a, json!({"pk": sv(&format!("{tag}-del-{i}"))})).await.is_none(), "delete {i}"),
-            _ => assert!(env.get(&env.a, json!({"pk": sv(&format!("{tag}-chk-{i}"))})).await.is_some(), "check {i} kept"),
+            "Delete" => {
+                assert!(env.get(&env.a, json!({"pk": sv(&format!("{tag}-del-{i}"))})).await.is_none(), "delete {i}")
+            }
+            _ => {
+                assert!(env.get(&env.a, json!({"pk": sv(&format!("{tag}-chk-{i}"))})).await.is_some(), "check {i} kept")
+            }
         }
     }
 }
@@ -75,7 +84,11 @@ pub fn tombstone(pk: &str, ts: i64, by: &str) -> Value {
 pub async fn seed_tombstones(env: &Env, tag: &str, n: usize) {
     let items = (0..n).map(|i| {
         let pk = format!("{tag}-t{i}");
-        if i % 5 == 2 { json!({"pk": sv(&pk), "ts": nv(100), "v": sv("live")}) } else { tombstone(&pk, 100, "seed") }
+        if i % 5 == 2 {
+            json!({"pk": sv(&pk), "ts": nv(100), "v": sv("live")})
+        } else {
+            tombstone(&pk, 100, "seed")
+        }
     });
     crate::put_all(&env.client, &env.a, items).await;
 }
@@ -110,7 +123,9 @@ pub async fn assert_tombstones_committed(env: &Env, tag: &str, n: usize, tx: &st
         let pk = format!("{tag}-t{i}");
         let it = env.get(&env.a, json!({"pk": sv(&pk)})).await.expect("every position keeps an item");
         match i % 5 {
-            0 => assert_eq!(it, json!({"pk": sv(&pk), "ts": nv(200), "v": sv("back")}), "insert over a tombstone at {i}"),
+            0 => {
+                assert_eq!(it, json!({"pk": sv(&pk), "ts": nv(200), "v": sv("back")}), "insert over a tombstone at {i}")
+            }
             1 => assert_eq!(it, json!({"pk": sv(&pk), "v": sv("none")}), "update over a tombstone at {i}"),
             2 => {
                 assert_eq!(it["_sagaTombstone"], sv(tx), "tombstone delete at {i}: {it}");
@@ -140,16 +155,33 @@ pub async fn parent_order(env: &Env) -> Vec<String> {
 /// its lock write returns, index key types included). The table's name is table `b`'s plus `-ix`, so it sorts after
 /// the environment's tables and its item is locked last; it is made on first use, and the item seeded.
 pub async fn refused_at_lock(env: &Env, tag: &str) -> Value {
-    use aws_sdk_dynamodb::types::{AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType, ScalarAttributeType};
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType,
+        ScalarAttributeType,
+    };
     let table = format!("{}-ix", env.b);
     if env.client.describe_table().table_name(&table).send().await.is_err() {
         let key = |n: &str| KeySchemaElement::builder().attribute_name(n).key_type(KeyType::Hash).build().unwrap();
-        let def = |n: &str, t: ScalarAttributeType| AttributeDefinition::builder().attribute_name(n).attribute_type(t).build().unwrap();
-        let gsi = GlobalSecondaryIndex::builder().index_name("by-g").key_schema(key("g"))
-            .projection(Projection::builder().projection_type(ProjectionType::All).build()).build().unwrap();
-        let made = env.client.create_table().table_name(&table).billing_mode(BillingMode::PayPerRequest).key_schema(key("pk"))
-            .attribute_definitions(def("pk", ScalarAttributeType::S)).attribute_definitions(def("g", ScalarAttributeType::N))
-            .global_secondary_indexes(gsi).send().await;
+        let def = |n: &str, t: ScalarAttributeType| {
+            AttributeDefinition::builder().attribute_name(n).attribute_type(t).build().unwrap()
+        };
+        let gsi = GlobalSecondaryIndex::builder()
+            .index_name("by-g")
+            .key_schema(key("g"))
+            .projection(Projection::builder().projection_type(ProjectionType::All).build())
+            .build()
+            .unwrap();
+        let made = env
+            .client
+            .create_table()
+            .table_name(&table)
+            .billing_mode(BillingMode::PayPerRequest)
+            .key_schema(key("pk"))
+            .attribute_definitions(def("pk", ScalarAttributeType::S))
+            .attribute_definitions(def("g", ScalarAttributeType::N))
+            .global_secondary_indexes(gsi)
+            .send()
+            .await;
         // Scenarios of one environment run concurrently: another may have made it first.
         if let Err(e) = made {
             assert!(format!("{e:?}").contains("ResourceInUse"), "{table}: {e:?}");

@@ -34,7 +34,9 @@ fn body_of(event: &Value) -> Result<Value, TxError> {
         None | Some("") => return Ok(json!({})),
         Some(text) if event["isBase64Encoded"].as_bool() == Some(true) => {
             use base64::Engine;
-            let bytes = base64::engine::general_purpose::STANDARD.decode(text).map_err(|e| bad(format!("the body is not valid base64: {e}")))?;
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .map_err(|e| bad(format!("the body is not valid base64: {e}")))?;
             String::from_utf8(bytes).map_err(|_| bad("the body is not UTF-8 text"))?
         }
         Some(text) => text.to_string(),
@@ -49,9 +51,13 @@ async fn route(store: &Store, runner: Option<&StateMachine>, event: &Value) -> R
     let body = body_of(event)?;
     match (method, resource) {
         ("POST", "/transactions") => {
-            let runner = runner.ok_or_else(|| TxError::Internal("SAGA_STATE_MACHINE_ARN is not set: this function cannot start executions".into()))?;
+            let runner = runner.ok_or_else(|| {
+                TxError::Internal("SAGA_STATE_MACHINE_ARN is not set: this function cannot start executions".into())
+            })?;
             if !body.is_object() {
-                return Err(bad("the body must be a JSON object: a request with TransactItems, or {\"TransactionId\"}"));
+                return Err(bad(
+                    "the body must be a JSON object: a request with TransactItems, or {\"TransactionId\"}",
+                ));
             }
             let started = start::start(store, runner, &body).await?;
             Ok((200, serde_json::to_value(started).expect("serialisable")))
@@ -73,8 +79,11 @@ async fn route(store: &Store, runner: Option<&StateMachine>, event: &Value) -> R
             };
             let id = param("id");
             let begun = stage::seal(store, &id, chunks).await?;
-            Ok((200, json!({"TransactionId": begun.transaction_id, "Actions": begun.actions, "Batches": begun.batches,
-                "State": begun.state, "ExecutionInput": {"TransactionId": id}})))
+            Ok((
+                200,
+                json!({"TransactionId": begun.transaction_id, "Actions": begun.actions, "Batches": begun.batches,
+                "State": begun.state, "ExecutionInput": {"TransactionId": id}}),
+            ))
         }
         _ => Err(TxError::invalid(None, format!("no route {method} {resource}"))),
     }

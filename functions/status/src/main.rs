@@ -21,5 +21,6 @@ async fn route(store: &Store, event: &Value) -> Result<Value, TxError> {
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    saga_lambda::serve_api("status", |store, event| async move { route(&store, &event).await.map(|body| (200, body)) }).await
+    saga_lambda::serve_api("status", |store, event| async move { route(&store, &event).await.map(|body| (200, body)) })
+        .await
 }

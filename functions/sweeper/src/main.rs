@@ -13,7 +13,9 @@ use serde_json::Value;
 
 fn env_u64(name: &str, default: u64) -> Result<u64, Error> {
     match std::env::var(name) {
-        Ok(v) if !v.trim().is_empty() => v.trim().parse().map_err(|_| format!("{name}={v:?} is not a whole number").into()),
+        Ok(v) if !v.trim().is_empty() => {
+            v.trim().parse().map_err(|_| format!("{name}={v:?} is not a whole number").into())
+        }
         _ => Ok(default),
     }
 }

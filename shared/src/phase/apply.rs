@@ -23,7 +23,9 @@
 //! DynamoDB rejects cancels the transaction, naming that action: save has already refused the updates DynamoDB
 //! would refuse, so this is what its evaluation cannot see (a tombstone whose attributes an index refuses).
 
-use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConditionCheck, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+};
 
 use super::*;
 use crate::error::CancellationReason;
@@ -74,12 +76,18 @@ pub async fn apply(store: &Store, tx_id: &str, batch: usize) -> Result<Report, T
                 for a in &refs {
                     match apply_group(store, &m, &h, &[a]).await? {
                         Group::Applied => {}
-                        Group::Rejected(msg) => failed.push((a.index, CancellationReason::new(CancellationReason::VALIDATION_ERROR, msg))),
+                        Group::Rejected(msg) => {
+                            failed.push((a.index, CancellationReason::new(CancellationReason::VALIDATION_ERROR, msg)))
+                        }
                         Group::Failed(f) => failed.extend(f),
                         Group::Stop(o) => return Ok(Report::new(o, &m)),
                     }
                 }
-                if failed.is_empty() { Group::Applied } else { Group::Failed(failed) }
+                if failed.is_empty() {
+                    Group::Applied
+                } else {
+                    Group::Failed(failed)
+                }
             }
             other => other,
         };
@@ -142,12 +150,15 @@ pub(crate) async fn apply_item(store: &Store, m: &Meter, h: &Header, a: &Action)
                 .set_expression_attribute_values(Some(values));
             let (req, unlock) = unlock_clause(req);
             let remove = unlock.trim_start_matches("REMOVE ");
-            let update = expr::add_actions(caller, ClauseKind::Remove, remove).map_err(|e| TxError::Internal(format!("stored update: {e}")))?;
-            let req = req.update_expression(update).condition_expression(held).expression_attribute_values(ph::TX, s(&owner));
+            let update = expr::add_actions(caller, ClauseKind::Remove, remove)
+                .map_err(|e| TxError::Internal(format!("stored update: {e}")))?;
+            let req =
+                req.update_expression(update).condition_expression(held).expression_attribute_values(ph::TX, s(&owner));
             store.update(m, req).await
         }
         (Op::Put, _) => {
-            let mut item = a.item.clone().ok_or_else(|| TxError::Internal(format!("{} has nothing to put", a.describe())))?;
+            let mut item =
+                a.item.clone().ok_or_else(|| TxError::Internal(format!("{} has nothing to put", a.describe())))?;
             if h.parent.as_ref().is_some_and(|p| same_item(p, a)) {
                 keep_parent_lock(&mut item, h, store.cfg.lease.as_secs());
             }
@@ -226,14 +237,19 @@ async fn apply_group(store: &Store, m: &Meter, h: &Header, todo: &[&Action]) -> 
                     }
                 }
                 "None" => {}
-                _ => failed.push((a.index, CancellationReason { code: code.clone(), message: msg.clone(), item: None })),
+                _ => {
+                    failed.push((a.index, CancellationReason { code: code.clone(), message: msg.clone(), item: None }))
+                }
             }
         }
         if !failed.is_empty() {
             return Ok(Group::Failed(failed));
         }
         if done.is_empty() {
-            return Err(TxError::DynamoDb { op: "TransactWriteItems", message: format!("cancelled without a reason to act on: {reasons:?}") });
+            return Err(TxError::DynamoDb {
+                op: "TransactWriteItems",
+                message: format!("cancelled without a reason to act on: {reasons:?}"),
+            });
         }
         todo.retain(|a| !done.contains(&a.index));
     }
@@ -249,7 +265,9 @@ async fn fence_failed(store: &Store, m: &Meter, h: &Header, item: Option<&Action
     }
     // The item's own lock, unless the item is the parent (whose write carries the fence inline); else the parent's.
     let (action, what) = match (item, &h.parent) {
-        (Some(a), p) if !p.as_ref().is_some_and(|p| same_item(p, a)) => (Some(a.index), value::key_display(&a.table, &a.key)),
+        (Some(a), p) if !p.as_ref().is_some_and(|p| same_item(p, a)) => {
+            (Some(a.index), value::key_display(&a.table, &a.key))
+        }
         (_, Some(p)) => (None, value::key_display(&p.table_name, &p.key)),
         (_, None) => return Err(TxError::Internal("the header fence failed on a pending attempt".into())),
     };
@@ -273,10 +291,21 @@ fn fence(store: &Store, h: &Header) -> Result<TransactWriteItem, TxError> {
                 .expression_attribute_names(ph::ATTEMPT, H_ATTEMPT)
                 .expression_attribute_values(ph::PENDING, s(TxState::Pending.as_str()));
             if h.attempt == 0 {
-                b.condition_expression(format!("{} = {} AND attribute_not_exists({})", ph::STATE, ph::PENDING, ph::ATTEMPT))
+                b.condition_expression(format!(
+                    "{} = {} AND attribute_not_exists({})",
+                    ph::STATE,
+                    ph::PENDING,
+                    ph::ATTEMPT
+                ))
             } else {
-                b.condition_expression(format!("{} = {} AND {} = {}", ph::STATE, ph::PENDING, ph::ATTEMPT, ph::ATTEMPT_N))
-                    .expression_attribute_values(ph::ATTEMPT_N, n(h.attempt))
+                b.condition_expression(format!(
+                    "{} = {} AND {} = {}",
+                    ph::STATE,
+                    ph::PENDING,
+                    ph::ATTEMPT,
+                    ph::ATTEMPT_N
+                ))
+                .expression_attribute_values(ph::ATTEMPT_N, n(h.attempt))
             }
         }
     };

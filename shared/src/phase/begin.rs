@@ -15,12 +15,12 @@ use tracing::info;
 
 use crate::constants::*;
 use crate::error::{CancellationReason, TxError};
+use crate::phase::direct::{self, Direct};
 use crate::plan;
 use crate::records::{self, n, now_ms, s, TxState};
-use crate::phase::direct::{self, Direct};
 use crate::request::{self, Op, TableSchema, ValidRequest};
-use crate::value::Item;
 use crate::store::{Meter, Store, Usage, Written};
+use crate::value::Item;
 
 /// A transaction that exists, ready for the lock phase.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -64,7 +64,12 @@ pub async fn begin_with_execution(store: &Store, body: &Value, execution_arn: Op
 /// call, after which the transaction has ended (`state` is `COMMITTED` or `ROLLED_BACK` and it is finished). A
 /// request that meets another transaction's lock that way is begun as `begin` does. `id` is the transaction's id
 /// when the driver chose it (see [`execution_id`]); beginning it again returns the transaction as it is.
-pub async fn submit(store: &Store, body: &Value, execution_arn: Option<&str>, id: Option<&str>) -> Result<Begun, TxError> {
+pub async fn submit(
+    store: &Store,
+    body: &Value,
+    execution_arn: Option<&str>,
+    id: Option<&str>,
+) -> Result<Begun, TxError> {
     begin_as(store, body, execution_arn, id, store.cfg.direct).await
 }
 
@@ -125,7 +130,15 @@ pub(crate) async fn begin_as(
     let deadline = now + valid.options.deadline_seconds * 1000;
     let actions = valid.actions.len();
     let ended = |d: Direct, usage: Usage, tx_id: String| match d {
-        Direct::Ended(h) => Some(Begun { transaction_id: tx_id, actions, batches: 0, created: true, state: h.state, usage, ended_here: Some(h) }),
+        Direct::Ended(h) => Some(Begun {
+            transaction_id: tx_id,
+            actions,
+            batches: 0,
+            created: true,
+            state: h.state,
+            usage,
+            ended_here: Some(h),
+        }),
         Direct::Existing(h) => Some(already_begun(*h, usage)),
         Direct::Protocol => None,
     };
@@ -142,10 +155,12 @@ pub(crate) async fn begin_as(
         let mut header = header_item(store, &tx_id, &valid, now, deadline, execution_arn);
         direct::finish(store, &m, &mut header);
         let d = direct::cancelled(store, &m, &tx_id, header, refused).await?;
-        return ended(d, m.usage(), tx_id.clone()).ok_or_else(|| TxError::Internal("a cancelled header was not written".into()));
+        return ended(d, m.usage(), tx_id.clone())
+            .ok_or_else(|| TxError::Internal("a cancelled header was not written".into()));
     }
 
-    let (plan, stream) = plan::build(&valid.actions, store.cfg.batch_size, MAX_TRANSACT_BYTES - 64 * 1024, PAGE_TARGET_BYTES);
+    let (plan, stream) =
+        plan::build(&valid.actions, store.cfg.batch_size, MAX_TRANSACT_BYTES - 64 * 1024, PAGE_TARGET_BYTES);
     records::write_plan(store, &m, &tx_id, &plan, &stream, deadline).await?;
 
     let mut header = header_item(store, &tx_id, &valid, now, deadline, execution_arn);
@@ -177,7 +192,12 @@ pub(crate) async fn begin_as(
 /// against their tables' index key types ([`crate::eval::check_item`]; their sizes were checked when the request
 /// was parsed): `ValidationError` on each such action, as `TransactWriteItems` reports a `Put` whose index key has
 /// the wrong type. The request is in hand here, so the protocol's phases never read these items to check them.
-pub(crate) async fn refused_items<'a>(store: &Store, m: &Meter, tx_id: &str, actions: impl IntoIterator<Item = &'a crate::request::Action>) -> Result<Vec<(usize, CancellationReason)>, TxError> {
+pub(crate) async fn refused_items<'a>(
+    store: &Store,
+    m: &Meter,
+    tx_id: &str,
+    actions: impl IntoIterator<Item = &'a crate::request::Action>,
+) -> Result<Vec<(usize, CancellationReason)>, TxError> {
     let mut refused = Vec::new();
     for a in actions {
         let replaced = match (&a.op, &a.item, &a.tombstone) {
@@ -196,7 +216,14 @@ pub(crate) async fn refused_items<'a>(store: &Store, m: &Meter, tx_id: &str, act
 
 /// The header attributes every transaction has, whichever way it is carried out: id, version, times, counts, the
 /// request's hash, its parent, token and options, and the execution.
-fn header_item(store: &Store, tx_id: &str, valid: &ValidRequest, now: u64, deadline: u64, execution_arn: Option<&str>) -> Item {
+fn header_item(
+    store: &Store,
+    tx_id: &str,
+    valid: &ValidRequest,
+    now: u64,
+    deadline: u64,
+    execution_arn: Option<&str>,
+) -> Item {
     let mut header = records::header_key(tx_id);
     for (k, v) in [
         (H_VERSION, n(1)),
@@ -236,7 +263,15 @@ impl Begun {
 }
 
 fn already_begun(h: records::Header, usage: Usage) -> Begun {
-    Begun { transaction_id: h.id, actions: h.actions, batches: h.batches, created: false, state: h.state, usage, ended_here: None }
+    Begun {
+        transaction_id: h.id,
+        actions: h.actions,
+        batches: h.batches,
+        created: false,
+        state: h.state,
+        usage,
+        ended_here: None,
+    }
 }
 
 enum Claim {
@@ -245,7 +280,14 @@ enum Claim {
 }
 
 /// Maps a ClientRequestToken to a transaction id, once; tells a retry (same body) from a reuse (different body).
-async fn claim_token(store: &Store, m: &Meter, token: &str, tx_id: &str, hash: &str, now: u64) -> Result<Claim, TxError> {
+async fn claim_token(
+    store: &Store,
+    m: &Meter,
+    token: &str,
+    tx_id: &str,
+    hash: &str,
+    now: u64,
+) -> Result<Claim, TxError> {
     let mut rec = records::token_key(token);
     rec.insert(T_TX.into(), s(tx_id));
     rec.insert(H_BODY_HASH.into(), s(hash));
@@ -272,7 +314,9 @@ async fn claim_token(store: &Store, m: &Meter, token: &str, tx_id: &str, hash: &
     if field(H_BODY_HASH) != hash {
         return Err(TxError::invalid(
             None,
-            format!("ClientRequestToken {token:?} was already used with a different request (IdempotentParameterMismatch)"),
+            format!(
+                "ClientRequestToken {token:?} was already used with a different request (IdempotentParameterMismatch)"
+            ),
         ));
     }
     Ok(Claim::Existing(field(T_TX)))

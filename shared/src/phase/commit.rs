@@ -28,8 +28,16 @@ pub async fn commit(store: &Store, tx_id: &str) -> Result<Report, TxError> {
     let usage = m.usage();
     let committed = match &h.parent {
         None => {
-            records::update_header(store, &m, tx_id, records::Expect::at(&h), &[(H_STATE, s(TxState::Committed.as_str()))], None, &usage)
-                .await?
+            records::update_header(
+                store,
+                &m,
+                tx_id,
+                records::Expect::at(&h),
+                &[(H_STATE, s(TxState::Committed.as_str()))],
+                None,
+                &usage,
+            )
+            .await?
         }
         Some(p) => {
             let check = ConditionCheck::builder()
@@ -61,14 +69,21 @@ pub async fn commit(store: &Store, tx_id: &str) -> Result<Report, TxError> {
                 update = update.expression_attribute_values(ph::ATTEMPT_N, v);
             }
             let update = update.build().map_err(|e| TxError::Internal(e.to_string()))?;
-            let req = store.client.transact_write_items().transact_items(
-                TransactWriteItem::builder().condition_check(check).build(),
-            ).transact_items(TransactWriteItem::builder().update(update).build());
+            let req = store
+                .client
+                .transact_write_items()
+                .transact_items(TransactWriteItem::builder().condition_check(check).build())
+                .transact_items(TransactWriteItem::builder().update(update).build());
             match store.transact(&m, req).await? {
                 Transacted::Done => true,
                 Transacted::Canceled(r) if r.first().is_some_and(|r| r.0 == "ConditionalCheckFailed") => {
                     let what = crate::value::key_display(&p.table_name, &p.key);
-                    let d = Decision::retry(None, None, &what, format!("the lock on the Parent item {what} was lost before commit"));
+                    let d = Decision::retry(
+                        None,
+                        None,
+                        &what,
+                        format!("the lock on the Parent item {what} was lost before commit"),
+                    );
                     return Ok(Report::new(decided(store, &m, &h, &d).await?, &m));
                 }
                 Transacted::Canceled(_) => false,
@@ -81,5 +96,8 @@ pub async fn commit(store: &Store, tx_id: &str) -> Result<Report, TxError> {
         return Ok(Report::new(Outcome::Done, &m));
     }
     let now = records::read_header(store, &m, tx_id).await?;
-    Ok(Report::new(if now.state == TxState::Committed { Outcome::Done } else { Outcome::Ended { state: now.state } }, &m))
+    Ok(Report::new(
+        if now.state == TxState::Committed { Outcome::Done } else { Outcome::Ended { state: now.state } },
+        &m,
+    ))
 }

@@ -14,7 +14,9 @@
 //! cancellation is the caller's, exactly as native reports it: the header is written `ROLLED_BACK`, finished, with
 //! those reasons. A header already there means a driver that ran before carried the request out: it is returned.
 
-use aws_sdk_dynamodb::types::{ConditionCheck, Delete, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{
+    ConditionCheck, Delete, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+};
 use tracing::info;
 
 use super::ph;
@@ -49,7 +51,13 @@ pub(crate) enum Direct {
 }
 
 /// Carries out `valid`, transaction `tx_id`, in one call with `header` (the attributes every header has).
-pub(crate) async fn run(store: &Store, m: &Meter, tx_id: &str, valid: &ValidRequest, mut header: Item) -> Result<Direct, TxError> {
+pub(crate) async fn run(
+    store: &Store,
+    m: &Meter,
+    tx_id: &str,
+    valid: &ValidRequest,
+    mut header: Item,
+) -> Result<Direct, TxError> {
     let mut actions: Vec<&Action> = valid.actions.iter().collect();
     actions.sort_by_key(|a| a.index);
     finish(store, m, &mut header);
@@ -74,7 +82,9 @@ pub(crate) async fn run(store: &Store, m: &Meter, tx_id: &str, valid: &ValidRequ
     for (a, (code, message, item)) in actions.iter().zip(&reasons) {
         match code.as_str() {
             CancellationReason::NONE => {}
-            CancellationReason::CONDITIONAL_CHECK_FAILED if item.as_ref().is_some_and(|i| i.keys().any(|k| k.starts_with(RESERVED_PREFIX))) => {
+            CancellationReason::CONDITIONAL_CHECK_FAILED
+                if item.as_ref().is_some_and(|i| i.keys().any(|k| k.starts_with(RESERVED_PREFIX))) =>
+            {
                 info!(tx_id = %tx_id, action = a.index, "the item is another transaction's: the protocol runs the request");
                 return Ok(Direct::Protocol);
             }
@@ -120,7 +130,13 @@ pub(crate) fn finish(store: &Store, m: &Meter, header: &mut Item) {
 
 /// Writes the [`finish`]ed `header` `ROLLED_BACK` with the caller's reasons, `failed` (request index, reason):
 /// nothing else was written. A header already there is returned instead.
-pub(crate) async fn cancelled(store: &Store, m: &Meter, tx_id: &str, mut header: Item, failed: Vec<(usize, CancellationReason)>) -> Result<Direct, TxError> {
+pub(crate) async fn cancelled(
+    store: &Store,
+    m: &Meter,
+    tx_id: &str,
+    mut header: Item,
+    failed: Vec<(usize, CancellationReason)>,
+) -> Result<Direct, TxError> {
     let decision = Decision::actions(failed);
     header.insert(H_STATE.into(), s(TxState::RolledBack.as_str()));
     header.insert(H_REASONS.into(), s(serde_json::to_string(&decision).expect("decisions serialise")));
@@ -175,7 +191,9 @@ fn write_item(a: &Action) -> Result<TransactWriteItem, TxError> {
             let item = a.item.clone().ok_or_else(|| TxError::Internal(format!("{} has no item", a.describe())))?;
             b.put(guarded!(Put::builder().set_item(Some(item))))
         }
-        Op::Update => b.update(guarded!(Update::builder().set_key(Some(a.key.clone())).update_expression(a.update.clone().unwrap_or_default()))),
+        Op::Update => b.update(guarded!(Update::builder()
+            .set_key(Some(a.key.clone()))
+            .update_expression(a.update.clone().unwrap_or_default()))),
         Op::Delete => b.delete(guarded!(Delete::builder().set_key(Some(a.key.clone())))),
         Op::ConditionCheck => b.condition_check(guarded!(ConditionCheck::builder().set_key(Some(a.key.clone())))),
     }
@@ -208,7 +226,10 @@ mod tests {
     #[test]
     fn fewer_than_100_actions_with_nothing_beyond_native_go_in_one_call() {
         assert!(eligible(&valid(json!({"TransactItems": updates(1)}))));
-        assert!(eligible(&valid(json!({"TransactItems": updates(99), "ClientRequestToken": "t"}))), "99 and the header");
+        assert!(
+            eligible(&valid(json!({"TransactItems": updates(99), "ClientRequestToken": "t"}))),
+            "99 and the header"
+        );
         assert!(!eligible(&valid(json!({"TransactItems": updates(100)}))), "no place left for the header");
         let parent = json!({"TransactItems": updates(2), "Parent": {"TableName": "Items", "Key": {"pk": {"S": "p"}}}});
         assert!(!eligible(&valid(parent)), "a Parent");
@@ -220,7 +241,9 @@ mod tests {
             "Tombstone": {"Attributes": {"ts": {"N": "5"}}, "TimeToLiveAttribute": "expiresAt", "TimeToLiveSeconds": 60}}}));
         assert!(!eligible(&valid(json!({"TransactItems": items}))), "a tombstone");
         let big = "x".repeat(300 * 1024);
-        let items: Vec<Value> = (0..14).map(|i| json!({"Put": {"TableName": "Items", "Item": {"pk": {"S": format!("b{i}")}, "v": {"S": big}}}})).collect();
+        let items: Vec<Value> = (0..14)
+            .map(|i| json!({"Put": {"TableName": "Items", "Item": {"pk": {"S": format!("b{i}")}, "v": {"S": big}}}}))
+            .collect();
         assert!(!eligible(&valid(json!({"TransactItems": items}))), "over 4 MB with the header");
     }
 }

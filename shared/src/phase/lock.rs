@@ -17,8 +17,8 @@ use super::*;
 use crate::error::CancellationReason;
 use crate::expr;
 use crate::records::Decision;
-use crate::request::Op;
 use crate::request::is_tombstone;
+use crate::request::Op;
 use crate::value::{self, item_to_json, Item};
 
 enum ItemLock {
@@ -46,7 +46,13 @@ pub async fn lock(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
         // starting at once would take the locks that one is waiting for.
         if let Some(w) = &h.wait_for {
             if running(store, &m, &w.holder).await? {
-                let c = Contention { holder: w.holder.clone(), action: w.action, item: w.item.clone(), key: None, locked: false };
+                let c = Contention {
+                    holder: w.holder.clone(),
+                    action: w.action,
+                    item: w.item.clone(),
+                    key: None,
+                    locked: false,
+                };
                 return Ok(Report::new(Outcome::Contended(c), &m));
             }
         }
@@ -54,13 +60,23 @@ pub async fn lock(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
             // FIFO: take a ticket, and try for the parent only when nobody is queued ahead.
             let ticket = queue::enqueue(store, &m, &h, p).await?;
             if let Some(holder) = queue::ahead(store, &m, tx_id, p, ticket).await? {
-                let c = Contention { holder, action: None, item: value::key_display(&p.table_name, &p.key), key: None, locked: false };
+                let c = Contention {
+                    holder,
+                    action: None,
+                    item: value::key_display(&p.table_name, &p.key),
+                    key: None,
+                    locked: false,
+                };
                 return Ok(Report::new(Outcome::Contended(c), &m));
             }
             match lock_parent(store, &m, &h, p).await? {
-                ItemLock::Locked => queue::leave(store, &m, &records::Header { parent_ticket: Some(ticket), ..h.clone() }).await?,
+                ItemLock::Locked => {
+                    queue::leave(store, &m, &records::Header { parent_ticket: Some(ticket), ..h.clone() }).await?
+                }
                 ItemLock::Contended(c) => return Ok(Report::new(Outcome::Contended(c), &m)),
-                ItemLock::Failed(r) | ItemLock::Refused(r) => return Ok(Report::new(decided(store, &m, &h, &Decision::parent(r)).await?, &m)),
+                ItemLock::Failed(r) | ItemLock::Refused(r) => {
+                    return Ok(Report::new(decided(store, &m, &h, &Decision::parent(r)).await?, &m))
+                }
             }
         }
     }
@@ -123,9 +139,25 @@ struct Met {
 }
 
 /// Records that locking of `batch` has begun (so a rollback looks at it), then locks its items.
-async fn lock_batch(store: &Store, m: &Meter, h: &Header, plan: &crate::plan::Plan, batch: usize, met: &mut Met) -> Result<(), TxError> {
+async fn lock_batch(
+    store: &Store,
+    m: &Meter,
+    h: &Header,
+    plan: &crate::plan::Plan,
+    batch: usize,
+    met: &mut Met,
+) -> Result<(), TxError> {
     if h.lock_started <= batch
-        && !records::update_header(store, m, &h.id, records::Expect::at(h), &[], Some((H_LOCK_STARTED, batch + 1)), &Default::default()).await?
+        && !records::update_header(
+            store,
+            m,
+            &h.id,
+            records::Expect::at(h),
+            &[],
+            Some((H_LOCK_STARTED, batch + 1)),
+            &Default::default(),
+        )
+        .await?
     {
         let now = records::read_header(store, m, &h.id).await?;
         if now.state != TxState::Pending || now.attempt != h.attempt {
@@ -171,7 +203,9 @@ async fn lock_item(store: &Store, m: &Meter, h: &Header, a: &Action) -> Result<I
     let owner = h.owner();
     let pk = store.schema(m, &a.table).await?.key_names[0].clone();
     let absent_guess = a.op == Op::Put
-        && a.condition.as_deref().is_some_and(|c| c.replace(crate::request::RATCHET_CONDITION, "").contains("attribute_not_exists"));
+        && a.condition
+            .as_deref()
+            .is_some_and(|c| c.replace(crate::request::RATCHET_CONDITION, "").contains("attribute_not_exists"));
     let mut found = if absent_guess { Found::Absent } else { Found::Present };
     for _ in 0..6 {
         let old = match &found {
@@ -224,7 +258,10 @@ async fn lock_item(store: &Store, m: &Meter, h: &Header, a: &Action) -> Result<I
             (Some(_), None) => Found::Present,
         };
         if next == found {
-            let mut r = CancellationReason::new(CancellationReason::CONDITIONAL_CHECK_FAILED, CancellationReason::CONDITION_FAILED_MESSAGE);
+            let mut r = CancellationReason::new(
+                CancellationReason::CONDITIONAL_CHECK_FAILED,
+                CancellationReason::CONDITION_FAILED_MESSAGE,
+            );
             if a.return_old && found == Found::Present {
                 r.item = old.map(|o| item_to_json(&records::strip_reserved(o)));
             }
@@ -257,7 +294,14 @@ async fn locked(store: &Store, m: &Meter, h: &Header, a: &Action, before: Option
 }
 
 /// Locks an item that is absent or present (not a tombstone) for `owner` (the attempt's lock value).
-async fn lock_plain(store: &Store, m: &Meter, owner: &str, a: &Action, pk: &str, absent: bool) -> Result<Locked, TxError> {
+async fn lock_plain(
+    store: &Store,
+    m: &Meter,
+    owner: &str,
+    a: &Action,
+    pk: &str,
+    absent: bool,
+) -> Result<Locked, TxError> {
     let refs = match &a.condition {
         Some(c) => expr::parse_condition(c).map_err(|e| TxError::Internal(format!("stored condition: {e}")))?,
         None => Default::default(),
@@ -270,7 +314,12 @@ async fn lock_plain(store: &Store, m: &Meter, owner: &str, a: &Action, pk: &str,
         )
     } else {
         (
-            format!("attribute_exists({}) AND attribute_not_exists({}) AND attribute_not_exists({})", ph::PK, ph::LOCK, ph::TOMBSTONE),
+            format!(
+                "attribute_exists({}) AND attribute_not_exists({}) AND attribute_not_exists({})",
+                ph::PK,
+                ph::LOCK,
+                ph::TOMBSTONE
+            ),
             format!("SET {} = {}, {} = {}", ph::LOCK, ph::TX, ph::LOCKED_AT, ph::NOW),
         )
     };
@@ -293,7 +342,8 @@ async fn lock_plain(store: &Store, m: &Meter, owner: &str, a: &Action, pk: &str,
         .expression_attribute_values(ph::NOW, now())
         .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld);
     req = if absent {
-        req.expression_attribute_names(ph::TRANSIENT, ATTR_TRANSIENT).expression_attribute_values(ph::TRUE, AttributeValue::Bool(true))
+        req.expression_attribute_names(ph::TRANSIENT, ATTR_TRANSIENT)
+            .expression_attribute_values(ph::TRUE, AttributeValue::Bool(true))
     } else {
         req.expression_attribute_names(ph::TOMBSTONE, ATTR_TOMBSTONE)
     };
@@ -384,7 +434,13 @@ async fn lock_parent(store: &Store, m: &Meter, h: &Header, p: &Parent) -> Result
             ParentLock::Held(l) => l,
         };
         if records::parse_owner(&l.holder).0 != h.id {
-            return Ok(ItemLock::Contended(Contention { holder: l.holder, action: None, item: value::key_display(&p.table_name, &p.key), key: None, locked: true }));
+            return Ok(ItemLock::Contended(Contention {
+                holder: l.holder,
+                action: None,
+                item: value::key_display(&p.table_name, &p.key),
+                key: None,
+                locked: true,
+            }));
         }
         unlock_parent(store, m, p, &l.holder).await?;
     }
@@ -433,7 +489,9 @@ async fn lock_parent_once(store: &Store, m: &Meter, owner: &str, p: &Parent) -> 
         Written::Done(_) => ParentLock::Done(ItemLock::Locked),
         Written::ConditionFailed(None) => ParentLock::Done(missing()),
         // A tombstone, or a lock item standing in for one: the parent does not exist.
-        Written::ConditionFailed(Some(old)) if is_tombstone(&old) || old.contains_key(ATTR_STONE) => ParentLock::Done(missing()),
+        Written::ConditionFailed(Some(old)) if is_tombstone(&old) || old.contains_key(ATTR_STONE) => {
+            ParentLock::Done(missing())
+        }
         Written::ConditionFailed(Some(old)) => match records::ParentLockAttrs::of(&old) {
             Some(l) if l.holder == owner => ParentLock::Done(ItemLock::Locked),
             Some(l) => ParentLock::Held(l),
@@ -441,4 +499,3 @@ async fn lock_parent_once(store: &Store, m: &Meter, owner: &str, p: &Parent) -> 
         },
     })
 }
-

@@ -29,8 +29,8 @@ use serde::{Deserialize, Serialize};
 use crate::constants::*;
 use crate::error::TxError;
 use crate::expr::ExprRefs;
-use crate::records::{self, lock_holder, n, now_ms, s, Header, TxState};
 use crate::plan::Part;
+use crate::records::{self, lock_holder, n, now_ms, s, Header, TxState};
 use crate::request::{Action, Parent};
 use crate::store::{Meter, Store, Usage, Written};
 use crate::value::Item;
@@ -124,7 +124,13 @@ async fn header_in(store: &Store, m: &Meter, tx_id: &str, state: TxState) -> Res
 
 /// Records a batch's progress on the header `h` was read from (the watermark only moves forward) together with the
 /// run's usage. Returns `Some(outcome)` when the header has left `h`'s state or attempt, which means the run must stop.
-async fn progress(store: &Store, m: &Meter, h: &Header, watermark: &str, value: usize) -> Result<Option<Outcome>, TxError> {
+async fn progress(
+    store: &Store,
+    m: &Meter,
+    h: &Header,
+    watermark: &str,
+    value: usize,
+) -> Result<Option<Outcome>, TxError> {
     let usage = m.usage();
     if records::update_header(store, m, &h.id, records::Expect::at(h), &[], Some((watermark, value)), &usage).await? {
         return Ok(None);
@@ -138,14 +144,28 @@ async fn progress(store: &Store, m: &Meter, h: &Header, watermark: &str, value: 
 
 /// The caller's names and values that an expression uses (DynamoDB rejects unused ones).
 fn used(a: &Action, refs: &ExprRefs) -> (HashMap<String, String>, Item) {
-    let names = a.names.iter().filter(|(k, _)| refs.name_placeholders.contains(*k)).map(|(k, v)| (k.clone(), v.clone())).collect();
-    let values = a.values.iter().filter(|(k, _)| refs.value_placeholders.contains(*k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let names = a
+        .names
+        .iter()
+        .filter(|(k, _)| refs.name_placeholders.contains(*k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let values = a
+        .values
+        .iter()
+        .filter(|(k, _)| refs.value_placeholders.contains(*k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     (names, values)
 }
 
 /// The item DynamoDB leaves after update action `a` on `before` (the item as it was before the transaction, without
 /// dynamo-saga's attributes; `None`: absent), or the error it raises instead.
-pub(crate) fn evaluate(a: &Action, before: Option<&Item>, schema: &crate::request::TableSchema) -> Result<Item, crate::eval::EvalError> {
+pub(crate) fn evaluate(
+    a: &Action,
+    before: Option<&Item>,
+    schema: &crate::request::TableSchema,
+) -> Result<Item, crate::eval::EvalError> {
     let update = a.update.as_deref().unwrap_or_default();
     let (names, values) = match crate::expr::parse_update(update) {
         Ok(parsed) => used(a, &parsed.refs),
@@ -188,7 +208,13 @@ pub(crate) enum Release {
 
 /// Lets go of one item, only while `owner` (an attempt's lock value) holds it: a late or repeated release changes
 /// nothing.
-pub(crate) async fn release_item(store: &Store, m: &Meter, owner: &str, a: &Action, how: Release) -> Result<(), TxError> {
+pub(crate) async fn release_item(
+    store: &Store,
+    m: &Meter,
+    owner: &str,
+    a: &Action,
+    how: Release,
+) -> Result<(), TxError> {
     release_key(store, m, owner, &a.table, &a.key, how).await
 }
 
@@ -205,7 +231,14 @@ fn unlock_clause(req: UpdateItemFluentBuilder) -> (UpdateItemFluentBuilder, Stri
 }
 
 /// [`release_item`] by table and key.
-pub(crate) async fn release_key(store: &Store, m: &Meter, owner: &str, table: &str, key: &Item, how: Release) -> Result<(), TxError> {
+pub(crate) async fn release_key(
+    store: &Store,
+    m: &Meter,
+    owner: &str,
+    table: &str,
+    key: &Item,
+    how: Release,
+) -> Result<(), TxError> {
     let c = &store.client;
     match how {
         Release::Keep => {
@@ -214,7 +247,10 @@ pub(crate) async fn release_key(store: &Store, m: &Meter, owner: &str, table: &s
                 .update_expression(unlock)
                 .condition_expression(format!(
                     "{} = {} AND (attribute_not_exists({}) OR attribute_exists({}))",
-                    ph::LOCK, ph::TX, ph::TRANSIENT, ph::APPLIED
+                    ph::LOCK,
+                    ph::TX,
+                    ph::TRANSIENT,
+                    ph::APPLIED
                 ))
                 .expression_attribute_values(ph::TX, s(owner));
             if let Written::ConditionFailed(Some(old)) = store.update(m, req).await? {
@@ -269,7 +305,13 @@ pub(crate) async fn release_key(store: &Store, m: &Meter, owner: &str, table: &s
 }
 
 /// Puts `item` in place of the one `owner` (an attempt's lock value) holds; nothing when it no longer holds it.
-pub(crate) async fn put_held(store: &Store, m: &Meter, owner: &str, table: &str, item: Item) -> Result<Written, TxError> {
+pub(crate) async fn put_held(
+    store: &Store,
+    m: &Meter,
+    owner: &str,
+    table: &str,
+    item: Item,
+) -> Result<Written, TxError> {
     let req = store
         .client
         .put_item()
@@ -289,7 +331,13 @@ pub(crate) async fn unlock_parent(store: &Store, m: &Meter, p: &Parent, holder: 
         .update_item()
         .table_name(&p.table_name)
         .set_key(Some(p.key.clone()))
-        .update_expression(format!("REMOVE {}, {}, {}, {}", ph::PARENT_TOKEN, ph::PARENT_AT, ph::PARENT_LEASE, ph::PARENT_RVN))
+        .update_expression(format!(
+            "REMOVE {}, {}, {}, {}",
+            ph::PARENT_TOKEN,
+            ph::PARENT_AT,
+            ph::PARENT_LEASE,
+            ph::PARENT_RVN
+        ))
         .condition_expression(format!("{} = {}", ph::PARENT_TOKEN, ph::TX))
         .expression_attribute_names(ph::PARENT_TOKEN, PARENT_LOCK_TOKEN)
         .expression_attribute_names(ph::PARENT_AT, PARENT_LOCKED_AT)

@@ -47,13 +47,24 @@ pub(crate) async fn enqueue(store: &Store, m: &Meter, h: &Header, p: &Parent) ->
         .return_values(aws_sdk_dynamodb::types::ReturnValue::UpdatedNew);
     let ticket = match store.update(m, out).await? {
         Written::Done(Some(new)) => match new.get(Q_NEXT) {
-            Some(AttributeValue::N(t)) => t.parse::<u64>().map_err(|_| TxError::Internal(format!("queue counter {t}")))?,
+            Some(AttributeValue::N(t)) => {
+                t.parse::<u64>().map_err(|_| TxError::Internal(format!("queue counter {t}")))?
+            }
             _ => return Err(TxError::Internal("the queue counter returned no value".into())),
         },
         _ => return Err(TxError::Internal("the queue counter did not move".into())),
     };
     put_row(store, m, &q, ticket, &h.id).await?;
-    records::update_header(store, m, &h.id, records::Expect::at(h), &[(H_PARENT_TICKET, n(ticket))], None, &Usage::default()).await?;
+    records::update_header(
+        store,
+        m,
+        &h.id,
+        records::Expect::at(h),
+        &[(H_PARENT_TICKET, n(ticket))],
+        None,
+        &Usage::default(),
+    )
+    .await?;
     Ok(ticket)
 }
 
@@ -85,11 +96,19 @@ pub(crate) async fn refresh(store: &Store, m: &Meter, h: &Header) -> Result<(), 
 }
 
 /// The first live transaction queued ahead of `ticket`, deleting the dead rows met on the way.
-pub(crate) async fn ahead(store: &Store, m: &Meter, me: &str, p: &Parent, ticket: u64) -> Result<Option<String>, TxError> {
+pub(crate) async fn ahead(
+    store: &Store,
+    m: &Meter,
+    me: &str,
+    p: &Parent,
+    ticket: u64,
+) -> Result<Option<String>, TxError> {
     let q = queue_key(p);
     let mine = row_sk(ticket);
     for row in store.query_prefix(m, &q, ROW_PREFIX).await? {
-        let (Some(AttributeValue::S(sk)), Some(AttributeValue::S(tx))) = (row.get(TX_SK), row.get(T_TX)) else { continue };
+        let (Some(AttributeValue::S(sk)), Some(AttributeValue::S(tx))) = (row.get(TX_SK), row.get(T_TX)) else {
+            continue;
+        };
         if *sk >= mine {
             break;
         }
@@ -117,5 +136,8 @@ pub(crate) async fn leave(store: &Store, m: &Meter, h: &Header) -> Result<(), Tx
 }
 
 async fn remove_row(store: &Store, m: &Meter, q: &str, sk: &str) -> Result<(), TxError> {
-    store.delete(m, store.client.delete_item().table_name(&store.cfg.tx_table).set_key(Some(key(q, sk)))).await.map(|_| ())
+    store
+        .delete(m, store.client.delete_item().table_name(&store.cfg.tx_table).set_key(Some(key(q, sk))))
+        .await
+        .map(|_| ())
 }

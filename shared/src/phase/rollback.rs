@@ -34,7 +34,11 @@ pub async fn rollback(store: &Store, tx_id: &str, batch: usize, why: Option<&Dec
         let plan = records::read_plan(store, &m, tx_id).await?;
         let actions = records::read_batch(store, &m, tx_id, &plan, batch, Part::Heads).await?;
         let positions: Vec<usize> = actions.iter().filter(|(_, a)| a.op.writes()).map(|(p, _)| *p).collect();
-        let mut images = if h.commits_first() { Default::default() } else { records::read_images(store, &m, tx_id, h.attempt, &positions).await? };
+        let mut images = if h.commits_first() {
+            Default::default()
+        } else {
+            records::read_images(store, &m, tx_id, h.attempt, &positions).await?
+        };
         let work: Vec<(Action, Release)> = actions
             .into_iter()
             .map(|(pos, a)| {

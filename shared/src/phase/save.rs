@@ -47,8 +47,11 @@ pub async fn save(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
         return Ok(Report::new(outcome, &m));
     }
     let plan = records::read_plan(store, &m, tx_id).await?;
-    let actions: Vec<(usize, Action)> =
-        records::read_batch(store, &m, tx_id, &plan, batch, Part::Heads).await?.into_iter().filter(|(_, a)| a.op.writes()).collect();
+    let actions: Vec<(usize, Action)> = records::read_batch(store, &m, tx_id, &plan, batch, Part::Heads)
+        .await?
+        .into_iter()
+        .filter(|(_, a)| a.op.writes())
+        .collect();
 
     let mut by_table: HashMap<&str, Vec<Item>> = HashMap::new();
     for (_, a) in &actions {
@@ -66,7 +69,8 @@ pub async fn save(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
                 current.insert(key_order(table, &item, &schema.key_names), item);
             }
         }
-        let stale: Vec<Item> = keys.into_iter().filter(|k| !current.contains_key(&key_order(table, k, &schema.key_names))).collect();
+        let stale: Vec<Item> =
+            keys.into_iter().filter(|k| !current.contains_key(&key_order(table, k, &schema.key_names))).collect();
         if !stale.is_empty() {
             for item in store.batch_get(&m, table, stale).await? {
                 current.insert(key_order(table, &item, &schema.key_names), item);

@@ -55,7 +55,8 @@ const USD_PER_LAMBDA_REQUEST: f64 = 0.20 / 1_000_000.0;
 
 /// What `calls` Lambda invocations lasting `total_ms` in all cost at `memory_mb`.
 fn lambda_calls_usd(calls: usize, total_ms: u64, memory_mb: u64) -> f64 {
-    total_ms as f64 / 1000.0 * memory_mb as f64 / 1024.0 * USD_PER_LAMBDA_GB_SECOND + calls as f64 * USD_PER_LAMBDA_REQUEST
+    total_ms as f64 / 1000.0 * memory_mb as f64 / 1024.0 * USD_PER_LAMBDA_GB_SECOND
+        + calls as f64 * USD_PER_LAMBDA_REQUEST
 }
 
 /// What an Express execution of `duration_ms` costs at the smallest memory step, 64 MB.
@@ -281,7 +282,18 @@ struct Args {
 }
 
 fn args() -> Args {
-    let mut a = Args { sizes: vec![10, 100, 1000, 10_000], kinds: Kind::all().to_vec(), item_bytes: 940, out: harness::root().join("docs"), seed000_max: 10_000, functions_only: false, contention_only: false, largest_only: false, largest_actions: 100_000, in_flight: vec![4, 16, 64] };
+    let mut a = Args {
+        sizes: vec![10, 100, 1000, 10_000],
+        kinds: Kind::all().to_vec(),
+        item_bytes: 940,
+        out: harness::root().join("docs"),
+        seed000_max: 10_000,
+        functions_only: false,
+        contention_only: false,
+        largest_only: false,
+        largest_actions: 100_000,
+        in_flight: vec![4, 16, 64],
+    };
     let mut it = std::env::args().skip(1);
     let usage = "usage: bench [--sizes 10,100,1000,10000] [--kinds update,insert,delete,check] [--item-bytes 940] [--seed000-max N] [--in-flight 4,16,64] [--out DIR] [--functions-only | --contention-only | --largest-only [--largest-actions 100000]]";
     while let Some(flag) = it.next() {
@@ -291,12 +303,19 @@ fn args() -> Args {
             "--kinds" => {
                 a.kinds = value()
                     .split(',')
-                    .map(|k| *Kind::all().iter().find(|x| x.name() == k.trim()).unwrap_or_else(|| panic!("unknown kind {k}\n{usage}")))
+                    .map(|k| {
+                        *Kind::all()
+                            .iter()
+                            .find(|x| x.name() == k.trim())
+                            .unwrap_or_else(|| panic!("unknown kind {k}\n{usage}"))
+                    })
                     .collect()
             }
             "--item-bytes" => a.item_bytes = value().parse().expect("a number of bytes"),
             "--seed000-max" => a.seed000_max = value().parse().expect("a number of actions"),
-            "--in-flight" => a.in_flight = value().split(',').map(|s| s.trim().parse().expect("an in-flight limit")).collect(),
+            "--in-flight" => {
+                a.in_flight = value().split(',').map(|s| s.trim().parse().expect("an in-flight limit")).collect()
+            }
             "--out" => a.out = PathBuf::from(value()),
             "--functions-only" => a.functions_only = true,
             "--contention-only" => a.contention_only = true,
@@ -339,9 +358,15 @@ fn action(kind: Kind, table: &str, key: &str, bytes: usize) -> Value {
     match kind {
         Kind::Update => json!({"Update": {"TableName": table, "Key": k, "UpdateExpression": "SET v = v + :one",
             "ConditionExpression": "attribute_exists(pk)", "ExpressionAttributeValues": {":one": nv(1)}}}),
-        Kind::Insert => json!({"Put": {"TableName": table, "Item": item(key, bytes), "ConditionExpression": "attribute_not_exists(pk)"}}),
-        Kind::Delete => json!({"Delete": {"TableName": table, "Key": k, "ConditionExpression": "attribute_exists(pk)"}}),
-        Kind::Check => json!({"ConditionCheck": {"TableName": table, "Key": k, "ConditionExpression": "attribute_exists(pk)"}}),
+        Kind::Insert => {
+            json!({"Put": {"TableName": table, "Item": item(key, bytes), "ConditionExpression": "attribute_not_exists(pk)"}})
+        }
+        Kind::Delete => {
+            json!({"Delete": {"TableName": table, "Key": k, "ConditionExpression": "attribute_exists(pk)"}})
+        }
+        Kind::Check => {
+            json!({"ConditionCheck": {"TableName": table, "Key": k, "ConditionExpression": "attribute_exists(pk)"}})
+        }
     }
 }
 
@@ -447,15 +472,25 @@ async fn machine(n: usize, bytes: usize) -> MachineRow {
 /// out and when its answer came back, with `in_flight` requests at most in flight per phase call.
 async fn round_trips(env: &Env, n: usize, method: Method, in_flight: usize, bytes: usize) -> TripRow {
     let tracer = harness::trips::Tracer::default();
-    let client = aws_sdk_dynamodb::Client::from_conf(env.client.config().to_builder().interceptor(tracer.clone()).build());
+    let client =
+        aws_sdk_dynamodb::Client::from_conf(env.client.config().to_builder().interceptor(tracer.clone()).build());
     let cfg = dynamo_saga::Config { concurrency: in_flight, ..(*env.store.cfg).clone() };
     let store = Store::new(client, cfg);
     let body = prepare(env, Kind::Update, n, &format!("{}-trip{in_flight}", method.tag()), bytes).await;
     let started = Instant::now();
-    run(env, &store, method, &body, &format!("update-{}-{n}-trip{in_flight}", method.tag())).await.unwrap_or_else(|e| panic!("{n} updates, {}: {e}", method.name()));
+    run(env, &store, method, &body, &format!("update-{}-{n}-trip{in_flight}", method.tag()))
+        .await
+        .unwrap_or_else(|e| panic!("{n} updates, {}: {e}", method.name()));
     let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
     let calls = tracer.calls();
-    TripRow { actions: n, method, in_flight, calls: calls.len(), round_trips: harness::trips::critical_path(&calls), wall_ms }
+    TripRow {
+        actions: n,
+        method,
+        in_flight,
+        calls: calls.len(),
+        round_trips: harness::trips::critical_path(&calls),
+        wall_ms,
+    }
 }
 
 /// The committed-read pass: `n` updates driven to their commit and stopped before apply, then 100 of their items
@@ -469,16 +504,27 @@ async fn committed_reads(env: &Env, n: usize, way: dynamo_saga::config::Committe
     let prefix = format!("read-{name}-{n}");
     let body = prepare(env, Kind::Update, n, &prefix, bytes).await;
     let id = dynamo_saga::phase::begin::begin(&store, &body).await.expect("begins").transaction_id;
-    let (_, step) = harness::run_steps_until(&store, &id, |_, step| !matches!(step, Step::Lock(_) | Step::Save(_) | Step::Commit)).await;
+    let (_, step) =
+        harness::run_steps_until(&store, &id, |_, step| !matches!(step, Step::Lock(_) | Step::Save(_) | Step::Commit))
+            .await;
     assert!(matches!(step, Step::Apply(_)), "{n} updates: {step:?} after the commit, not the apply");
     let reads = n.min(100);
-    let keys: Vec<_> = (0..reads).map(|i| item_from_json(&json!({"pk": sv(&format!("{prefix}-{:06}", i * n / reads))})).unwrap()).collect();
+    let keys: Vec<_> = (0..reads)
+        .map(|i| item_from_json(&json!({"pk": sv(&format!("{prefix}-{:06}", i * n / reads))})).unwrap())
+        .collect();
     let pass = || async {
         let billing = store.with_billing();
         let started = Instant::now();
         for k in &keys {
-            let item = dynamo_saga::read::get_item(&billing, &env.a, k.clone(), dynamo_saga::read::Isolation::Committed).await.expect("reads");
-            assert_eq!(item.and_then(|i| i.get("v").cloned()), Some(aws_sdk_dynamodb::types::AttributeValue::N("1".into())), "{name}: the committed value");
+            let item =
+                dynamo_saga::read::get_item(&billing, &env.a, k.clone(), dynamo_saga::read::Isolation::Committed)
+                    .await
+                    .expect("reads");
+            assert_eq!(
+                item.and_then(|i| i.get("v").cloned()),
+                Some(aws_sdk_dynamodb::types::AttributeValue::N("1".into())),
+                "{name}: the committed value"
+            );
         }
         (billing.bill().unwrap_or_default(), started.elapsed().as_secs_f64() * 1000.0 / reads as f64)
     };
@@ -488,9 +534,22 @@ async fn committed_reads(env: &Env, n: usize, way: dynamo_saga::config::Committe
     Coordinator::new(billing.clone()).drive(&id).await.expect("finishes");
     for i in 0..n {
         let item = env.get(&env.a, json!({"pk": sv(&format!("{prefix}-{i:06}"))})).await.expect("the item");
-        assert_eq!((&item["v"], item.get("_sagaLock")), (&nv(1), None), "{name}: each update applied once and unlocked");
+        assert_eq!(
+            (&item["v"], item.get("_sagaLock")),
+            (&nv(1), None),
+            "{name}: each update applied once and unlocked"
+        );
     }
-    ReadRow { actions: n, way: name, reads, first, first_ms, again, again_ms, finish: billing.bill().unwrap_or_default() }
+    ReadRow {
+        actions: n,
+        way: name,
+        reads,
+        first,
+        first_ms,
+        again,
+        again_ms,
+        finish: billing.bill().unwrap_or_default(),
+    }
 }
 
 /// Each function's `MemorySize` (MB) and `Timeout` (s) in `template.yaml`, by binary name: its own, else the Globals';
@@ -499,7 +558,12 @@ fn deployed_settings() -> std::collections::BTreeMap<String, (u64, u64)> {
     let text = std::fs::read_to_string(harness::root().join("template.yaml")).expect("template.yaml");
     let mut defaults = std::collections::BTreeMap::new();
     let mut param = None;
-    for line in text.lines().skip_while(|l| !l.starts_with("Parameters:")).skip(1).take_while(|l| l.is_empty() || l.starts_with(' ')) {
+    for line in text
+        .lines()
+        .skip_while(|l| !l.starts_with("Parameters:"))
+        .skip(1)
+        .take_while(|l| l.is_empty() || l.starts_with(' '))
+    {
         if line.starts_with("  ") && !line.starts_with("   ") {
             param = Some(line.trim().trim_end_matches(':').to_string());
         } else if let (Some(p), Some(d)) = (&param, line.trim().strip_prefix("Default:")) {
@@ -576,7 +640,8 @@ async fn largest(n: usize, bytes: usize, when: &str) -> LargestRun {
         (reply, ms)
     };
     let token = format!("bench-largest-{}", std::process::id());
-    let (created, _) = call("POST", "/transactions/staged", Value::Null, json!({"ClientRequestToken": token}).to_string()).await;
+    let (created, _) =
+        call("POST", "/transactions/staged", Value::Null, json!({"ClientRequestToken": token}).to_string()).await;
     let id = created["TransactionId"].as_str().expect("a TransactionId").to_string();
     // Every function's process is running now (the stack started them, and the create call the API function's), so
     // what they use from here on is this transaction's.
@@ -584,7 +649,9 @@ async fn largest(n: usize, bytes: usize, when: &str) -> LargestRun {
     let (mut append_max_ms, mut append_total_ms) = (0, 0);
     for (i, c) in chunks.iter().enumerate() {
         let params = json!({"id": id, "chunk": i.to_string()});
-        let (_, ms) = call("PUT", "/transactions/staged/{id}/chunks/{chunk}", params, json!({ "TransactItems": c }).to_string()).await;
+        let (_, ms) =
+            call("PUT", "/transactions/staged/{id}/chunks/{chunk}", params, json!({ "TransactItems": c }).to_string())
+                .await;
         append_max_ms = append_max_ms.max(ms);
         append_total_ms += ms;
     }
@@ -596,7 +663,10 @@ async fn largest(n: usize, bytes: usize, when: &str) -> LargestRun {
     let ex = st.run(&json!({ "TransactionId": id }), false, false).await;
     assert_eq!(ex.status, "SUCCEEDED", "{n} updates through the state machine: {ex:?}");
     let used = st.function_use();
-    eprintln!("largest: {} ({} transitions, {} Lambda calls); each function's processes: {used:?}; its calls (ms): {:?}", ex.status, ex.transitions, ex.task_calls, ex.task_ms);
+    eprintln!(
+        "largest: {} ({} transitions, {} Lambda calls); each function's processes: {used:?}; its calls (ms): {:?}",
+        ex.status, ex.transitions, ex.task_calls, ex.task_ms
+    );
     // One scan of the items (the transactions table is left alone: DynamoDB Local takes minutes a page to scan an
     // item collection of this size).
     let t = Instant::now();
@@ -604,10 +674,15 @@ async fn largest(n: usize, bytes: usize, when: &str) -> LargestRun {
     assert_eq!(all.len(), n);
     for (k, v) in &all {
         assert_eq!(v["v"], nv(1), "{k}: every update applied exactly once");
-        let left: Vec<&String> = v.as_object().unwrap().keys().filter(|a| a.starts_with(dynamo_saga::constants::RESERVED_PREFIX)).collect();
+        let left: Vec<&String> =
+            v.as_object().unwrap().keys().filter(|a| a.starts_with(dynamo_saga::constants::RESERVED_PREFIX)).collect();
         assert!(left.is_empty(), "{k} still carries {left:?}");
     }
-    eprintln!("largest: {} s through the state machine; every item checked in {:.0} s", ex.duration_ms / 1000, t.elapsed().as_secs_f64());
+    eprintln!(
+        "largest: {} s through the state machine; every item checked in {:.0} s",
+        ex.duration_ms / 1000,
+        t.elapsed().as_secs_f64()
+    );
     let (metrics, lines) = st.metrics_of(&id);
     assert_eq!(lines, 1, "one metrics line for the transaction");
     let metrics = metrics.unwrap_or_default();
@@ -621,7 +696,11 @@ async fn largest(n: usize, bytes: usize, when: &str) -> LargestRun {
         let calls = task_ms.get(function).cloned().unwrap_or_default();
         let (memory_mb, timeout_s) = settings.get(function).copied().unwrap_or_default();
         // The API function's calls: create, every append, and the seal (the slowest).
-        let (count, total) = if function == "saga-stage" { (stage_calls, seal_ms + append_total_ms) } else { (calls.len(), calls.iter().sum()) };
+        let (count, total) = if function == "saga-stage" {
+            (stage_calls, seal_ms + append_total_ms)
+        } else {
+            (calls.len(), calls.iter().sum())
+        };
         functions.push(FunctionUse {
             function: function.clone(),
             calls: count,
@@ -697,11 +776,15 @@ async fn init_ms(binary: &Path) -> Option<f64> {
 async fn functions() -> Vec<FunctionRow> {
     let root = harness::root();
     // Package sizes `tools/check-artifacts.sh` measured on its last run (the sam build packages), by binary name.
-    let checked: Value = std::fs::read_to_string(root.join(".local/artifacts.json")).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
+    let checked: Value = std::fs::read_to_string(root.join(".local/artifacts.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
     let checked_zip = |bin: &str| {
         checked["functions"].as_array()?.iter().find(|f| f["binary"] == bin).and_then(|f| f["zip_bytes"].as_u64())
     };
-    let names = ["begin", "lock", "save", "apply", "commit", "complete", "rollback", "release", "sweeper", "stage", "status"];
+    let names =
+        ["begin", "lock", "save", "apply", "commit", "complete", "rollback", "release", "sweeper", "stage", "status"];
     let mut rows = Vec::new();
     for f in names {
         let bin = format!("saga-{f}");
@@ -720,7 +803,17 @@ async fn functions() -> Vec<FunctionRow> {
 async fn contention() -> Vec<ContentionRow> {
     use harness::bank::{check, run, seed, Driver, Params};
     let mut rows = Vec::new();
-    let within = Params { driver: Driver::Native, accounts: 50, workers: 8, transfers_per_worker: 4, min_k: 2, max_k: 99, plain_writers: 0, deadline_seconds: 600, seed: 3 };
+    let within = Params {
+        driver: Driver::Native,
+        accounts: 50,
+        workers: 8,
+        transfers_per_worker: 4,
+        min_k: 2,
+        max_k: 99,
+        plain_writers: 0,
+        deadline_seconds: 600,
+        seed: 3,
+    };
     let beyond = Params { transfers_per_worker: 2, max_k: 150, ..within.clone() };
     let runs = [
         ("32 transfers of 2-99 accounts", &within, Driver::Native),
@@ -787,7 +880,16 @@ fn contention_markdown(rows: &[ContentionRow]) -> String {
         md.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.0} | {:.0} | {:.0} |\n",
             r.workload,
-            r.way, r.transfers, r.committed, r.refused, r.gave_up, r.attempts, r.committed_per_s, r.p50_ms, r.p99_ms, r.elapsed_ms
+            r.way,
+            r.transfers,
+            r.committed,
+            r.refused,
+            r.gave_up,
+            r.attempts,
+            r.committed_per_s,
+            r.p50_ms,
+            r.p99_ms,
+            r.elapsed_ms
         ));
     }
     md.push('\n');
@@ -810,7 +912,15 @@ fn reads_markdown(rows: &[ReadRow]) -> String {
         let (r2, w2) = per(&r.again, r.reads);
         md.push_str(&format!(
             "| {} | {} | {:.2} | {:.2} | {:.1} | {:.2} | {:.2} | {:.1} | {:.3} |\n",
-            r.actions, r.way, r1, w1, r.first_ms, r2, w2, r.again_ms, r.finish.write_units / r.actions as f64
+            r.actions,
+            r.way,
+            r1,
+            w1,
+            r.first_ms,
+            r2,
+            w2,
+            r.again_ms,
+            r.finish.write_units / r.actions as f64
         ));
     }
     md.push('\n');
@@ -832,7 +942,15 @@ fn trips_markdown(rows: &[TripRow]) -> String {
     );
     for r in rows {
         let limit = if r.method == Method::Saga { r.in_flight.to_string() } else { "-".into() };
-        md.push_str(&format!("| {} | {} | {} | {} | {} | {:.0} |\n", r.actions, r.method.name(), limit, r.calls, r.round_trips, r.wall_ms));
+        md.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {:.0} |\n",
+            r.actions,
+            r.method.name(),
+            limit,
+            r.calls,
+            r.round_trips,
+            r.wall_ms
+        ));
     }
     md.push('\n');
     md
@@ -840,10 +958,7 @@ fn trips_markdown(rows: &[TripRow]) -> String {
 
 /// What the largest run's Lambda calls cost at each function's deployed `MemorySize`.
 fn lambda_usd(r: &LargestRun) -> f64 {
-    r.functions
-        .iter()
-        .map(|f| lambda_calls_usd(f.calls, f.total_ms, f.memory_mb))
-        .sum()
+    r.functions.iter().map(|f| lambda_calls_usd(f.calls, f.total_ms, f.memory_mb)).sum()
 }
 
 fn largest_markdown(r: &LargestRun) -> String {
@@ -897,8 +1012,13 @@ fn largest_markdown(r: &LargestRun) -> String {
 }
 
 fn markdown(a: &Args, report: &Report, when: &str) -> String {
-    let (rows, machine, contention, funcs, total) =
-        (&report.rows, &report.state_machine, &report.contention, &report.functions, &report.non_transactional_cross_check);
+    let (rows, machine, contention, funcs, total) = (
+        &report.rows,
+        &report.state_machine,
+        &report.contention,
+        &report.functions,
+        &report.non_transactional_cross_check,
+    );
     let mut md = String::new();
     md.push_str("# Benchmarks\n\n");
     md.push_str(&format!(
@@ -981,7 +1101,14 @@ fn markdown(a: &Args, report: &Report, when: &str) -> String {
             let express = express_usd(r.duration_ms);
             md.push_str(&format!(
                 "| {} | {} | {} | {} | {} | {:.6} | {:.7} | {:.0}x |\n",
-                r.actions, r.transitions, r.history_events, r.lambda_calls, r.duration_ms, r.usd, express, r.usd / express
+                r.actions,
+                r.transitions,
+                r.history_events,
+                r.lambda_calls,
+                r.duration_ms,
+                r.usd,
+                express,
+                r.usd / express
             ));
         }
         md.push('\n');
@@ -995,7 +1122,8 @@ fn markdown(a: &Args, report: &Report, when: &str) -> String {
         for r in machine {
             let per = |usd: f64| usd / r.actions as f64 * 1000.0;
             let saga = by(rows, Kind::Update, r.actions, Method::Saga).and_then(|x| x.bill.as_ref()).map(dynamodb_usd);
-            let native = by(rows, Kind::Update, r.actions, Method::Native).and_then(|x| x.bill.as_ref()).map(dynamodb_usd);
+            let native =
+                by(rows, Kind::Update, r.actions, Method::Native).and_then(|x| x.bill.as_ref()).map(dynamodb_usd);
             let cell = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.6}", per(v)));
             let total = saga.map(|d| d + r.usd + r.lambda_usd);
             md.push_str(&format!(
@@ -1043,26 +1171,57 @@ fn svg(a: &Args, rows: &[Row]) -> String {
     let colors = ["#1f77b4", "#2ca02c", "#ff7f0e", "#d62728"];
     let pts: Vec<(Method, Vec<(f64, f64)>)> = Method::all()
         .iter()
-        .map(|m| (*m, a.sizes.iter().filter_map(|&n| by(rows, kind, n, *m).and_then(|r| r.wall_ms).map(|t| (n as f64, t.max(0.1)))).collect()))
+        .map(|m| {
+            (
+                *m,
+                a.sizes
+                    .iter()
+                    .filter_map(|&n| by(rows, kind, n, *m).and_then(|r| r.wall_ms).map(|t| (n as f64, t.max(0.1))))
+                    .collect(),
+            )
+        })
         .collect();
     let all: Vec<(f64, f64)> = pts.iter().flat_map(|(_, p)| p.clone()).collect();
     if all.is_empty() {
         return String::new();
     }
-    let (x0, x1) = (all.iter().map(|p| p.0).fold(f64::MAX, f64::min).log10(), all.iter().map(|p| p.0).fold(0.0, f64::max).log10().max(1.0));
-    let (y0, y1) = (all.iter().map(|p| p.1).fold(f64::MAX, f64::min).log10().floor(), all.iter().map(|p| p.1).fold(0.0, f64::max).log10().ceil());
+    let (x0, x1) = (
+        all.iter().map(|p| p.0).fold(f64::MAX, f64::min).log10(),
+        all.iter().map(|p| p.0).fold(0.0, f64::max).log10().max(1.0),
+    );
+    let (y0, y1) = (
+        all.iter().map(|p| p.1).fold(f64::MAX, f64::min).log10().floor(),
+        all.iter().map(|p| p.1).fold(0.0, f64::max).log10().ceil(),
+    );
     let px = |x: f64| pad + (x.log10() - x0) / (x1 - x0).max(1e-9) * (w / 2.0 - pad - 20.0);
     let py = |y: f64| h - pad - (y.log10() - y0) / (y1 - y0).max(1e-9) * (h - 2.0 * pad);
     let mut s = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
-    s.push_str(&format!("<text x=\"{pad}\" y=\"20\" font-size=\"14\">{}: wall time (ms, log) by actions (log)</text>\n", kind.title()));
-    s.push_str(&format!("<line x1=\"{pad}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", h - pad, w / 2.0 - 20.0, h - pad));
+    s.push_str(&format!(
+        "<text x=\"{pad}\" y=\"20\" font-size=\"14\">{}: wall time (ms, log) by actions (log)</text>\n",
+        kind.title()
+    ));
+    s.push_str(&format!(
+        "<line x1=\"{pad}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n",
+        h - pad,
+        w / 2.0 - 20.0,
+        h - pad
+    ));
     s.push_str(&format!("<line x1=\"{pad}\" y1=\"{pad}\" x2=\"{pad}\" y2=\"{}\" stroke=\"black\"/>\n", h - pad));
     for &n in &a.sizes {
-        s.push_str(&format!("<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{n}</text>\n", px(n as f64), h - pad + 16.0));
+        s.push_str(&format!(
+            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{n}</text>\n",
+            px(n as f64),
+            h - pad + 16.0
+        ));
     }
     let mut e = y0;
     while e <= y1 {
-        s.push_str(&format!("<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\n", pad - 6.0, py(10f64.powf(e)) + 4.0, 10f64.powf(e)));
+        s.push_str(&format!(
+            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\n",
+            pad - 6.0,
+            py(10f64.powf(e)) + 4.0,
+            10f64.powf(e)
+        ));
         e += 1.0;
     }
     for (i, (m, p)) in pts.iter().enumerate() {
@@ -1070,11 +1229,26 @@ fn svg(a: &Args, rows: &[Row]) -> String {
             continue;
         }
         let path: Vec<String> = p.iter().map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y))).collect();
-        s.push_str(&format!("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>\n", colors[i], path.join(" ")));
+        s.push_str(&format!(
+            "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>\n",
+            colors[i],
+            path.join(" ")
+        ));
         for (x, y) in p {
-            s.push_str(&format!("<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{}\"/>\n", px(*x), py(*y), colors[i]));
+            s.push_str(&format!(
+                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{}\"/>\n",
+                px(*x),
+                py(*y),
+                colors[i]
+            ));
         }
-        s.push_str(&format!("<text x=\"{}\" y=\"{}\" fill=\"{}\">{}</text>\n", pad + 10.0, pad + 14.0 * i as f64, colors[i], m.name()));
+        s.push_str(&format!(
+            "<text x=\"{}\" y=\"{}\" fill=\"{}\">{}</text>\n",
+            pad + 10.0,
+            pad + 14.0 * i as f64,
+            colors[i],
+            m.name()
+        ));
     }
     // Write units per action, by kind, at the largest size every way but native ran (or the largest size).
     let n = a.sizes.iter().copied().filter(|n| *n <= 1000).max().unwrap_or(a.sizes[0]);
@@ -1090,7 +1264,12 @@ fn svg(a: &Args, rows: &[Row]) -> String {
     let bw = 12.0;
     for (ki, k) in a.kinds.iter().enumerate() {
         let gx = left + ki as f64 * 80.0;
-        s.push_str(&format!("<text x=\"{:.1}\" y=\"{}\" text-anchor=\"start\">{}</text>\n", gx, h - pad + 16.0, k.name()));
+        s.push_str(&format!(
+            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"start\">{}</text>\n",
+            gx,
+            h - pad + 16.0,
+            k.name()
+        ));
         for (mi, m) in Method::all().iter().enumerate() {
             let Some(b) = bars.iter().find(|b| b.0 == *k && b.1 == *m) else { continue };
             let bh = (b.2.min(max) / max) * (h - 2.0 * pad);
@@ -1104,10 +1283,20 @@ fn svg(a: &Args, rows: &[Row]) -> String {
                 m.name(),
                 b.2
             ));
-            s.push_str(&format!("<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\" text-anchor=\"middle\">{:.1}</text>\n", gx + mi as f64 * (bw + 2.0) + bw / 2.0, h - pad - bh - 3.0, b.2));
+            s.push_str(&format!(
+                "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\" text-anchor=\"middle\">{:.1}</text>\n",
+                gx + mi as f64 * (bw + 2.0) + bw / 2.0,
+                h - pad - bh - 3.0,
+                b.2
+            ));
         }
     }
-    s.push_str(&format!("<line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n</svg>\n", h - pad, w - 10.0, h - pad));
+    s.push_str(&format!(
+        "<line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n</svg>\n",
+        h - pad,
+        w - 10.0,
+        h - pad
+    ));
     s
 }
 
@@ -1141,7 +1330,14 @@ async fn measure_reads(a: &Args) -> Vec<ReadRow> {
         let env = Env::new(&format!("bench-reads-{n}")).await;
         for way in [CommittedReads::Evaluate, CommittedReads::Apply] {
             let r = committed_reads(&env, n, way, a.item_bytes).await;
-            eprintln!("committed reads {:>6} updates {:<8}: {:.2} / {:.2} read / write units a first read, {:.1} ms", n, r.way, r.first.read_units / r.reads as f64, r.first.write_units / r.reads as f64, r.first_ms);
+            eprintln!(
+                "committed reads {:>6} updates {:<8}: {:.2} / {:.2} read / write units a first read, {:.1} ms",
+                n,
+                r.way,
+                r.first.read_units / r.reads as f64,
+                r.first.write_units / r.reads as f64,
+                r.first_ms
+            );
             out.push(r);
         }
     }
@@ -1160,7 +1356,15 @@ async fn measure_trips(a: &Args) -> Vec<TripRow> {
         ways.extend(a.in_flight.iter().map(|l| (Method::Saga, *l)));
         for (m, limit) in ways {
             let r = round_trips(&env, n, m, limit, a.item_bytes).await;
-            eprintln!("round trips {:>6} updates {:<12} in flight {:>3}: {} calls, {} on the critical path, {:.0} ms", n, m.name(), limit, r.calls, r.round_trips, r.wall_ms);
+            eprintln!(
+                "round trips {:>6} updates {:<12} in flight {:>3}: {} calls, {} on the critical path, {:.0} ms",
+                n,
+                m.name(),
+                limit,
+                r.calls,
+                r.round_trips,
+                r.wall_ms
+            );
             out.push(r);
         }
     }
@@ -1196,7 +1400,10 @@ async fn measure_all(a: &Args) -> (Vec<Row>, Vec<MachineRow>) {
         let mut out = Vec::new();
         for &n in &a.sizes {
             let r = machine(n, a.item_bytes).await;
-            eprintln!("state machine {:>6} actions: {} transitions, {} Lambda calls, {} ms", n, r.transitions, r.lambda_calls, r.duration_ms);
+            eprintln!(
+                "state machine {:>6} actions: {} transitions, {} Lambda calls, {} ms",
+                n, r.transitions, r.lambda_calls, r.duration_ms
+            );
             out.push(r);
         }
         out
@@ -1211,11 +1418,18 @@ async fn measure_all(a: &Args) -> (Vec<Row>, Vec<MachineRow>) {
 async fn main() {
     let mut a = args();
     let started = Instant::now();
-    let now = std::process::Command::new("date").arg("-u").arg("+%Y-%m-%d %H:%M UTC").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
+    let now = std::process::Command::new("date")
+        .arg("-u")
+        .arg("+%Y-%m-%d %H:%M UTC")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
     let json_path = a.out.join("benchmarks.json");
     let only = a.functions_only || a.contention_only || a.largest_only;
     let mut report = if only {
-        let text = std::fs::read_to_string(&json_path).unwrap_or_else(|e| panic!("--functions-only and --contention-only need the last run's {}: {e}", json_path.display()));
+        let text = std::fs::read_to_string(&json_path).unwrap_or_else(|e| {
+            panic!("--functions-only and --contention-only need the last run's {}: {e}", json_path.display())
+        });
         let r: Report = serde_json::from_str(&text).expect("benchmarks.json of this version");
         a.sizes = r.sizes.clone();
         a.kinds = r.kinds.clone();

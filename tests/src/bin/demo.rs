@@ -59,7 +59,11 @@ async fn report(store: &Store, title: &str, ex: &Execution, started: Instant) {
         let reasons = c["CancellationReasons"].as_array().cloned().unwrap_or_default();
         let failed: Vec<(usize, &Value)> = reasons.iter().enumerate().filter(|(_, r)| r["Code"] != "None").collect();
         for (i, r) in failed.iter().take(3) {
-            println!("   TransactItems[{i}]: {} (item was {})", r["Code"].as_str().unwrap_or(""), r["Item"]["sk"]["S"].as_str().unwrap_or("-"));
+            println!(
+                "   TransactItems[{i}]: {} (item was {})",
+                r["Code"].as_str().unwrap_or(""),
+                r["Item"]["sk"]["S"].as_str().unwrap_or("-")
+            );
         }
         if failed.len() > 3 {
             println!("   ... {} failing actions in all, of {}", failed.len(), reasons.len());
@@ -89,10 +93,27 @@ async fn main() {
     let client = st.client();
     let store = Store::new(client.clone(), Config::new(&st.tx_table));
     create_table(&client, TABLE, &[("pk", "S"), ("sk", "S")]).await;
-    client.put_item().table_name(TABLE).set_item(Some(dynamo_saga::value::item_from_json(&json!({"pk": sv(PRODUCT), "sk": sv("PRODUCT"), "name": sv("Widget")})).unwrap())).send().await.unwrap();
-    put_all(&client, TABLE, (0..300).map(|i| json!({"pk": sv(PRODUCT), "sk": sv(&unit(i)), "status": sv("AVAILABLE")}))).await;
+    client
+        .put_item()
+        .table_name(TABLE)
+        .set_item(Some(
+            dynamo_saga::value::item_from_json(&json!({"pk": sv(PRODUCT), "sk": sv("PRODUCT"), "name": sv("Widget")}))
+                .unwrap(),
+        ))
+        .send()
+        .await
+        .unwrap();
+    put_all(
+        &client,
+        TABLE,
+        (0..300).map(|i| json!({"pk": sv(PRODUCT), "sk": sv(&unit(i)), "status": sv("AVAILABLE")})),
+    )
+    .await;
     let (sold, available) = count_sold(&client).await;
-    println!("Table {TABLE}: product {PRODUCT} with {} inventory units ({available} AVAILABLE, {sold} SOLD)", sold + available);
+    println!(
+        "Table {TABLE}: product {PRODUCT} with {} inventory units ({available} AVAILABLE, {sold} SOLD)",
+        sold + available
+    );
 
     println!("\nOrder 1001: user-1 buys units 000-199 (200 updates + the order item, under the product's lockToken)");
     let t = Instant::now();
