@@ -265,10 +265,9 @@ fn eventbridge_input(event: &Value) -> Value {
     let template = std::fs::read_to_string(harness::root().join("template.yaml")).unwrap();
     let rule = &template[template.find("TransactWriteItemsEvent:").expect("the rule's event")..];
     let section = &rule[rule.find("InputTransformer:").expect("an InputTransformer")..];
-    let mut lines = section.lines().skip(1);
     let mut paths = Vec::new();
     let mut input_template = None;
-    while let Some(line) = lines.next() {
+    for line in section.lines().skip(1) {
         let t = line.trim();
         if let Some(rest) = t.strip_prefix("InputTemplate:") {
             input_template = Some(rest.trim().trim_matches('\'').to_owned());

@@ -136,7 +136,7 @@ fn progress_line(s: &Status) -> String {
         phase::resume::Step::Finished => ("Finished", s.batches),
     };
     let width = 20;
-    let filled = if s.batches == 0 { width } else { done * width / s.batches };
+    let filled = (done * width).checked_div(s.batches).unwrap_or(width);
     format!(
         "{phase:<9} [{}{}] {done}/{} batches  {} actions  {}  {:.1} s",
         "#".repeat(filled),

@@ -58,13 +58,14 @@ pub async fn endpoint() -> String {
                 std::process::id(),
                 script.display()
             );
-            // Deliberately not waited for: it outlives this process to clean up after it.
-            let _watchdog = Command::new("sh")
+            // It outlives this process to clean up after it; a thread reaps it should it end first.
+            let mut watchdog = Command::new("sh")
                 .args(["-c", &watch])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .spawn()
                 .expect("watchdog");
+            std::thread::spawn(move || watchdog.wait());
             format!("http://127.0.0.1:{port}")
         })
         .await

@@ -44,7 +44,7 @@ pub async fn run(store: &Store, t: &Tables, tx_id: &str, body: &Value) -> Run {
     Run { actions_done: done, error: r.err().map(|e| e.to_string()) }
 }
 
-fn field<'a>(a: &'a Value) -> (&'a str, &'a Value) {
+fn field(a: &Value) -> (&str, &Value) {
     let (op, b) = a.as_object().expect("an action").iter().next().expect("one operation");
     (op.as_str(), b)
 }

@@ -83,9 +83,10 @@ fn start_own() -> HashMap<String, String> {
     assert!(out.status.success(), "could not start the local stack");
     let watch =
         format!("while kill -0 {} 2>/dev/null; do sleep 1; done; {} stop {name}", std::process::id(), script.display());
-    // Deliberately not waited for: it outlives this process to clean up after it.
-    let _watchdog =
+    // It outlives this process to clean up after it; a thread reaps it should it end first.
+    let mut watchdog =
         Command::new("sh").args(["-c", &watch]).stdin(Stdio::null()).stdout(Stdio::null()).spawn().expect("watchdog");
+    std::thread::spawn(move || watchdog.wait());
     let file = String::from_utf8(out.stdout).unwrap();
     std::fs::read_to_string(file.trim())
         .expect("stack settings")

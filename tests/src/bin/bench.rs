@@ -859,7 +859,7 @@ fn f1(x: f64) -> String {
     format!("{x:.1}")
 }
 
-fn by<'a>(rows: &'a [Row], kind: Kind, n: usize, method: Method) -> Option<&'a Row> {
+fn by(rows: &[Row], kind: Kind, n: usize, method: Method) -> Option<&Row> {
     rows.iter().find(|r| r.kind == kind && r.actions == n && r.method == method)
 }
 
