@@ -38,6 +38,7 @@ start() {
   install
   stop "$name"
   mkdir -p "$dir"
+  rm -f "$dir/calls.jsonl"
   local ddb_port lambda_port
   ddb_port=$(tools/free-port.sh)
   local ddb; ddb=$(tools/dynamodb-local.sh start "$ddb_port")
@@ -58,6 +59,7 @@ SAGA_FAULT_FILE=$dir/fault
 AWS_ENDPOINT_URL_SFN=http://127.0.0.1:$sfn_port
 SAGA_STATE_MACHINE_ARN=$sfn_arn
 SAGA_METRICS_NAMESPACE=DynamoSaga/local
+SAGA_CALL_LOG=$dir/calls.jsonl
 RUST_LOG=${RUST_LOG:-warn}
 EOF
   # The binaries are built first, by the same cargo the tests use, so the watcher finds them up to date.
@@ -100,6 +102,7 @@ SAGA_FAULT_FILE=$dir/fault
 SAGA_MAX_ACTIONS=${SAGA_MAX_ACTIONS:-100000}
 SFN_ENDPOINT=http://127.0.0.1:$sfn_port
 SAGA_STATE_MACHINE_ARN=$sfn_arn
+SAGA_CALL_LOG=$dir/calls.jsonl
 EOF
   (set -a; . "$dir/settings"; set +a
     exec nohup target/debug/stepfunctions-local --port "$sfn_port" >"$dir/sfn.log" 2>&1) &

@@ -114,8 +114,7 @@ async fn state_machine(a: &Args) -> Option<StateMachine> {
         .flag("--state-machine")
         .map(String::from)
         .or_else(|| std::env::var("SAGA_STATE_MACHINE_ARN").ok().filter(|s| !s.is_empty()))?;
-    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    Some(StateMachine { client: aws_sdk_sfn::Client::new(&sdk), arn })
+    Some(StateMachine { client: dynamo_saga::calls::state_machine_client().await, arn })
 }
 
 fn print_json(v: &Value) {

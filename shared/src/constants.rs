@@ -185,6 +185,9 @@ pub const ENV_COMMITTED_READS: &str = "SAGA_COMMITTED_READS";
 /// Most DynamoDB requests one phase call keeps in flight at once (default 16): each batch's item writes go out this
 /// many at a time, so a phase's round trips on the critical path are about its items divided by this.
 pub const ENV_IN_FLIGHT: &str = "SAGA_IN_FLIGHT";
+/// A file to append every AWS call this process's clients make to, one JSON line each, for the permission simulation
+/// ([`crate::calls`]); unset: nothing is recorded.
+pub const ENV_CALL_LOG: &str = "SAGA_CALL_LOG";
 /// The memory Lambda gives the function, in MB, as Lambda sets it.
 pub const LAMBDA_MEMORY_MB: &str = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE";
 /// Memory to allow per byte of request JSON when a request is validated and begun in one call: the benchmark's largest

@@ -59,9 +59,11 @@
 //! - [`status`]: what a transaction is doing, for the status API and the CLI.
 //! - [`metrics`]: each finished transaction as one CloudWatch Embedded Metric Format line (the Release function's, or
 //!   for a request carried out in one call, its driver's).
+//! - [`calls`]: the AWS calls a process makes, as IAM sees them, for the permission simulation.
 //! - [`billing`]: the capacity DynamoDB bills for a call, by its documented rules (for the benchmark).
 
 pub mod billing;
+pub mod calls;
 pub mod config;
 pub mod constants;
 pub mod coordinator;

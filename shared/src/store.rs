@@ -195,7 +195,11 @@ impl Store {
             .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(8))
             .load()
             .await;
-        Self::new(Client::new(&sdk), cfg)
+        let mut conf = aws_sdk_dynamodb::config::Builder::from(&sdk);
+        if let Some(log) = crate::calls::CallLog::from_env() {
+            conf = conf.interceptor(log);
+        }
+        Self::new(Client::from_conf(conf.build()), cfg)
     }
 
     /// A copy of this store that stops working (every call fails with [`TxError::InjectedFault`]) once it has sent

@@ -93,8 +93,7 @@ async fn route(store: &Store, runner: Option<&StateMachine>, event: &Value) -> R
 async fn main() -> Result<(), Error> {
     let runner = match std::env::var("SAGA_STATE_MACHINE_ARN") {
         Ok(arn) if !arn.is_empty() => {
-            let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-            Some(StateMachine { client: aws_sdk_sfn::Client::new(&sdk), arn })
+            Some(StateMachine { client: dynamo_saga::calls::state_machine_client().await, arn })
         }
         _ => None,
     };

@@ -28,8 +28,8 @@ async fn main() -> Result<(), Error> {
     sweeper.max_transactions = env_u64("SAGA_SWEEP_MAX", 100)? as usize;
     if let Ok(arn) = std::env::var("SAGA_STATE_MACHINE_ARN") {
         if !arn.is_empty() {
-            let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-            sweeper.state_machine = Some(StateMachine { client: aws_sdk_sfn::Client::new(&sdk), arn });
+            let client = dynamo_saga::calls::state_machine_client().await;
+            sweeper.state_machine = Some(StateMachine { client, arn });
         }
     }
     let sweeper = &sweeper;
