@@ -19,5 +19,5 @@ settings=$(SAGA_MAX_ACTIONS=12000 tools/stack.sh start "$name" $$)
 set -a; . "$settings"; set +a
 cargo test --workspace -- --test-threads 4
 echo
-echo "Measured by this run (the README's Guarantees quote these):"
+echo "Measured by this run (docs/guarantees.md quotes these):"
 sort "$SAGA_REPORT" | sed 's/^/  /'
