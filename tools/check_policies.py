@@ -20,6 +20,10 @@ Rules:
      the condition of the rule's aws:SourceArn.
   7. Every CloudWatch alarm exists only under a condition on the EnableAlarms parameter, and its AlarmActions,
      OKActions and InsufficientDataActions are absent or the AlarmTopicArn parameter under a condition on it.
+  8. No ARN in a statement has an IAM policy variable (${aws:...}) in its Region or account part: IAM substitutes
+     variables only after the fifth colon, so such an ARN matches nothing. An ARN whose Region or account is left
+     open ("*") is allowed only in a statement whose Condition pins both, StringEquals aws:RequestedRegion to
+     AWS::Region and aws:ResourceAccount to AWS::AccountId (how template.yaml names the caller's tables).
 Statements and policies inside Fn::If are checked in both branches.
 """
 
@@ -181,7 +185,35 @@ def open_principal(st):
     return p == "*" or (isinstance(p, dict) and p.get("AWS") in ("*", ["*"]))
 
 
-def check_statement(where, st, out, rules=(1, 4)):
+# Rule 8: an ARN's partition, service, Region and account, once CloudFormation's ${...} placeholders are set aside.
+ARN_PREFIX = re.compile(r"arn:([^:,\s]*):([^:,\s]*):([^:,\s]*):([^:,\s]*):")
+IAM_VARIABLE = re.compile(r"\$\{[a-z0-9-]+:[A-Za-z0-9/_.-]+\}")
+CFN_PLACEHOLDER = re.compile(r"\$\{(AWS::)?[A-Za-z0-9_.]+\}")
+
+
+def open_arns(st, where, out):
+    """Rule 8 for one statement: policy variables before the fifth colon, and open Regions or accounts without the
+    conditions that pin them."""
+    pinned = False
+    cond = st.get("Condition") or {}
+    eq = cond.get("StringEquals") if isinstance(cond, dict) else None
+    if isinstance(eq, dict):
+        pinned = eq.get("aws:RequestedRegion") == {"Ref": "AWS::Region"} and eq.get("aws:ResourceAccount") == {"Ref": "AWS::AccountId"}
+    for r in resources(st.get("Resource", [])):
+        for t in strings(r):
+            t = CFN_PLACEHOLDER.sub("X", IAM_VARIABLE.sub("VARIABLE", t))
+            for m in ARN_PREFIX.finditer(t):
+                region, account = m.group(3), m.group(4)
+                if "VARIABLE" in region or "VARIABLE" in account:
+                    out.append(f"{where}: a policy variable in the Region or account of an ARN ({m.group(0)}...), which IAM never substitutes there")
+                elif ("*" in region or "*" in account) and not pinned:
+                    out.append(
+                        f"{where}: an ARN with an open Region or account ({m.group(0)}...) in a statement whose Condition does not pin "
+                        "aws:RequestedRegion to AWS::Region and aws:ResourceAccount to AWS::AccountId"
+                    )
+
+
+def check_statement(where, st, out, rules=(1, 4, 8)):
     if st.get("Effect") != "Allow":
         return
     actions = st.get("Action", [])
@@ -201,6 +233,8 @@ def check_statement(where, st, out, rules=(1, 4)):
     if 4 in rules:
         named = [a for a in actions if a.lower().startswith(NAMED_SERVICES) and a not in NO_RESOURCE_LEVEL]
         refuse_wildcards(named, wildcard_named, " (not in NO_RESOURCE_LEVEL)")
+    if 8 in rules:
+        open_arns(st, where, out)
 
 
 def condition_refs(template, name, seen=None):
@@ -444,6 +478,12 @@ def self_test(template):
          lambda t: first_alarm(t)["Properties"].update(OKActions=[{"Ref": "AlarmTopicArn"}]))
     case("an alarm created whatever EnableAlarms says", "does not depend on the EnableAlarms parameter",
          lambda t: first_alarm(t).pop("Condition"))
+    old_form = "arn:*:dynamodb:${aws:RequestedRegion}:${aws:PrincipalAccount}:table/"
+    case("policy variables in the Region and account of the caller's tables", "a policy variable in the Region or account",
+         lambda t: statement(t, "LockFunction", "AllowedTablesLocks").update(
+             Resource={"Fn::Split": [",", {"Fn::Join": ["", [old_form, {"Fn::Join": ["," + old_form, {"Ref": "AllowedTables"}]}]]}]}))
+    case("an open account without aws:ResourceAccount", "does not pin aws:RequestedRegion to AWS::Region and aws:ResourceAccount",
+         lambda t: statement(t, "ApplyFunction", "AllowedTablesWrites")["Condition"]["StringEquals"].pop("aws:ResourceAccount"))
     ok = True
     for what, expect, broken in cases:
         got = findings(broken)
