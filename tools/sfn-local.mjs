@@ -16,6 +16,10 @@
 //   --quiet            no progress lines on stderr
 //   --name NAME        the execution's name (default local-<uuid>), as StartExecution's name
 //
+// SAGA_CALL_LOG, when set, names a file each Task's Lambda invocation is appended to as one JSON line, the call the
+// state machine's role makes: {"principal": "state-machine", "service": "lambda", "operation": "Invoke", "requests":
+// [{"action": "lambda:InvokeFunction", "resource": "function:<name>"}]} (tools/iam/sim.mjs evaluates the log).
+//
 // stdout: one JSON object {status, output, error, cause, transitions, stateEntries (state name -> times entered),
 // historyEvents, taskCalls, taskMs (function name -> the duration of each of its invocations, in ms), durationMs,
 // executionArn}; the Context Object's $$.Execution.Id is that made-up ARN (execution name local-<uuid>).
@@ -23,7 +27,7 @@
 // The package is installed into .local/sfn by tools/sfn-local-install.sh, which this runs when it is missing.
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -164,11 +168,21 @@ function taskResult(status, functionError, body) {
   throw new TaskError('Lambda.ServiceException', cause);
 }
 
+// One line of the call log (SAGA_CALL_LOG): the state machine's role invoking a Task's function. Appended whole in one
+// write, so lines from concurrent executions and the functions do not interleave.
+function recordInvoke(fnName) {
+  const path = process.env.SAGA_CALL_LOG;
+  if (!path) return;
+  const call = { principal: 'state-machine', service: 'lambda', operation: 'Invoke', requests: [{ action: 'lambda:InvokeFunction', resource: `function:${fnName}` }] };
+  appendFileSync(path, `${JSON.stringify(call)}\n`);
+}
+
 function makeInvoker(endpoint, fnName, timeoutMs, runAbort, stats) {
   const url = `${endpoint}/2015-03-31/functions/${encodeURIComponent(fnName)}/invocations`;
   return async (input) => {
     if (runAbort.signal.aborted) throw new TaskError('States.Runtime', 'execution aborted');
     stats.taskCalls++;
+    recordInvoke(fnName);
     const callStarted = Date.now();
     // The package gives up on a Task after its TimeoutSeconds but does not cancel it; cancel the request too.
     const signal = AbortSignal.any([runAbort.signal, AbortSignal.timeout(timeoutMs)]);

@@ -21,9 +21,9 @@ before(async () => {
 after(() => fake.close());
 
 // Runs the runner as a child process, so that this process's fake server keeps answering meanwhile.
-function runner(args, input) {
+function runner(args, input, env = {}) {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [RUNNER, '--input', '-', ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [RUNNER, '--input', '-', ...args], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
@@ -73,6 +73,18 @@ test('a 3-batch transaction commits: every phase in order, one batch a call', as
   assert.deepEqual(begin, { Request: { TransactionId: 'committed-a' }, ExecutionArn: record.executionArn, ExecutionStartTime: begin.ExecutionStartTime });
   assert.match(begin.ExecutionStartTime, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/);
   assert.match(stderr, /Lock +batch 3\/3 +PENDING +250 actions +-> Save/);
+});
+
+test('with SAGA_CALL_LOG, each Task invocation is a line: the state machine role invoking the function', async () => {
+  const log = join(mkdtempSync(join(tmpdir(), 'sfn-local-')), 'calls.jsonl');
+  const { code, record, stderr } = await runner(['--lambda-endpoint', fake.url, ...FAST], { TransactionId: 'committed-logged' }, { SAGA_CALL_LOG: log });
+  assert.equal(code, 0, stderr);
+  const lines = readFileSync(log, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  assert.equal(lines.length, record.taskCalls);
+  const fns = callsOf('committed-logged').map((c) => c.fn);
+  assert.deepEqual(lines, fns.map((fn) => ({
+    principal: 'state-machine', service: 'lambda', operation: 'Invoke', requests: [{ action: 'lambda:InvokeFunction', resource: `function:${fn}` }],
+  })));
 });
 
 test('a contended Lock waits, then Relock passes the Contention back; --wait-ms replaces the 5 s wait', async () => {
