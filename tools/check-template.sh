@@ -9,9 +9,16 @@
 #                            IAM auth on the API, an encrypted dead-letter queue for EventBridge requests, alarms
 #                            only under EnableAlarms and notifying only AlarmTopicArn
 #  4. JSON syntax            every events/*.json, and events/sm-250.json is what events/generate.py writes
+#  5. tools/iam-sim.sh --self-test
+#                            the permission simulation: the sample call log tools/iam/sample-calls.jsonl is allowed
+#                            in every configuration and every unused permission is justified in docs/iam.md, and each
+#                            defect it was built to find is caught on a copy of the template that has it; the Rules
+#                            refuse Express with SweepAfterSeconds of 300 or less (tools/test.sh runs the simulation
+#                            on the suites' own call log)
 #
 # Tools are installed once into .local/ (git-ignored): aws-sam-cli and cfn-lint in the venv .local/venv,
-# asl-validator@4 under .local/node. Later runs find them and skip the installs.
+# asl-validator@4 under .local/node, the IAM policy evaluator under .local/iam-sim. Later runs find them and skip the
+# installs.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -80,6 +87,9 @@ done
 echo "$n files are valid JSON"
 "$venv/bin/python" events/generate.py --check && echo "events/sm-250.json matches events/generate.py" \
   || fail "events/sm-250.json is out of date"
+
+step "permission simulation (tools/iam-sim.sh --self-test)"
+bash tools/iam-sim.sh --self-test || fail "the permission simulation refuses template.yaml, or misses a defect it exists to catch"
 
 echo
 if [ "$failed" -ne 0 ]; then

@@ -2,10 +2,10 @@
 # The permission simulation: every AWS call a principal of the deployed stack makes, evaluated against the IAM
 # policies template.yaml deploys by a real IAM policy evaluator (docs/iam.md says how, and what callers need).
 #
-#   tools/iam-sim.sh [--log FILE ...] [--local-tx-table NAME] [--json FILE]
+#   tools/iam-sim.sh [--log FILE ...] [--local-tx-table NAME] [--json FILE] [--denials-only]
 #                    evaluate a call log (default: the sample tools/iam/sample-calls.jsonl) in every configuration of
 #                    tools/iam/resolve.py; exit 1 on any denied call or any unused permission docs/iam.md does not
-#                    justify
+#                    justify (with --denials-only, on denials alone); tools/test.sh runs it on the suites' log
 #   tools/iam-sim.sh --self-test
 #                    the sample log passes on template.yaml, and each defect the simulation was built to find is caught
 #                    on a copy of the template that has it (the old ARN form of the caller's tables, Rollback without
@@ -110,7 +110,8 @@ case "${1:-}" in
       case $1 in
         --log) logs+=(--log "$2"); shift 2 ;;
         --local-tx-table | --json) rest+=("$1" "$2"); shift 2 ;;
-        *) echo "usage: $0 [--log FILE ...] [--local-tx-table NAME] [--json FILE] | --self-test" >&2; exit 2 ;;
+        --denials-only) rest+=("$1"); shift ;;
+        *) echo "usage: $0 [--log FILE ...] [--local-tx-table NAME] [--json FILE] [--denials-only] | --self-test" >&2; exit 2 ;;
       esac
     done
     [ ${#logs[@]} -gt 0 ] || logs=(--log tools/iam/sample-calls.jsonl)

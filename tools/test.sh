@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: unit tests, the runner's own tests, and the integration and end-to-end tests against one local
-# stack (DynamoDB Local, the Lambda functions behind cargo lambda watch) started for the whole run.
+# stack (DynamoDB Local, the Lambda functions behind cargo lambda watch) started for the whole run; then the
+# permission simulation over every AWS call the run made (tools/iam-sim.sh, docs/iam.md).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -18,6 +19,20 @@ trap 'tools/stack.sh stop "$name"; rm -f "$SAGA_REPORT"' EXIT
 settings=$(SAGA_MAX_ACTIONS=12000 tools/stack.sh start "$name" $$)
 set -a; . "$settings"; set +a
 cargo test --workspace -- --test-threads 4
+# The permission simulation (docs/iam.md) over every AWS call this run made: the functions', the state machine
+# runner's and the CLI's (the stack's SAGA_CALL_LOG), with the calls that never run locally. A denied call, or a held
+# permission nothing used that docs/iam.md does not justify, fails the run. The log and the report stay in .local/iam.
+mkdir -p .local/iam
+if [ -f "$STACK_DIR/calls.jsonl" ]; then cp "$STACK_DIR/calls.jsonl" .local/iam/calls.jsonl; else : >.local/iam/calls.jsonl; fi
+iam_args=(--log .local/iam/calls.jsonl --local-tx-table "$SAGA_TABLE" --json .local/iam/report.json)
+if ! grep -q '"principal": *"saga-' .local/iam/calls.jsonl; then
+  # Functions built without the call log record nothing: only denials can be judged then.
+  echo "test: WARNING: the call log holds no function's calls; the simulation checks denials only" >&2
+  iam_args+=(--denials-only)
+fi
+echo
+echo "Permission simulation (tools/iam-sim.sh) over $(wc -l <.local/iam/calls.jsonl) logged calls:"
+tools/iam-sim.sh "${iam_args[@]}"
 echo
 echo "Measured by this run (docs/guarantees.md quotes these):"
 sort "$SAGA_REPORT" | sed 's/^/  /'
