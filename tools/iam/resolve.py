@@ -378,8 +378,11 @@ def resolve(sam, config, parameters):
     cfn = transform(sam, parameters)
     r = Resolver(cfn, parameters)
     rules = check_rules(cfn, r)
+    import samtranslator
+
     out = {
         "config": config,
+        "translator": f"aws-sam-translator {samtranslator.__version__}",
         "parameters": {k: v for k, v in r.params.items()},
         "account": ACCOUNT,
         "region": REGION,

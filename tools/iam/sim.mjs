@@ -430,9 +430,11 @@ async function main() {
     if (!docs.policies[needed]) throw new InputError(`${opts.docs} has no <!-- policy: ${needed} --> block`);
   }
   const { calls: recorded, lines } = await readLogs(opts.logs);
+  const evaluator = JSON.parse(readFileSync(join(dirname(PACKAGE), '../../package.json'), 'utf8')).version;
   const report = { configs: [], denied: [], unused: [], unjustified: [], stale: [], recordedLines: lines, recordedDistinct: recorded.length };
   const log = (s) => opts.quiet || process.stdout.write(`${s}\n`);
 
+  log(`policies: template.yaml through ${configs[0]?.translator ?? 'aws-sam-translator'}; evaluator: @cloud-copilot/iam-simulate ${evaluator}`);
   const unusedIn = new Map();
   const denials = new Map();
   for (const cfg of configs) {
@@ -591,6 +593,12 @@ async function main() {
   log(`\n${report.denied.length} denied, ${report.unjustified.length} unused permissions without a justification in ${opts.docs}${opts.denialsOnly && report.unjustified.length ? ' (not failing: --denials-only)' : ''}`);
   return report.denied.length || (report.unjustified.length && !opts.denialsOnly) ? 1 : 0;
 }
+
+// Output cut short (piped into head): stop quietly.
+process.stdout.on('error', (e) => {
+  if (e.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+  throw e;
+});
 
 try {
   process.exitCode = await main();
