@@ -18,7 +18,7 @@ use aws_sdk_dynamodb::types::{
     ProjectionType, ReturnValue, ScalarAttributeType,
 };
 use aws_sdk_dynamodb::Client;
-use dynamo_saga::eval::{apply_update, item_size, EvalErrorKind, KeyTypes, MAX_ITEM_BYTES};
+use dynamo_saga::eval::{apply_update, item_size, EvalErrorKind, IndexKey, KeyTypes, MAX_ITEM_BYTES};
 use dynamo_saga::expr::is_reserved_word;
 use dynamo_saga::value::{item_to_json, Item};
 use futures::StreamExt;
@@ -102,11 +102,16 @@ const BAD_NUMBERS: [&str; 8] =
 fn key_types() -> KeyTypes {
     KeyTypes {
         key: vec![("pk".into(), 'S'), ("sk".into(), 'N')],
-        index_keys: vec![("gs".into(), 'S'), ("gn".into(), 'N'), ("gb".into(), 'B')],
+        index_keys: vec![
+            IndexKey::new("by-gs", "gs", 'S', false),
+            IndexKey::new("by-gs", "gn", 'N', true),
+            IndexKey::new("by-gb", "gb", 'B', false),
+            IndexKey::new("by-gb", "gr", 'S', true),
+        ],
     }
 }
 
-/// The table: `pk` (S) and `sk` (N), an index on `gs` (S) and `gn` (N), another on `gb` (B). Only global indexes:
+/// The table: `pk` (S) and `sk` (N), an index on `gs` (S) and `gn` (N), another on `gb` (B) and `gr` (S). Only global indexes:
 /// DynamoDB Local does not check the type of a local secondary index key on `UpdateItem`, where DynamoDB does.
 async fn create_table(client: &Client, name: &str) {
     let key = |n: &str, t: KeyType| KeySchemaElement::builder().attribute_name(n).key_type(t).build().unwrap();
@@ -132,8 +137,9 @@ async fn create_table(client: &Client, name: &str) {
         .attribute_definitions(def("gs", ScalarAttributeType::S))
         .attribute_definitions(def("gn", ScalarAttributeType::N))
         .attribute_definitions(def("gb", ScalarAttributeType::B))
+        .attribute_definitions(def("gr", ScalarAttributeType::S))
         .global_secondary_indexes(index("by-gs", vec![key("gs", KeyType::Hash), key("gn", KeyType::Range)]))
-        .global_secondary_indexes(index("by-gb", vec![key("gb", KeyType::Hash)]))
+        .global_secondary_indexes(index("by-gb", vec![key("gb", KeyType::Hash), key("gr", KeyType::Range)]))
         .send()
         .await
         .unwrap();
@@ -522,8 +528,9 @@ fn n(s: &str) -> AttributeValue {
 
 /// Draws one case of a scenario chosen by weight.
 fn case(id: usize, rng: &mut StdRng) -> Case {
-    const SCENARIOS: [(&str, u32); 12] = [
+    const SCENARIOS: [(&str, u32); 13] = [
         ("random", 40),
+        ("near other limits", 8),
         ("numbers", 14),
         ("sets", 8),
         ("lists", 8),
@@ -684,6 +691,74 @@ fn case(id: usize, rng: &mut StdRng) -> Case {
             }
             g.expression(actions)
         }
+        "near other limits" => {
+            let deep = |levels: usize| {
+                (0..levels)
+                    .fold(AttributeValue::S("x".into()), |v, _| AttributeValue::M(HashMap::from([("a".into(), v)])))
+            };
+            let around = |g: &mut Gen, limit: usize| limit + g.rng.gen_range(0..3) - 1;
+            match g.rng.gen_range(0..6) {
+                0 => {
+                    // An index key around its index's limit: 2,048 bytes for a partition key, 1,024 for a sort key.
+                    let k = g.pick(&["gs", "gb", "gr"]).to_string();
+                    g.claim(vec![Elem::Name(k.clone())]);
+                    let t = g.name(&k);
+                    let v = match k.as_str() {
+                        "gs" => AttributeValue::S("g".repeat(around(&mut g, 2048))),
+                        "gb" => AttributeValue::B(Blob::new(vec![7u8; around(&mut g, 2048)])),
+                        _ => AttributeValue::S("r".repeat(around(&mut g, 1024))),
+                    };
+                    let v = g.value_ph(v);
+                    let set =
+                        if g.chance(0.3) { format!("{t} = if_not_exists({t}, {v})") } else { format!("{t} = {v}") };
+                    g.expression(vec![("SET", set)])
+                }
+                1 => {
+                    // A value nesting around 31 lists and maps.
+                    let levels = around(&mut g, 31);
+                    let v = g.value_ph(deep(levels));
+                    g.expression(vec![("SET", format!("d = {v}"))])
+                }
+                2 => {
+                    // The same through list_append.
+                    let levels = around(&mut g, 30);
+                    let (a, b) =
+                        (g.value_ph(AttributeValue::L(vec![])), g.value_ph(AttributeValue::L(vec![deep(levels)])));
+                    g.expression(vec![("SET", format!("l = list_append({a}, {b})"))])
+                }
+                3 => {
+                    // A value written 20 levels down into a deep item.
+                    let mut item = item;
+                    item.insert("d".into(), deep(25));
+                    before = Some(item);
+                    let levels = around(&mut g, 11);
+                    let v = g.value_ph(deep(levels));
+                    g.expression(vec![("SET", format!("d{} = {v}", ".a".repeat(20)))])
+                }
+                4 => {
+                    // A name over 65,535 bytes, or a long one under it (DynamoDB Local fails on reading an item with
+                    // a name over 50,000 bytes, so the accepted edge itself is tried in tests/refusals.rs only).
+                    let name = "n".repeat(*[50_000, 65_536, 65_537].choose(g.rng).unwrap());
+                    g.names.insert("#long".into(), name);
+                    let v = g.value_ph(AttributeValue::S("x".into()));
+                    g.expression(vec![("SET", format!("#long = {v}"))])
+                }
+                _ => {
+                    // A placeholder around 255 bytes, with its # or :.
+                    let len = around(&mut g, 255);
+                    if g.chance(0.5) {
+                        let ph = format!("#{}", "p".repeat(len - 1));
+                        g.names.insert(ph.clone(), "a".into());
+                        let v = g.value_ph(AttributeValue::S("x".into()));
+                        g.expression(vec![("SET", format!("{ph} = {v}"))])
+                    } else {
+                        let ph = format!(":{}", "p".repeat(len - 1));
+                        g.values.insert(ph.clone(), AttributeValue::S("x".into()));
+                        g.expression(vec![("SET", format!("a = {ph}"))])
+                    }
+                }
+            }
+        }
         "near 400 KB" => {
             let mut item = item;
             item.insert("a".into(), n(g.pick(&["1", "99", "-5", "1.5", "0"])));
@@ -827,8 +902,12 @@ fn case(id: usize, rng: &mut StdRng) -> Case {
 /// The reason a DynamoDB `ValidationException` names, by its message.
 fn classify(message: &str) -> EvalErrorKind {
     use EvalErrorKind::*;
-    let rules: [(&str, EvalErrorKind); 21] = [
+    let rules: [(&str, EvalErrorKind); 25] = [
         ("secondary index key", IndexKeyEmpty),
+        ("Size limit exceeded", IndexKeySize),
+        ("Nesting Levels have exceeded supported limits", NestingTooDeep),
+        ("ExpressionAttributeNames contains invalid", InvalidAttributeName),
+        ("ExpressionAttributeValues contains invalid key", InvalidAttributeName),
         ("The provided key element does not match the schema", InvalidKey),
         ("The number of conditions on the keys is invalid", InvalidKey),
         ("Type mismatch for key", InvalidKey),

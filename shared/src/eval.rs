@@ -38,10 +38,17 @@ use bigdecimal::num_bigint::{BigInt, Sign};
 use bigdecimal::BigDecimal;
 
 use crate::expr::{self, Action, Operand, Path, PathElem, SetValue};
-use crate::value::Item;
+use crate::value::{check_name, nesting, Item, MAX_NESTING_LEVELS};
 
 /// DynamoDB's limit on an item's size, in bytes.
 pub const MAX_ITEM_BYTES: usize = 400 * 1024;
+/// Longest placeholder of ExpressionAttributeNames or ExpressionAttributeValues, with its `#` or `:`, in bytes.
+pub const MAX_PLACEHOLDER_BYTES: usize = 255;
+/// Longest partition key value, of the table or of an index, in bytes.
+pub const MAX_PARTITION_KEY_BYTES: usize = 2048;
+/// Longest sort key value, of the table or of an index, in bytes.
+pub const MAX_SORT_KEY_BYTES: usize = 1024;
+
 /// Most significant digits a DynamoDB number may have.
 const MAX_DIGITS: u64 = 38;
 /// Decimal exponents (of the leading digit) a non-zero DynamoDB number may have: 1E-130 to 9.99..E+125.
@@ -53,9 +60,45 @@ const MAX_EXPONENT: i64 = 125;
 pub struct KeyTypes {
     /// The table's key attributes, partition key first, each with its type: `'S'`, `'N'` or `'B'`.
     pub key: Vec<(String, char)>,
-    /// Every attribute that is a key of a global or local secondary index, with its type, in the order of the
-    /// table's description (each index's partition key before its sort key): the order DynamoDB checks them in.
-    pub index_keys: Vec<(String, char)>,
+    /// Every attribute that is a key of a global or local secondary index, in the order of the table's description
+    /// (each index's partition key before its sort key): the order DynamoDB checks them in.
+    pub index_keys: Vec<IndexKey>,
+}
+
+/// A key attribute of a secondary index.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct IndexKey {
+    /// The index.
+    pub index: String,
+    /// The attribute.
+    pub name: String,
+    /// Its type: `'S'`, `'N'` or `'B'`.
+    pub kind: char,
+    /// Whether it is the index's sort key (at most [`MAX_SORT_KEY_BYTES`]) rather than its partition key (at most
+    /// [`MAX_PARTITION_KEY_BYTES`]).
+    pub sort: bool,
+    /// Whether the index is a local secondary index, whose entries count toward the item's 400 KB.
+    pub local: bool,
+}
+
+impl IndexKey {
+    pub fn new(index: impl Into<String>, name: impl Into<String>, kind: char, sort: bool) -> Self {
+        IndexKey { index: index.into(), name: name.into(), kind, sort, local: false }
+    }
+
+    /// The same key, of a local secondary index.
+    pub fn of_local_index(self) -> Self {
+        IndexKey { local: true, ..self }
+    }
+
+    /// The longest string or binary value the key may have, in bytes.
+    pub fn max_bytes(&self) -> usize {
+        if self.sort {
+            MAX_SORT_KEY_BYTES
+        } else {
+            MAX_PARTITION_KEY_BYTES
+        }
+    }
 }
 
 /// Which of DynamoDB's rules an update breaks; each is a `ValidationException` in DynamoDB.
@@ -99,11 +142,18 @@ pub enum EvalErrorKind {
     IndexKeyType,
     /// An index key attribute would get an empty string or binary.
     IndexKeyEmpty,
+    /// An index key attribute would get a string or binary longer than its index allows: 2048 bytes for a partition
+    /// key, 1024 for a sort key.
+    IndexKeySize,
+    /// The item would nest lists and maps deeper than 32 levels.
+    NestingTooDeep,
+    /// An attribute name is empty, or longer than DynamoDB allows.
+    InvalidAttributeName,
 }
 
 impl EvalErrorKind {
     /// Every kind, for callers that count outcomes.
-    pub const ALL: [EvalErrorKind; 16] = [
+    pub const ALL: [EvalErrorKind; 19] = [
         EvalErrorKind::InvalidKey,
         EvalErrorKind::InvalidValue,
         EvalErrorKind::InvalidExpression,
@@ -120,6 +170,9 @@ impl EvalErrorKind {
         EvalErrorKind::ItemTooLarge,
         EvalErrorKind::IndexKeyType,
         EvalErrorKind::IndexKeyEmpty,
+        EvalErrorKind::IndexKeySize,
+        EvalErrorKind::NestingTooDeep,
+        EvalErrorKind::InvalidAttributeName,
     ];
 }
 
@@ -159,24 +212,14 @@ pub fn apply_update(
     values: &HashMap<String, AttributeValue>,
     keys: &KeyTypes,
 ) -> Result<Item, EvalError> {
-    check_key(key, keys)?;
-    let values = convert_values(values)?;
-    let parsed = expr::parse_update(update_expression).map_err(|e| EvalError {
-        kind: EvalErrorKind::InvalidExpression,
-        message: format!("Invalid UpdateExpression: {e}"),
-    })?;
-    check_list_append_placement(&parsed.actions)?;
-    let actions = resolve(&parsed.actions, names, &values)?;
-    check_update_size(&actions, &values)?;
-    check_unused(&parsed.refs, names, values.keys())?;
-    check_keys_untouched(&actions, keys)?;
+    let checked = check_update(key, update_expression, names, values, keys)?;
     let mut root = match item {
         Some(i) => i.clone(),
         None => key.clone(),
     };
     let before = AttributeValue::M(std::mem::take(&mut root));
-    let tree = Tree::build(&actions);
-    let ctx = Ctx { before: &before, values: &values, actions: &actions };
+    let tree = Tree::build(&checked.actions);
+    let ctx = Ctx { before: &before, values: &checked.values, actions: &checked.actions };
     let AttributeValue::M(after) = ctx.apply(&tree, &before)? else { unreachable!("an item is a map") };
     let size = item_size(&after);
     if size > MAX_ITEM_BYTES {
@@ -187,8 +230,41 @@ pub fn apply_update(
             ),
         );
     }
+    check_nesting(&after)?;
     check_index_keys(&after, keys)?;
     Ok(after)
+}
+
+/// An update as DynamoDB holds it once it has checked everything that needs no item: its actions with names
+/// resolved, and its values converted.
+pub struct CheckedUpdate {
+    actions: Vec<RAction>,
+    values: HashMap<String, AttributeValue>,
+}
+
+/// What DynamoDB checks of an `UpdateItem` before it reads the item, in its order: the key, the values, the
+/// expression and its placeholders, the size of what it writes, unused placeholders, key attributes. An update that
+/// passes may still be refused on the item it meets ([`apply_update`]); one that fails is refused whatever the item.
+pub fn check_update(
+    key: &Item,
+    update_expression: &str,
+    names: &HashMap<String, String>,
+    values: &HashMap<String, AttributeValue>,
+    keys: &KeyTypes,
+) -> Result<CheckedUpdate, EvalError> {
+    check_key(key, keys)?;
+    check_placeholders(names, values)?;
+    let values = convert_values(values)?;
+    let parsed = expr::parse_update(update_expression).map_err(|e| EvalError {
+        kind: EvalErrorKind::InvalidExpression,
+        message: format!("Invalid UpdateExpression: {e}"),
+    })?;
+    check_list_append_placement(&parsed.actions)?;
+    let actions = resolve(&parsed.actions, names, &values)?;
+    check_update_size(&actions, &values)?;
+    check_unused(&parsed.refs, names, values.keys())?;
+    check_keys_untouched(&actions, keys)?;
+    Ok(CheckedUpdate { actions, values })
 }
 
 /// Whether DynamoDB accepts `item` as a whole new item (`PutItem`): at most 400 KB, and every index key attribute it
@@ -201,7 +277,105 @@ pub fn check_item(item: &Item, keys: &KeyTypes) -> Result<(), EvalError> {
             format!("Item size has exceeded the maximum allowed size ({size} bytes; at most {MAX_ITEM_BYTES})"),
         );
     }
+    check_names(item)?;
+    check_nesting(item)?;
     check_index_keys(item, keys)
+}
+
+/// The deepest level of `item`: 1 for scalars only, one more for each list or map a value nests.
+fn item_levels(item: &Item) -> usize {
+    item.values().map(|v| 1 + nesting(v)).max().unwrap_or(0)
+}
+
+fn check_nesting(item: &Item) -> Result<(), EvalError> {
+    let levels = item_levels(item);
+    if levels > MAX_NESTING_LEVELS {
+        return fail(
+            EvalErrorKind::NestingTooDeep,
+            format!("Nesting Levels have exceeded supported limits ({levels} levels; at most {MAX_NESTING_LEVELS})"),
+        );
+    }
+    Ok(())
+}
+
+/// Every attribute name of a whole item, and every map key in it, is 1 to 65,535 bytes long.
+fn check_names(item: &Item) -> Result<(), EvalError> {
+    fn value(v: &AttributeValue) -> Result<(), String> {
+        match v {
+            AttributeValue::M(m) => m.iter().try_for_each(|(k, v)| check_name(k).and_then(|_| value(v))),
+            AttributeValue::L(l) => l.iter().try_for_each(value),
+            _ => Ok(()),
+        }
+    }
+    item.iter()
+        .try_for_each(|(k, v)| check_name(k).and_then(|_| value(v)))
+        .map_err(|message| EvalError { kind: EvalErrorKind::InvalidAttributeName, message })
+}
+
+/// The placeholders of ExpressionAttributeNames and ExpressionAttributeValues (at most 255 bytes each, with their
+/// `#` or `:`) and the names they stand for (1 to 65,535 bytes).
+fn check_placeholders(
+    names: &HashMap<String, String>,
+    values: &HashMap<String, AttributeValue>,
+) -> Result<(), EvalError> {
+    let long = |map: &str, k: &String| EvalError {
+        kind: EvalErrorKind::InvalidAttributeName,
+        message: format!(
+            "{map} contains invalid key: The expression attribute map contains a key that is too long; size of key: {}",
+            k.len()
+        ),
+    };
+    let mut sorted: Vec<(&String, &String)> = names.iter().collect();
+    sorted.sort();
+    for (k, name) in sorted {
+        if k.len() > MAX_PLACEHOLDER_BYTES {
+            return Err(long("ExpressionAttributeNames", k));
+        }
+        check_name(name).map_err(|m| EvalError {
+            kind: EvalErrorKind::InvalidAttributeName,
+            message: format!("ExpressionAttributeNames contains invalid value: {m} for key {k}"),
+        })?;
+    }
+    match values.keys().filter(|k| k.len() > MAX_PLACEHOLDER_BYTES).min() {
+        Some(k) => Err(long("ExpressionAttributeValues", k)),
+        None => Ok(()),
+    }
+}
+
+/// Whether `item` comes within a tenth of one of DynamoDB's limits (its size, counted twice where a local index may
+/// copy it, its nesting, the length of a key or an index key), or has a number of 37 or 38 digits: where a disagreement between these rules and DynamoDB would show
+/// first, and DynamoDB is asked to judge the write before the commit ([`crate::config::PrecommitCheck`]).
+pub fn near_limits(item: &Item, keys: &KeyTypes) -> bool {
+    let near = |size: usize, max: usize| size * 10 >= max * 9;
+    let bytes = |v: &AttributeValue| match v {
+        AttributeValue::S(s) => s.len(),
+        AttributeValue::B(b) => b.as_ref().len(),
+        _ => 0,
+    };
+    let table_keys = keys
+        .key
+        .iter()
+        .enumerate()
+        .map(|(i, (name, _))| (name, if i == 0 { MAX_PARTITION_KEY_BYTES } else { MAX_SORT_KEY_BYTES }));
+    let index_keys = keys.index_keys.iter().map(|k| (&k.name, k.max_bytes()));
+    // A local index's entry may hold the whole item again, within the same 400 KB.
+    let copies = if keys.index_keys.iter().any(|k| k.local) { 2 } else { 1 };
+    near(copies * item_size(item), MAX_ITEM_BYTES)
+        || item_levels(item) + 3 > MAX_NESTING_LEVELS
+        || table_keys.chain(index_keys).any(|(name, max)| item.get(name).is_some_and(|v| near(bytes(v), max)))
+        || item.values().any(long_number)
+}
+
+/// A number of 37 digits or more, anywhere in `v`.
+fn long_number(v: &AttributeValue) -> bool {
+    let digits = |n: &String| n.chars().filter(char::is_ascii_digit).count() >= 37;
+    match v {
+        AttributeValue::N(n) => digits(n),
+        AttributeValue::Ns(ns) => ns.iter().any(digits),
+        AttributeValue::L(l) => l.iter().any(long_number),
+        AttributeValue::M(m) => m.values().any(long_number),
+        _ => false,
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -430,6 +604,9 @@ fn convert_values(values: &HashMap<String, AttributeValue>) -> Result<HashMap<St
     names.sort();
     let mut out = HashMap::with_capacity(values.len());
     for name in names {
+        if 1 + nesting(&values[name]) > MAX_NESTING_LEVELS {
+            return fail(EvalErrorKind::NestingTooDeep, "Nesting Levels have exceeded supported limits");
+        }
         let v = convert_value(&values[name]).map_err(|m| EvalError {
             kind: EvalErrorKind::InvalidValue,
             message: format!("ExpressionAttributeValues contains invalid value: {m} for key {name}"),
@@ -910,7 +1087,7 @@ fn check_keys_untouched(actions: &[RAction], keys: &KeyTypes) -> Result<(), Eval
         let name = head(p);
         let what = if keys.key.iter().any(|(k, _)| *k == name) {
             "Key"
-        } else if keys.index_keys.iter().any(|(k, _)| *k == name) {
+        } else if keys.index_keys.iter().any(|k| k.name == name) {
             "IndexKey"
         } else {
             continue;
@@ -1233,7 +1410,7 @@ fn set_difference(existing: &AttributeValue, remove: &AttributeValue) -> Option<
 /// Every index key attribute the item has must be a scalar of its index's type, and not empty. DynamoDB Local checks
 /// them in the order of `keys.index_keys`, each for emptiness first.
 fn check_index_keys(item: &Item, keys: &KeyTypes) -> Result<(), EvalError> {
-    for (name, t) in &keys.index_keys {
+    for IndexKey { name, kind: t, .. } in &keys.index_keys {
         let Some(v) = item.get(name) else { continue };
         let empty = match v {
             AttributeValue::S(s) => s.is_empty().then_some("string"),
@@ -1264,6 +1441,25 @@ fn check_index_keys(item: &Item, keys: &KeyTypes) -> Result<(), EvalError> {
             );
         }
     }
+    for k in &keys.index_keys {
+        let size = match item.get(&k.name) {
+            Some(AttributeValue::S(s)) => s.len(),
+            Some(AttributeValue::B(b)) => b.as_ref().len(),
+            _ => continue,
+        };
+        if size > k.max_bytes() {
+            return fail(
+                EvalErrorKind::IndexKeySize,
+                format!(
+                    "One or more parameter values were invalid: Size limit exceeded for Index Key {} Actual Size: \
+                     {size} bytes Max Size: {} bytes IndexName: {}",
+                    k.name,
+                    k.max_bytes(),
+                    k.index
+                ),
+            );
+        }
+    }
     Ok(())
 }
 
@@ -1278,7 +1474,10 @@ mod tests {
         AttributeValue::S(v.into())
     }
     fn keys() -> KeyTypes {
-        KeyTypes { key: vec![("pk".into(), 'S')], index_keys: vec![("gs".into(), 'S'), ("gn".into(), 'N')] }
+        KeyTypes {
+            key: vec![("pk".into(), 'S')],
+            index_keys: vec![IndexKey::new("g", "gs", 'S', false), IndexKey::new("g", "gn", 'N', true)],
+        }
     }
     fn key() -> Item {
         HashMap::from([("pk".to_string(), s("k"))])

@@ -14,6 +14,10 @@ use std::fmt;
 
 /// DynamoDB's limit on the length of any one expression string.
 pub const MAX_EXPR_BYTES: usize = 4096;
+/// Most elements of a document path (`a.b[0]` has three).
+pub const MAX_PATH_ELEMENTS: usize = 32;
+/// Most operators in an update expression, as DynamoDB counts them there: each `+` and `-`.
+pub const MAX_OPERATORS: usize = 300;
 /// DynamoDB's limit on the number of operands of `IN`.
 const MAX_IN_OPERANDS: usize = 100;
 /// Bounds the parser's recursion so that a hostile expression cannot overflow the stack.
@@ -173,7 +177,13 @@ pub fn parse_condition(expr: &str) -> Result<ExprRefs, ExprError> {
 /// Parses an UpdateExpression, including the checks DynamoDB makes beyond syntax (one clause of each kind, no two
 /// actions on overlapping paths).
 pub fn parse_update(expr: &str) -> Result<UpdateExpr, ExprError> {
-    Ok(parse_update_spans(expr)?.0)
+    let parsed = parse_update_spans(expr)?.0;
+    let operators =
+        parsed.actions.iter().filter(|a| matches!(a, Action::Set(_, SetValue::Plus(..) | SetValue::Minus(..)))).count();
+    if operators > MAX_OPERATORS {
+        return Err(err(format!("The expression contains too many operators; operator count: {operators}"), None));
+    }
+    Ok(parsed)
 }
 
 /// Parses a ProjectionExpression: comma-separated paths.
@@ -588,6 +598,10 @@ impl<'a> Parser<'a> {
             } else {
                 break;
             }
+        }
+        if elems.len() > MAX_PATH_ELEMENTS {
+            let msg = format!("The document path has too many nesting levels; nesting levels: {}", elems.len());
+            return Err(err(msg, Some(start)));
         }
         let path = Path(elems);
         self.refs.paths.push(path.clone());

@@ -170,9 +170,9 @@ pub struct TableSchema {
     pub key_names: Vec<String>,
     /// `S`, `N` or `B` for each key attribute.
     pub key_types: Vec<String>,
-    /// Each key attribute of the table's global, then local, secondary indexes, with its type, in the order of the
-    /// table's description (an index's partition key before its sort key).
-    pub index_keys: Vec<(String, String)>,
+    /// Each key attribute of the table's global, then local, secondary indexes, in the order of the table's
+    /// description (an index's partition key before its sort key).
+    pub index_keys: Vec<crate::eval::IndexKey>,
 }
 
 impl TableSchema {
@@ -185,7 +185,7 @@ impl TableSchema {
         let typed = |n: &String, t: &String| (n.clone(), t.chars().next().unwrap_or('S'));
         crate::eval::KeyTypes {
             key: self.key_names.iter().zip(&self.key_types).map(|(n, t)| typed(n, t)).collect(),
-            index_keys: self.index_keys.iter().map(|(n, t)| typed(n, t)).collect(),
+            index_keys: self.index_keys.clone(),
         }
     }
 }
@@ -415,7 +415,9 @@ fn parse_action(i: usize, a: &Value, cfg: &Config) -> Result<RawAction, TxError>
     let key_field = if op == Op::Put { "Item" } else { "Key" };
     let key_or_item = match body.get(key_field) {
         None => return Err(e(format!("{opname}: {key_field} is required"))),
-        Some(v) => value::item_from_json(v).map_err(|m| e(format!("{opname}: {key_field}: {m}")))?,
+        Some(v) => value::item_from_json(v)
+            .and_then(|i| value::check_attributes(&i).map(|_| i))
+            .map_err(|m| e(format!("{opname}: {key_field}: {m}")))?,
     };
     let string = |k: &str| -> Result<Option<String>, TxError> {
         match body.get(k) {
@@ -437,7 +439,14 @@ fn parse_action(i: usize, a: &Value, cfg: &Config) -> Result<RawAction, TxError>
         Some(Value::Object(m)) => m
             .iter()
             .map(|(k, v)| match v {
-                Value::String(s) if !s.is_empty() => Ok((k.clone(), s.clone())),
+                Value::String(s) => {
+                    placeholder(k)
+                        .map_err(|m| e(format!("{opname}: ExpressionAttributeNames contains invalid key: {m}")))?;
+                    value::check_name(s).map_err(|m| {
+                        e(format!("{opname}: ExpressionAttributeNames contains invalid value: {m} for key {k}"))
+                    })?;
+                    Ok((k.clone(), s.clone()))
+                }
                 _ => Err(e(format!("{opname}: ExpressionAttributeNames[{k:?}] must be a non-empty string"))),
             })
             .collect::<Result<_, _>>()?,
@@ -445,8 +454,14 @@ fn parse_action(i: usize, a: &Value, cfg: &Config) -> Result<RawAction, TxError>
     };
     let mut values = match body.get("ExpressionAttributeValues") {
         None | Some(Value::Null) => Item::new(),
-        Some(v) => value::item_from_json(v).map_err(|m| e(format!("{opname}: ExpressionAttributeValues: {m}")))?,
+        // How deep a value may nest depends on where the expression writes it: the evaluator judges that.
+        Some(v) => value::item_from_json(v)
+            .and_then(|i| value::check_map_keys(&i).map(|_| i))
+            .map_err(|m| e(format!("{opname}: ExpressionAttributeValues: {m}")))?,
     };
+    if let Some(m) = values.keys().find_map(|k| placeholder(k).err()) {
+        return Err(e(format!("{opname}: ExpressionAttributeValues contains invalid key: {m}")));
+    }
     let return_old = match string("ReturnValuesOnConditionCheckFailure")?.as_deref() {
         None | Some("NONE") => false,
         Some("ALL_OLD") => true,
@@ -541,12 +556,23 @@ fn parse_action(i: usize, a: &Value, cfg: &Config) -> Result<RawAction, TxError>
         names.insert(RATCHET_NAME.to_owned(), attr);
     }
     if op == Op::Put {
-        let size = value::item_size(&key_or_item) + RESERVED_OVERHEAD;
+        // The item replaces the locked one whole, without dynamo-saga's attributes: it has DynamoDB's limit to itself.
+        let size = value::item_size(&key_or_item);
         if size > MAX_ITEM_BYTES {
-            return Err(e(format!("Put: the item is {size} bytes with dynamo-saga's lock attributes, over DynamoDB's 400 KB item limit ({MAX_ITEM_BYTES} bytes)")));
+            return Err(e(format!(
+                "Put: Item size has exceeded the maximum allowed size of 400 KB ({size} bytes; at most {MAX_ITEM_BYTES})"
+            )));
         }
     }
     Ok(RawAction { op, table, key_or_item, update, condition, names, values, return_old, tombstone })
+}
+
+/// A placeholder of ExpressionAttributeNames or ExpressionAttributeValues, with its `#` or `:`, is at most 255 bytes.
+fn placeholder(k: &str) -> Result<(), String> {
+    match k.len() > crate::eval::MAX_PLACEHOLDER_BYTES {
+        true => Err(format!("The expression attribute map contains a key that is too long; size of key: {}", k.len())),
+        false => Ok(()),
+    }
 }
 
 /// Longest time to live a tombstone may ask for: ten years.
@@ -563,7 +589,9 @@ fn parse_tombstone(t: &Value, key: &Item) -> Result<Tombstone, String> {
     }
     let attributes = match obj.get("Attributes") {
         None | Some(Value::Null) => Item::new(),
-        Some(v) => value::item_from_json(v).map_err(|m| format!("Attributes: {m}"))?,
+        Some(v) => value::item_from_json(v)
+            .and_then(|i| value::check_attributes(&i).map(|_| i))
+            .map_err(|m| format!("Attributes: {m}"))?,
     };
     let ttl_attribute = match obj.get("TimeToLiveAttribute") {
         Some(Value::String(n)) if !n.is_empty() => n.clone(),
@@ -652,6 +680,14 @@ pub fn validate(p: ParsedRequest, schemas: &HashMap<String, TableSchema>) -> Res
             let schema =
                 schemas.get(&table).ok_or_else(|| bad(None, format!("Parent: table {table:?} does not exist")))?;
             check_key(&key, schema).map_err(|m| bad(None, format!("Parent: Key: {m}")))?;
+            // A Put of the parent item keeps the parent lock's attributes until the transaction is released.
+            let put_of_parent = actions.iter().find(|a| a.table == table && a.key == key && a.op == Op::Put);
+            if let Some(a) = put_of_parent {
+                let size = a.item.as_ref().map_or(0, value::item_size) + RESERVED_OVERHEAD;
+                if size > MAX_ITEM_BYTES {
+                    return Err(bad(Some(a.index), format!("Put: the item is {size} bytes with the parent lock's attributes, over DynamoDB's 400 KB item limit ({MAX_ITEM_BYTES} bytes)")));
+                }
+            }
             Some(Parent { table_name: table, key })
         }
     };

@@ -22,6 +22,7 @@ use aws_sdk_dynamodb::Client;
 use crate::billing::{self, Bill};
 use crate::config::Config;
 use crate::error::TxError;
+use crate::eval::IndexKey;
 use crate::request::TableSchema;
 use crate::value::{item_size, Item};
 
@@ -400,12 +401,16 @@ impl Store {
                 .find(|d| d.attribute_name() == n)
                 .map(|d| d.attribute_type().as_str().to_string())
         };
-        let index_keys = desc
-            .global_secondary_indexes()
-            .iter()
-            .flat_map(|g| g.key_schema())
-            .chain(desc.local_secondary_indexes().iter().flat_map(|l| l.key_schema()))
-            .filter_map(|k| Some((k.attribute_name().to_string(), type_of(k.attribute_name())?)))
+        let global = desc.global_secondary_indexes().iter().map(|g| (g.index_name(), g.key_schema(), false));
+        let local = desc.local_secondary_indexes().iter().map(|l| (l.index_name(), l.key_schema(), true));
+        let index_keys = global
+            .chain(local)
+            .flat_map(|(index, keys, local)| keys.iter().map(move |k| (index.unwrap_or_default(), k, local)))
+            .filter_map(|(index, k, local)| {
+                let kind = type_of(k.attribute_name())?.chars().next()?;
+                let key = IndexKey::new(index, k.attribute_name(), kind, *k.key_type() == KeyType::Range);
+                Some(if local { key.of_local_index() } else { key })
+            })
             .collect();
         let s = TableSchema { key_names: names, key_types: types, index_keys };
         self.schemas.lock().expect("schema cache").insert(table.to_string(), s.clone());

@@ -47,8 +47,12 @@ pub fn to_av(v: &Value) -> Result<AttributeValue, String> {
             let strs: Vec<String> = arr.iter().map(want_str).collect::<Result<_, _>>()?;
             let mut seen = std::collections::HashSet::new();
             for s in &strs {
-                if !seen.insert(s.as_str()) {
-                    return Err(format!("{t} value has a duplicate element {s:?}"));
+                // Numbers are the same element when their values are equal (1, 1.0 and 01).
+                let element = if t == "NS" { canonical_number(s) } else { s.clone() };
+                if !seen.insert(element) {
+                    return Err(format!(
+                        "{t} value has a duplicate element {s:?}: Input collection contains duplicates"
+                    ));
                 }
             }
             match t.as_str() {
@@ -61,6 +65,15 @@ pub fn to_av(v: &Value) -> Result<AttributeValue, String> {
             return Err(format!("unknown DynamoDB type {other:?} (expected S, N, B, BOOL, NULL, M, L, SS, NS or BS)"))
         }
     })
+}
+
+/// A number's value as one text whatever way it was written (`1`, `1.0`, `01` and `1E0` alike); the text itself
+/// when it is not a number.
+pub fn canonical_number(n: &str) -> String {
+    match n.trim().parse::<bigdecimal::BigDecimal>() {
+        Ok(d) => d.normalized().to_string(),
+        Err(_) => n.to_string(),
+    }
 }
 
 fn decode_b64(s: &str) -> Result<Vec<u8>, String> {
@@ -126,6 +139,75 @@ pub fn item_from_json(v: &Value) -> Result<Item, String> {
     obj.iter().map(|(k, v)| to_av(v).map(|av| (k.clone(), av)).map_err(|e| format!("attribute {k:?}: {e}"))).collect()
 }
 
+/// DynamoDB's rules for the attributes of an item: names and map keys 1 to 65,535 bytes, values nested at most 31
+/// lists and maps deep.
+pub fn check_attributes(item: &Item) -> Result<(), String> {
+    check_map_keys(item)?;
+    let mut sorted: Vec<(&String, &AttributeValue)> = item.iter().collect();
+    sorted.sort_by_key(|(k, _)| *k);
+    for (k, v) in sorted {
+        check_name(k).map_err(|e| format!("attribute {}: {e}", short(k)))?;
+        let levels = 1 + nesting(v);
+        if levels > MAX_NESTING_LEVELS {
+            return Err(format!(
+                "attribute {}: Nesting Levels have exceeded supported limits: {levels} levels, at most \
+                 {MAX_NESTING_LEVELS} counting the item",
+                short(k)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Every map key in the values of `item` (an item, or ExpressionAttributeValues) is 1 to 65,535 bytes.
+pub fn check_map_keys(item: &Item) -> Result<(), String> {
+    fn keys(v: &AttributeValue) -> Result<(), String> {
+        match v {
+            AttributeValue::M(m) => m.iter().try_for_each(|(k, v)| check_name(k).and_then(|_| keys(v))),
+            AttributeValue::L(l) => l.iter().try_for_each(keys),
+            _ => Ok(()),
+        }
+    }
+    let mut sorted: Vec<(&String, &AttributeValue)> = item.iter().collect();
+    sorted.sort_by_key(|(k, _)| *k);
+    sorted.into_iter().try_for_each(|(k, v)| keys(v).map_err(|e| format!("{}: {e}", short(k))))
+}
+
+/// Deepest nesting of an item: an item is the first level, and each list or map a value holds one more.
+pub const MAX_NESTING_LEVELS: usize = 32;
+/// Longest attribute name, in bytes: names are below 64 KB.
+pub const MAX_NAME_BYTES: usize = 65_535;
+
+/// Lists and maps nested in `v`, counting `v` itself: 0 for a scalar or set, 1 for a list of scalars or an empty
+/// map.
+pub fn nesting(v: &AttributeValue) -> usize {
+    match v {
+        AttributeValue::L(l) => 1 + l.iter().map(nesting).max().unwrap_or(0),
+        AttributeValue::M(m) => 1 + m.values().map(nesting).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// An attribute name (or map key) as DynamoDB takes it: 1 to 65,535 bytes.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("Empty attribute name".into());
+    }
+    if name.len() > MAX_NAME_BYTES {
+        return Err(format!(
+            "Attribute name is too large, must be less than 65536 bytes ({} bytes: {}...)",
+            name.len(),
+            short(name)
+        ));
+    }
+    Ok(())
+}
+
+/// The start of a long name, for messages.
+fn short(name: &str) -> String {
+    name.chars().take(40).collect()
+}
+
 /// Renders an item as DynamoDB JSON, with its attributes in name order so that output is stable.
 pub fn item_to_json(item: &Item) -> Value {
     let sorted: BTreeMap<&String, &AttributeValue> = item.iter().collect();
@@ -177,8 +259,9 @@ pub fn key_order(table: &str, key: &Item, key_names: &[String]) -> Vec<u8> {
                 out.extend_from_slice(s.as_bytes());
             }
             Some(AttributeValue::N(n)) => {
+                // 2 and 2.00 are one key: one item.
                 out.push(b'N');
-                out.extend_from_slice(n.as_bytes());
+                out.extend_from_slice(canonical_number(n).as_bytes());
             }
             Some(AttributeValue::B(b)) => {
                 out.push(b'B');
@@ -257,6 +340,37 @@ mod tests {
     fn sizes_follow_dynamodb_rules() {
         let item = item_from_json(&json!({"pk": {"S": "abc"}, "n": {"N": "1234"}, "f": {"BOOL": true}})).unwrap();
         assert_eq!(item_size(&item), (2 + 3) + (1 + 3) + (1 + 1));
+    }
+
+    #[test]
+    fn one_number_written_two_ways_is_one_key_and_one_set_element() {
+        let names = vec!["pk".to_string()];
+        let a = item_from_json(&json!({"pk": {"N": "2"}})).unwrap();
+        let b = item_from_json(&json!({"pk": {"N": "2.00"}})).unwrap();
+        assert_eq!(key_order("t", &a, &names), key_order("t", &b, &names));
+        let c = item_from_json(&json!({"pk": {"N": "20"}})).unwrap();
+        assert_ne!(key_order("t", &a, &names), key_order("t", &c, &names));
+        for set in [json!(["1", "1.0"]), json!(["1", "01"]), json!(["1E1", "10"])] {
+            let e = item_from_json(&json!({"pk": {"S": "k"}, "s": {"NS": set}})).unwrap_err();
+            assert!(e.contains("duplicates"), "{e}");
+        }
+        assert!(item_from_json(&json!({"pk": {"S": "k"}, "s": {"NS": ["1", "10"]}})).is_ok());
+    }
+
+    #[test]
+    fn names_are_1_to_65535_bytes_and_values_nest_31_deep() {
+        let check = |v: Value| check_attributes(&item_from_json(&v).unwrap());
+        let deep = |levels: usize| (0..levels).fold(json!({"S": "x"}), |v, _| json!({"M": {"a": v}}));
+        assert!(check(json!({"d": deep(31)})).is_ok());
+        let e = check(json!({"d": deep(32)})).unwrap_err();
+        assert!(e.contains("Nesting Levels have exceeded supported limits"), "{e}");
+        let e = check(json!({"": {"S": "x"}})).unwrap_err();
+        assert!(e.contains("Empty attribute name"), "{e}");
+        let e = check(json!({"m": {"M": {"": {"S": "x"}}}})).unwrap_err();
+        assert!(e.contains("Empty attribute name"), "{e}");
+        assert!(check(json!({"n".repeat(65_535): {"S": "x"}})).is_ok());
+        let e = check(json!({"n".repeat(65_536): {"S": "x"}})).unwrap_err();
+        assert!(e.contains("Attribute name is too large"), "{e}");
     }
 
     #[test]
