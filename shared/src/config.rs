@@ -42,6 +42,25 @@ pub struct Config {
     /// not applied yet (`SAGA_COMMITTED_READS`): evaluate the transaction's write on the item, writing nothing (the
     /// default), or apply that write first and read the item it leaves.
     pub committed_reads: CommittedReads,
+    /// Which writes DynamoDB itself judges before a transaction of batches commits (`SAGA_PRECOMMIT_CHECK`), beyond
+    /// the rules this library checks ([`crate::judge`]).
+    pub precommit_check: PrecommitCheck,
+}
+
+/// See [`Config::precommit_check`]: the safety net for what no list of DynamoDB's rules covers (a rule added later,
+/// DynamoDB differing from DynamoDB Local). Each judged write costs one action of a cancelled `TransactWriteItems`
+/// call, which DynamoDB bills as a transactional write: about 2 write units per started KB of the item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PrecommitCheck {
+    /// Updates and `Put`s whose result comes near one of DynamoDB's limits (size, nesting, key lengths: see
+    /// [`crate::eval::near_limits`]), where an error of the local rules would matter: nothing extra for ordinary
+    /// writes.
+    #[default]
+    NearLimits,
+    /// Every update and `Put`: covers any rule at the price of a transactional write per item.
+    All,
+    /// None: the local rules alone.
+    Off,
 }
 
 /// See [`Config::committed_reads`].
@@ -73,6 +92,7 @@ impl Config {
             max_request_bytes: None,
             direct: true,
             committed_reads: CommittedReads::Evaluate,
+            precommit_check: PrecommitCheck::NearLimits,
         }
     }
 
@@ -144,6 +164,15 @@ impl Config {
             Some(v) if v == "evaluate" => CommittedReads::Evaluate,
             Some(v) if v == "apply" => CommittedReads::Apply,
             Some(v) => return Err(TxError::Internal(format!("{ENV_COMMITTED_READS}={v:?} must be evaluate or apply"))),
+        };
+        c.precommit_check = match var(ENV_PRECOMMIT_CHECK).map(|v| v.trim().to_ascii_lowercase()) {
+            None => PrecommitCheck::NearLimits,
+            Some(v) if v == "near-limits" => PrecommitCheck::NearLimits,
+            Some(v) if v == "all" => PrecommitCheck::All,
+            Some(v) if v == "off" => PrecommitCheck::Off,
+            Some(v) => {
+                return Err(TxError::Internal(format!("{ENV_PRECOMMIT_CHECK}={v:?} must be near-limits, all or off")))
+            }
         };
         c.check()?;
         Ok(c)
@@ -265,6 +294,22 @@ mod tests {
         })
         .unwrap_err();
         assert!(e.to_string().contains(ENV_COMMITTED_READS), "{e}");
+    }
+
+    #[test]
+    fn the_precommit_check_is_a_setting() {
+        use super::PrecommitCheck;
+        assert_eq!(from(&[(ENV_TX_TABLE, "tx")]).precommit_check, PrecommitCheck::NearLimits);
+        assert_eq!(from(&[(ENV_TX_TABLE, "tx"), (ENV_PRECOMMIT_CHECK, "All")]).precommit_check, PrecommitCheck::All);
+        assert_eq!(from(&[(ENV_TX_TABLE, "tx"), (ENV_PRECOMMIT_CHECK, "off")]).precommit_check, PrecommitCheck::Off);
+        let e = Config::from_vars(|k| {
+            [(ENV_TX_TABLE, "tx"), (ENV_PRECOMMIT_CHECK, "some")]
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains(ENV_PRECOMMIT_CHECK), "{e}");
     }
 
     #[test]

@@ -51,6 +51,8 @@ pub const SK_PAGE_PREFIX: &str = "page#";
 pub const SK_IMAGE_PREFIX: &str = "img#";
 /// Sort key of a ClientRequestToken record.
 pub const SK_TOKEN: &str = "token";
+/// A record never written: the condition that cannot hold when DynamoDB is asked to judge writes ([`crate::judge`]).
+pub const SK_JUDGE: &str = "judge";
 /// Partition key prefix of ClientRequestToken records.
 pub const TOKEN_PK_PREFIX: &str = "token#";
 
@@ -185,6 +187,9 @@ pub const ENV_COMMITTED_READS: &str = "SAGA_COMMITTED_READS";
 /// Most DynamoDB requests one phase call keeps in flight at once (default 16): each batch's item writes go out this
 /// many at a time, so a phase's round trips on the critical path are about its items divided by this.
 pub const ENV_IN_FLIGHT: &str = "SAGA_IN_FLIGHT";
+/// `near-limits` (the default), `all` or `off`: which writes DynamoDB judges before a transaction of batches commits
+/// ([`crate::config::PrecommitCheck`]).
+pub const ENV_PRECOMMIT_CHECK: &str = "SAGA_PRECOMMIT_CHECK";
 /// A file to append every AWS call this process's clients make to, one JSON line each, for the permission simulation
 /// ([`crate::calls`]); unset: nothing is recorded.
 pub const ENV_CALL_LOG: &str = "SAGA_CALL_LOG";

@@ -51,6 +51,7 @@
 //! - [`value`]: DynamoDB JSON, item sizes, the lock-order key.
 //! - [`expr`]: a parser for condition and update expressions, so bad expressions are rejected before any write.
 //! - [`eval`]: an evaluator of update expressions: whether DynamoDB accepts an update, and the item it stores.
+//! - [`judge`]: DynamoDB's own verdict on writes, asked without writing.
 //! - [`store`]: every DynamoDB call, with capacity accounting and test-only fault injection.
 //! - [`read`]: reads at the uncommitted and committed isolation levels, and a condition for writers outside the
 //!   protocol.
@@ -70,6 +71,7 @@ pub mod coordinator;
 pub mod error;
 pub mod eval;
 pub mod expr;
+pub mod judge;
 pub mod metrics;
 pub mod phase;
 pub mod plan;

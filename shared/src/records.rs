@@ -415,7 +415,7 @@ pub fn n(v: impl ToString) -> AttributeValue {
 pub fn header_key(tx_id: &str) -> Item {
     HashMap::from([(TX_PK.to_string(), s(tx_id)), (TX_SK.to_string(), s(SK_HEADER))])
 }
-fn record_key(tx_id: &str, sk: String) -> Item {
+pub(crate) fn record_key(tx_id: &str, sk: String) -> Item {
     HashMap::from([(TX_PK.to_string(), s(tx_id)), (TX_SK.to_string(), s(sk))])
 }
 pub fn image_sk(pos: usize) -> String {

@@ -136,24 +136,17 @@ async fn apply_committed(store: &Store, m: Meter, h: Header, batch: usize) -> Re
 pub(crate) async fn apply_item(store: &Store, m: &Meter, h: &Header, a: &Action) -> Result<Option<String>, TxError> {
     let owner = h.owner();
     let c = &store.client;
-    let held = format!("{} = {}", ph::LOCK, ph::TX);
     let sent = match (&a.op, &a.tombstone) {
         (Op::Update, _) => {
-            let caller = a.update.as_deref().unwrap_or_default();
-            let parsed = expr::parse_update(caller).map_err(|e| TxError::Internal(format!("stored update: {e}")))?;
-            let (names, values) = used(a, &parsed.refs);
+            let w = UpdateWrite::of(a, &owner)?;
             let req = c
                 .update_item()
                 .table_name(&a.table)
                 .set_key(Some(a.key.clone()))
-                .set_expression_attribute_names(Some(names))
-                .set_expression_attribute_values(Some(values));
-            let (req, unlock) = unlock_clause(req);
-            let remove = unlock.trim_start_matches("REMOVE ");
-            let update = expr::add_actions(caller, ClauseKind::Remove, remove)
-                .map_err(|e| TxError::Internal(format!("stored update: {e}")))?;
-            let req =
-                req.update_expression(update).condition_expression(held).expression_attribute_values(ph::TX, s(&owner));
+                .update_expression(w.update)
+                .condition_expression(w.condition)
+                .set_expression_attribute_names(Some(w.names))
+                .set_expression_attribute_values(Some(w.values));
             store.update(m, req).await
         }
         (Op::Put, _) => {
@@ -186,6 +179,51 @@ pub(crate) async fn apply_item(store: &Store, m: &Meter, h: &Header, a: &Action)
         Err(TxError::DynamoDb { message, .. }) if message.starts_with("ValidationException") => Ok(Some(message)),
         Err(e) => Err(e),
     }
+}
+
+/// The write that applies update action `a` and unlocks its item while `owner` (an attempt's lock value) holds it:
+/// the caller's update with the lock attributes removed, conditioned on the lock. Apply sends it; lock has DynamoDB
+/// judge it first ([`judged_write`]).
+struct UpdateWrite {
+    update: String,
+    condition: String,
+    names: HashMap<String, String>,
+    values: Item,
+}
+
+impl UpdateWrite {
+    fn of(a: &Action, owner: &str) -> Result<UpdateWrite, TxError> {
+        let caller = a.update.as_deref().unwrap_or_default();
+        let parsed = expr::parse_update(caller).map_err(|e| TxError::Internal(format!("stored update: {e}")))?;
+        let (mut names, mut values) = used(a, &parsed.refs);
+        let (unlock, unlock_names) = unlock_parts();
+        names.extend(unlock_names.iter().map(|(p, n)| (p.to_string(), n.to_string())));
+        values.insert(ph::TX.into(), s(owner));
+        let update = expr::add_actions(caller, ClauseKind::Remove, unlock.trim_start_matches("REMOVE "))
+            .map_err(|e| TxError::Internal(format!("stored update: {e}")))?;
+        Ok(UpdateWrite { update, condition: format!("{} = {}", ph::LOCK, ph::TX), names, values })
+    }
+}
+
+/// The update expression apply sends for update action `a`: the caller's, with the lock attributes removed.
+pub(crate) fn applied_update_expression(a: &Action) -> Result<String, TxError> {
+    UpdateWrite::of(a, "").map(|w| w.update)
+}
+
+/// Update action `a`'s apply write, as one action of a `TransactWriteItems` call, for DynamoDB to judge before the
+/// commit ([`crate::judge`]) exactly as apply will send it.
+pub(crate) fn judged_write(a: &Action, owner: &str) -> Result<TransactWriteItem, TxError> {
+    let w = UpdateWrite::of(a, owner)?;
+    let update = Update::builder()
+        .table_name(&a.table)
+        .set_key(Some(a.key.clone()))
+        .update_expression(w.update)
+        .condition_expression(w.condition)
+        .set_expression_attribute_names(Some(w.names))
+        .set_expression_attribute_values(Some(w.values))
+        .build()
+        .map_err(|e| TxError::Internal(e.to_string()))?;
+    Ok(TransactWriteItem::builder().update(update).build())
 }
 
 /// The parent lock's attributes on an item that replaces the parent item, so the parent stays locked by `h`'s

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tracing::info;
 
+use crate::config::PrecommitCheck;
 use crate::constants::*;
 use crate::error::{CancellationReason, TxError};
 use crate::phase::direct::{self, Direct};
@@ -199,19 +200,63 @@ pub(crate) async fn refused_items<'a>(
     actions: impl IntoIterator<Item = &'a crate::request::Action>,
 ) -> Result<Vec<(usize, CancellationReason)>, TxError> {
     let mut refused = Vec::new();
+    // Puts for DynamoDB itself to judge: whether it accepts one does not depend on the item it replaces.
+    let mut judge = Vec::new();
     for a in actions {
-        let replaced = match (&a.op, &a.item, &a.tombstone) {
-            (Op::Put, Some(item), _) => std::borrow::Cow::Borrowed(item),
-            (Op::Delete, _, Some(t)) => std::borrow::Cow::Owned(t.item(&a.key, tx_id)),
+        let checked = match (&a.op, &a.item, &a.tombstone) {
+            (Op::Put, Some(item), _) => Checked::Item(std::borrow::Cow::Borrowed(item)),
+            (Op::Delete, _, Some(t)) => Checked::Item(std::borrow::Cow::Owned(t.item(&a.key, tx_id))),
+            (Op::Update, _, _) => Checked::Update,
+            _ if a.condition.is_some() => Checked::Condition,
             _ => continue,
         };
         let schema = store.schema(m, &a.table).await?;
-        if let Err(e) = crate::eval::check_item(&replaced, &schema.key_types()) {
+        let verdict = match checked {
+            Checked::Item(item) => {
+                let verdict = crate::eval::check_item(&item, &schema.key_types());
+                let ask = match store.cfg.precommit_check {
+                    PrecommitCheck::All => true,
+                    PrecommitCheck::NearLimits => crate::eval::near_limits(&item, &schema.key_types()),
+                    PrecommitCheck::Off => false,
+                };
+                if verdict.is_ok() && ask && a.op == Op::Put {
+                    judge.push((a.index, direct::write_item(a, false)?, a.describe()));
+                }
+                verdict
+            }
+            Checked::Update => super::check_update(a, &schema),
+            Checked::Condition => Ok(()),
+        };
+        let verdict = verdict.and_then(|_| {
+            super::check_room(a).map_err(|message| crate::eval::EvalError {
+                kind: crate::eval::EvalErrorKind::InvalidExpression,
+                message,
+            })
+        });
+        if let Err(e) = verdict {
             let message = format!("{}: {e}", a.describe());
             refused.push((a.index, CancellationReason::new(CancellationReason::VALIDATION_ERROR, message)));
         }
     }
+    if refused.is_empty() && !judge.is_empty() {
+        let writes = judge.iter().map(|(index, write, _)| (*index, write.clone())).collect();
+        for (index, message) in crate::judge::judge(store, m, tx_id, writes).await?.refused {
+            let a = judge.iter().find(|j| j.0 == index).map(|j| j.2.clone()).unwrap_or_default();
+            refused.push((
+                index,
+                CancellationReason::new(CancellationReason::VALIDATION_ERROR, format!("{a}: {message}")),
+            ));
+        }
+    }
     Ok(refused)
+}
+
+/// What begin checks of an action: the whole item it leaves, or an update as far as it can be judged without one.
+enum Checked<'a> {
+    Item(std::borrow::Cow<'a, Item>),
+    Update,
+    /// A `Delete` or `ConditionCheck` with a condition: only the room its condition leaves the lock's.
+    Condition,
 }
 
 /// The header attributes every transaction has, whichever way it is carried out: id, version, times, counts, the

@@ -61,7 +61,7 @@ pub(crate) async fn run(
     let mut actions: Vec<&Action> = valid.actions.iter().collect();
     actions.sort_by_key(|a| a.index);
     finish(store, m, &mut header);
-    let mut items = actions.iter().map(|a| write_item(a)).collect::<Result<Vec<_>, _>>()?;
+    let mut items = actions.iter().map(|a| write_item(a, true)).collect::<Result<Vec<_>, _>>()?;
     items.push(header_put(store, header.clone())?);
     let req = store.client.transact_write_items().set_transact_items(Some(items));
     let reasons = match store.transact(m, req).await? {
@@ -69,10 +69,7 @@ pub(crate) async fn run(
             info!(tx_id = %tx_id, actions = actions.len(), "committed in one TransactWriteItems call");
             return Ok(Direct::Ended(Box::new(records::Header::from_item(&header)?)));
         }
-        Transacted::Rejected(message) => {
-            info!(tx_id = %tx_id, %message, "one TransactWriteItems call was refused: the protocol runs the request");
-            return Ok(Direct::Protocol);
-        }
+        Transacted::Rejected(message) => return refused_as_a_whole(store, m, tx_id, &actions, header, message).await,
         Transacted::Canceled(reasons) => reasons,
     };
     if reasons.get(actions.len()).is_some_and(|r| r.0 == CancellationReason::CONDITIONAL_CHECK_FAILED) {
@@ -109,6 +106,40 @@ pub(crate) async fn run(
         return Ok(Direct::Protocol);
     }
     info!(tx_id = %tx_id, failed = failed.len(), "cancelled in one TransactWriteItems call");
+    cancelled(store, m, tx_id, header, failed).await
+}
+
+/// DynamoDB refused the call as a whole: an answer about the request, never a reason to carry it out another way.
+/// DynamoDB is asked about the caller's actions alone, as the caller wrote them ([`crate::judge`]): those it refuses
+/// cancel the transaction with `ValidationError`, named, as `TransactWriteItems` names them; actions it refuses only
+/// together are the request's fault, a `ValidationError` for the request. Only when it accepts them all was the
+/// refusal about what this module adds (the guard, the header), and the protocol runs the request.
+async fn refused_as_a_whole(
+    store: &Store,
+    m: &Meter,
+    tx_id: &str,
+    actions: &[&Action],
+    header: Item,
+    message: String,
+) -> Result<Direct, TxError> {
+    let writes = actions.iter().map(|a| Ok((a.index, write_item(a, false)?))).collect::<Result<Vec<_>, TxError>>()?;
+    let verdict = crate::judge::judge(store, m, tx_id, writes).await?;
+    if let Some(together) = verdict.together.filter(|_| verdict.refused.is_empty()) {
+        return Err(TxError::invalid(None, format!("DynamoDB refused the request as a whole: {together}")));
+    }
+    if verdict.refused.is_empty() {
+        info!(tx_id = %tx_id, %message, "refused only with dynamo-saga's guard and header: the protocol runs the request");
+        return Ok(Direct::Protocol);
+    }
+    info!(tx_id = %tx_id, refused = verdict.refused.len(), "DynamoDB refused actions of the request: cancelled");
+    let failed = verdict
+        .refused
+        .into_iter()
+        .map(|(index, message)| {
+            let a = actions.iter().find(|a| a.index == index).map(|a| a.describe()).unwrap_or_default();
+            (index, CancellationReason::new(CancellationReason::VALIDATION_ERROR, format!("{a}: {message}")))
+        })
+        .collect();
     cancelled(store, m, tx_id, header, failed).await
 }
 
@@ -159,28 +190,38 @@ fn header_put(store: &Store, header: Item) -> Result<TransactWriteItem, TxError>
     Ok(TransactWriteItem::builder().put(put).build())
 }
 
-/// The caller's action as native takes it, with the condition that no transaction of the protocol holds the item and
-/// that it is not a tombstone; the item comes back when a condition fails, to tell the two apart.
-fn write_item(a: &Action) -> Result<TransactWriteItem, TxError> {
-    let own = format!("attribute_not_exists({}) AND attribute_not_exists({})", ph::LOCK, ph::TOMBSTONE);
-    let cond = match &a.condition {
-        Some(c) => expr::and(&own, c),
-        None => own,
-    };
+/// The caller's action as native takes it; `guarded`, with the condition that no transaction of the protocol holds
+/// the item and that it is not a tombstone, and the item back when a condition fails, to tell the two apart.
+pub(crate) fn write_item(a: &Action, guarded: bool) -> Result<TransactWriteItem, TxError> {
     let mut names = a.names.clone();
-    names.insert(ph::LOCK.into(), ATTR_LOCK.into());
-    names.insert(ph::TOMBSTONE.into(), ATTR_TOMBSTONE.into());
+    let cond = if guarded {
+        names.insert(ph::LOCK.into(), ATTR_LOCK.into());
+        names.insert(ph::TOMBSTONE.into(), ATTR_TOMBSTONE.into());
+        let own = format!("attribute_not_exists({}) AND attribute_not_exists({})", ph::LOCK, ph::TOMBSTONE);
+        Some(match &a.condition {
+            Some(c) => expr::and(&own, c),
+            None => own,
+        })
+    } else {
+        a.condition.clone()
+    };
+    let names = (!names.is_empty()).then_some(names);
     let values = (!a.values.is_empty()).then(|| a.values.clone());
+    let old = if guarded || a.return_old {
+        ReturnValuesOnConditionCheckFailure::AllOld
+    } else {
+        ReturnValuesOnConditionCheckFailure::None
+    };
     let internal = |e: aws_sdk_dynamodb::error::BuildError| TxError::Internal(e.to_string());
     // The same guard on each kind of action; the SDK's builders share no trait.
     macro_rules! guarded {
         ($builder:expr) => {
             $builder
                 .table_name(&a.table)
-                .condition_expression(cond)
-                .set_expression_attribute_names(Some(names))
+                .set_condition_expression(cond)
+                .set_expression_attribute_names(names)
                 .set_expression_attribute_values(values)
-                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+                .return_values_on_condition_check_failure(old)
                 .build()
                 .map_err(internal)?
         };

@@ -14,6 +14,7 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::*;
+use crate::config::PrecommitCheck;
 use crate::error::CancellationReason;
 use crate::expr;
 use crate::records::Decision;
@@ -23,6 +24,9 @@ use crate::value::{self, item_to_json, Item};
 
 enum ItemLock {
     Locked,
+    /// Locked, and the write apply will send is one for DynamoDB to judge before the commit (protocol 2,
+    /// [`crate::config::PrecommitCheck`]).
+    Judge,
     /// Locked, and DynamoDB would refuse the action's update (protocol 2).
     Refused(CancellationReason),
     Failed(CancellationReason),
@@ -70,7 +74,7 @@ pub async fn lock(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
                 return Ok(Report::new(Outcome::Contended(c), &m));
             }
             match lock_parent(store, &m, &h, p).await? {
-                ItemLock::Locked => {
+                ItemLock::Locked | ItemLock::Judge => {
                     queue::leave(store, &m, &records::Header { parent_ticket: Some(ticket), ..h.clone() }).await?
                 }
                 ItemLock::Contended(c) => return Ok(Report::new(Outcome::Contended(c), &m)),
@@ -166,16 +170,38 @@ async fn lock_batch(
     }
     let actions = records::read_batch(store, m, &h.id, plan, batch, Part::Heads).await?;
     let results = concurrently(actions, store.cfg.concurrency, |(_, a)| async move {
-        let r = lock_item(store, m, h, &a).await?;
+        let r = match lock_item(store, m, h, &a).await {
+            // DynamoDB refuses the lock write itself (the caller's condition, say, with a value it refuses): the
+            // request's fault, named as `TransactWriteItems` names it, before anything can commit.
+            Err(TxError::DynamoDb { message, .. }) if message.starts_with("ValidationException") => {
+                let message = format!("{}: {message}", a.describe());
+                ItemLock::Refused(CancellationReason::new(CancellationReason::VALIDATION_ERROR, message))
+            }
+            other => other?,
+        };
         Ok((a, r))
     })
     .await?;
+    let mut judge = Vec::new();
     for (a, r) in results {
         match r {
             ItemLock::Locked => {}
+            ItemLock::Judge => judge.push(a),
             ItemLock::Refused(reason) => met.refused.push((a.index, reason)),
             ItemLock::Failed(reason) => met.failed.push((a.index, reason)),
             ItemLock::Contended(c) => met.contention.push(c),
+        }
+    }
+    if !judge.is_empty() && met.failed.is_empty() && met.refused.is_empty() {
+        let owner = h.owner();
+        let writes = judge
+            .iter()
+            .map(|a| Ok((a.index, super::apply::judged_write(a, &owner)?)))
+            .collect::<Result<Vec<_>, TxError>>()?;
+        for (index, message) in crate::judge::judge(store, m, &h.id, writes).await?.refused {
+            let a = judge.iter().find(|a| a.index == index).map(|a| a.describe()).unwrap_or_default();
+            let message = format!("{a}: {message}");
+            met.refused.push((index, CancellationReason::new(CancellationReason::VALIDATION_ERROR, message)));
         }
     }
     Ok(())
@@ -287,10 +313,36 @@ async fn locked(store: &Store, m: &Meter, h: &Header, a: &Action, before: Option
         return Ok(ItemLock::Locked);
     }
     let schema = store.schema(m, &a.table).await?;
-    Ok(match refusal(a, before, &schema) {
-        Some(message) => ItemLock::Refused(CancellationReason::new(CancellationReason::VALIDATION_ERROR, message)),
-        None => ItemLock::Locked,
+    Ok(match evaluate(a, before, &schema) {
+        Err(e) => {
+            let message = format!("{}: {e}", a.describe());
+            ItemLock::Refused(CancellationReason::new(CancellationReason::VALIDATION_ERROR, message))
+        }
+        Ok(after) => match store.cfg.precommit_check {
+            PrecommitCheck::All => ItemLock::Judge,
+            PrecommitCheck::NearLimits if crate::eval::near_limits(&after, &schema.key_types()) => ItemLock::Judge,
+            _ => ItemLock::Locked,
+        },
     })
+}
+
+/// The condition of the write that locks an item expected `absent` or present (not a tombstone): the caller's
+/// condition, if any, joined to the lock's own.
+pub(crate) fn lock_condition(absent: bool, caller: Option<&str>) -> String {
+    let own = if absent {
+        format!("attribute_not_exists({})", ph::PK)
+    } else {
+        format!(
+            "attribute_exists({}) AND attribute_not_exists({}) AND attribute_not_exists({})",
+            ph::PK,
+            ph::LOCK,
+            ph::TOMBSTONE
+        )
+    };
+    match caller {
+        Some(c) => expr::and(&own, c),
+        None => own,
+    }
 }
 
 /// Locks an item that is absent or present (not a tombstone) for `owner` (the attempt's lock value).
@@ -307,25 +359,12 @@ async fn lock_plain(
         None => Default::default(),
     };
     let (names, values) = used(a, &refs);
-    let (mut cond, set) = if absent {
-        (
-            format!("attribute_not_exists({})", ph::PK),
-            format!("SET {} = {}, {} = {}, {} = {}", ph::LOCK, ph::TX, ph::LOCKED_AT, ph::NOW, ph::TRANSIENT, ph::TRUE),
-        )
+    let set = if absent {
+        format!("SET {} = {}, {} = {}, {} = {}", ph::LOCK, ph::TX, ph::LOCKED_AT, ph::NOW, ph::TRANSIENT, ph::TRUE)
     } else {
-        (
-            format!(
-                "attribute_exists({}) AND attribute_not_exists({}) AND attribute_not_exists({})",
-                ph::PK,
-                ph::LOCK,
-                ph::TOMBSTONE
-            ),
-            format!("SET {} = {}, {} = {}", ph::LOCK, ph::TX, ph::LOCKED_AT, ph::NOW),
-        )
+        format!("SET {} = {}, {} = {}", ph::LOCK, ph::TX, ph::LOCKED_AT, ph::NOW)
     };
-    if let Some(c) = &a.condition {
-        cond = expr::and(&cond, c);
-    }
+    let cond = lock_condition(absent, a.condition.as_deref());
     let mut req = store
         .client
         .update_item()

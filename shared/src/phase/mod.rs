@@ -166,12 +166,41 @@ pub(crate) fn evaluate(
     before: Option<&Item>,
     schema: &crate::request::TableSchema,
 ) -> Result<Item, crate::eval::EvalError> {
+    let (update, names, values) = update_parts(a);
+    crate::eval::apply_update(before, &a.key, update, &names, &values, &schema.key_types())
+}
+
+/// Why DynamoDB would refuse update action `a` whatever the item it meets ([`crate::eval::check_update`]): what
+/// begin checks, from the request alone.
+pub(crate) fn check_update(a: &Action, schema: &crate::request::TableSchema) -> Result<(), crate::eval::EvalError> {
+    let (update, names, values) = update_parts(a);
+    crate::eval::check_update(&a.key, update, &names, &values, &schema.key_types()).map(|_| ())
+}
+
+/// Whether action `a`'s expressions still fit DynamoDB's limits with what the protocol adds to them: the lock's
+/// condition, and the removal of the lock attributes in an update's apply. An expression native takes within a
+/// hundred bytes of 4 KB may not leave that room; it is refused before anything is written.
+pub(crate) fn check_room(a: &Action) -> Result<(), String> {
+    if let Some(c) = &a.condition {
+        crate::expr::parse_condition(&lock::lock_condition(false, Some(c)))
+            .map_err(|e| format!("ConditionExpression with the lock's condition: {e}"))?;
+    }
+    if a.op == crate::request::Op::Update {
+        let applied = apply::applied_update_expression(a).map_err(|e| e.to_string())?;
+        crate::expr::parse_update(&applied)
+            .map_err(|e| format!("UpdateExpression with the lock attributes' removal: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Update action `a`'s expression with the names and values it uses (the action's also serve its condition).
+fn update_parts(a: &Action) -> (&str, HashMap<String, String>, Item) {
     let update = a.update.as_deref().unwrap_or_default();
     let (names, values) = match crate::expr::parse_update(update) {
         Ok(parsed) => used(a, &parsed.refs),
         Err(_) => (a.names.clone(), a.values.clone()),
     };
-    crate::eval::apply_update(before, &a.key, update, &names, &values, &schema.key_types())
+    (update, names, values)
 }
 
 /// Why DynamoDB would refuse action `a`'s update on `before` (see [`evaluate`]), or `None` when it accepts it or `a`
@@ -220,14 +249,22 @@ pub(crate) async fn release_item(
 
 /// `REMOVE` of every attribute a lock leaves on an item, with their names: what Keep and Expire share.
 fn unlock_clause(req: UpdateItemFluentBuilder) -> (UpdateItemFluentBuilder, String) {
-    let clause = format!("REMOVE {}, {}, {}, {}, {}", ph::LOCK, ph::LOCKED_AT, ph::TRANSIENT, ph::APPLIED, ph::STONE);
-    let req = req
-        .expression_attribute_names(ph::LOCK, ATTR_LOCK)
-        .expression_attribute_names(ph::LOCKED_AT, ATTR_LOCKED_AT)
-        .expression_attribute_names(ph::TRANSIENT, ATTR_TRANSIENT)
-        .expression_attribute_names(ph::APPLIED, ATTR_APPLIED)
-        .expression_attribute_names(ph::STONE, ATTR_STONE);
+    let (clause, names) = unlock_parts();
+    let req = names.iter().fold(req, |req, (p, n)| req.expression_attribute_names(*p, *n));
     (req, clause)
+}
+
+/// The clause that removes the lock attributes, and the names it uses.
+fn unlock_parts() -> (String, [(&'static str, &'static str); 5]) {
+    let clause = format!("REMOVE {}, {}, {}, {}, {}", ph::LOCK, ph::LOCKED_AT, ph::TRANSIENT, ph::APPLIED, ph::STONE);
+    let names = [
+        (ph::LOCK, ATTR_LOCK),
+        (ph::LOCKED_AT, ATTR_LOCKED_AT),
+        (ph::TRANSIENT, ATTR_TRANSIENT),
+        (ph::APPLIED, ATTR_APPLIED),
+        (ph::STONE, ATTR_STONE),
+    ];
+    (clause, names)
 }
 
 /// [`release_item`] by table and key.
