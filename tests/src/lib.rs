@@ -423,7 +423,7 @@ pub async fn create_tx_table(client: &Client, name: &str) {
 pub fn native_item(a: &Value) -> aws_sdk_dynamodb::types::TransactWriteItem {
     let (op, b) = a.as_object().unwrap().iter().next().unwrap();
     let s = |k: &str| b.get(k).and_then(Value::as_str).map(str::to_owned);
-    let item = |k: &str| b.get(k).map(|v| item_from_json(v).unwrap());
+    let item = |k: &str| b.get(k).map(raw_item);
     let names = b
         .get("ExpressionAttributeNames")
         .map(|n| n.as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned())).collect());
@@ -484,6 +484,34 @@ pub fn native_item(a: &Value) -> aws_sdk_dynamodb::types::TransactWriteItem {
                     .unwrap(),
             )
             .build(),
+    }
+}
+
+/// DynamoDB JSON as the SDK's attribute values, checking nothing DynamoDB checks: what a caller sends, for DynamoDB
+/// itself to judge.
+pub fn raw_item(v: &Value) -> Item {
+    v.as_object().unwrap().iter().map(|(k, v)| (k.clone(), raw_value(v))).collect()
+}
+
+fn raw_value(v: &Value) -> aws_sdk_dynamodb::types::AttributeValue {
+    use aws_sdk_dynamodb::types::AttributeValue as A;
+    let (t, x) = v.as_object().unwrap().iter().next().unwrap();
+    let strs = || x.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_owned()).collect::<Vec<_>>();
+    let blob = |s: &str| {
+        use base64::Engine as _;
+        aws_sdk_dynamodb::primitives::Blob::new(base64::engine::general_purpose::STANDARD.decode(s).unwrap())
+    };
+    match t.as_str() {
+        "S" => A::S(x.as_str().unwrap().to_owned()),
+        "N" => A::N(x.as_str().unwrap().to_owned()),
+        "B" => A::B(blob(x.as_str().unwrap())),
+        "BOOL" => A::Bool(x.as_bool().unwrap()),
+        "NULL" => A::Null(x.as_bool().unwrap()),
+        "M" => A::M(raw_item(x)),
+        "L" => A::L(x.as_array().unwrap().iter().map(raw_value).collect()),
+        "SS" => A::Ss(strs()),
+        "NS" => A::Ns(strs()),
+        _ => A::Bs(strs().iter().map(|s| blob(s)).collect()),
     }
 }
 
