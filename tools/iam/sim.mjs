@@ -360,7 +360,8 @@ function synthetic(cfg) {
     ['dynamodb:PutItem', [tx, ...user.map(table)]],
     ['dynamodb:UpdateItem', user.map(table)],
     ['dynamodb:DeleteItem', user.map(table)],
-    ['dynamodb:ConditionCheckItem', user.map(table)],
+    // DynamoDB judging a request it refused as a whole: the caller's actions with a check of a record never written.
+    ['dynamodb:ConditionCheckItem', [tx, ...user.map(table)]],
     ['dynamodb:GetItem', [tx]],
     ['dynamodb:Query', [tx]],
     ['dynamodb:BatchWriteItem', [tx]],

@@ -150,7 +150,7 @@ pub(crate) async fn begin_as(
             return Ok(b);
         }
     }
-    let refused = refused_items(store, &m, &tx_id, &valid.actions).await?;
+    let refused = refused_items(store, &m, &tx_id, &valid.actions, true).await?;
     if !refused.is_empty() {
         info!(tx_id = %tx_id, refused = refused.len(), "an item DynamoDB would refuse: cancelled before anything was locked");
         let mut header = header_item(store, &tx_id, &valid, now, deadline, execution_arn);
@@ -189,15 +189,19 @@ pub(crate) async fn begin_as(
     })
 }
 
-/// The items DynamoDB would refuse as whole new items, each `Put`'s and each tombstone a `Delete` leaves, checked
-/// against their tables' index key types ([`crate::eval::check_item`]; their sizes were checked when the request
-/// was parsed): `ValidationError` on each such action, as `TransactWriteItems` reports a `Put` whose index key has
-/// the wrong type. The request is in hand here, so the protocol's phases never read these items to check them.
+/// The actions DynamoDB would refuse whatever the items they meet, from the request alone: each `Put`'s item and
+/// each tombstone a `Delete` leaves as a whole new item ([`crate::eval::check_item`]: size, names, nesting, index
+/// keys), each update as far as it can be judged without its item ([`crate::eval::check_update`]), and the room
+/// each expression leaves for what the protocol adds. `ValidationError` on each such action, as `TransactWriteItems`
+/// reports them. With `judge_puts`, a `Put` the pre-commit check covers ([`crate::config::PrecommitCheck`]) is then
+/// judged by DynamoDB itself, which needs no item for it. The request is in hand here, so the protocol's phases never
+/// read these items to check them.
 pub(crate) async fn refused_items<'a>(
     store: &Store,
     m: &Meter,
     tx_id: &str,
     actions: impl IntoIterator<Item = &'a crate::request::Action>,
+    judge_puts: bool,
 ) -> Result<Vec<(usize, CancellationReason)>, TxError> {
     let mut refused = Vec::new();
     // Puts for DynamoDB itself to judge: whether it accepts one does not depend on the item it replaces.
@@ -219,7 +223,7 @@ pub(crate) async fn refused_items<'a>(
                     PrecommitCheck::NearLimits => crate::eval::near_limits(&item, &schema.key_types()),
                     PrecommitCheck::Off => false,
                 };
-                if verdict.is_ok() && ask && a.op == Op::Put {
+                if verdict.is_ok() && ask && judge_puts && a.op == Op::Put {
                     judge.push((a.index, direct::write_item(a, false)?, a.describe()));
                 }
                 verdict

@@ -37,7 +37,7 @@ pub async fn save(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
             let plan = records::read_plan(store, &m, tx_id).await?;
             let actions = records::read_batch(store, &m, tx_id, &plan, batch, Part::Whole).await?;
             let actions: Vec<&Action> = actions.iter().map(|(_, a)| a).collect();
-            let refused = super::begin::refused_items(store, &m, tx_id, actions).await?;
+            let refused = super::begin::refused_items(store, &m, tx_id, actions, false).await?;
             if !refused.is_empty() {
                 return Ok(Report::new(decided(store, &m, &h, &Decision::actions(refused)).await?, &m));
             }
