@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The library as a crate others can depend on; needs no AWS account, nor network beyond crates.io.
+#   tools/check-crate.sh [--allow-dirty]      further arguments go to cargo package
+#
+#  1. LICENSE           shared/LICENSE, the copy the crate ships (cargo packages only files under shared/), is the
+#                       workspace root's LICENSE
+#  2. cargo deny        `cargo deny check licenses bans` with deny.toml: every dependency under a license allowed
+#                       there, no wildcard version. Advisories are not checked: the RustSec database comes from
+#                       GitHub, which CI cannot reach.
+#  3. cargo package     `cargo package -p dynamo-saga --locked`: the crate's files (include in shared/Cargo.toml), its
+#                       metadata, and the .crate unpacked and built on its own, outside the workspace, with the
+#                       versions of Cargo.lock (target/package/)
+#
+# cargo-deny is pinned: installed with `cargo install --locked` into cargo's bin directory when that version is not
+# there (a few minutes, once).
+#
+# No --allow-dirty by default: cargo package then refuses files of the crate that are modified or not committed, so
+# the .crate is what git holds and records its commit. CI's clean clone passes as it is; a developer checking work in
+# progress passes --allow-dirty.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+deny_version=0.20.2
+
+install_cargo_deny() {
+  if [ "$(cargo deny --version 2>/dev/null)" = "cargo-deny $deny_version" ]; then return 0; fi
+  echo "check-crate: installing cargo-deny $deny_version (a few minutes, once)"
+  # cargo-deny's release profile asks for fat LTO and one codegen unit: slow to build on a small machine, and a CI
+  # tool gains nothing from it.
+  CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+    cargo install --locked --quiet cargo-deny --version "$deny_version"
+}
+
+step() { echo; echo "== $*"; }
+
+step "shared/LICENSE is the workspace's LICENSE"
+cmp LICENSE shared/LICENSE || { echo "check-crate: shared/LICENSE differs from LICENSE; copy it again" >&2; exit 1; }
+echo "identical"
+
+install_cargo_deny
+step "cargo deny check licenses bans ($(cargo deny --version))"
+cargo deny --locked check licenses bans
+
+step "cargo package -p dynamo-saga --locked $*"
+# The file list first: a missing or stray file shows before the verification build.
+cargo package -p dynamo-saga --locked --list "$@"
+# The verification build compiles the crate and its dependencies again, with the crate's own features; debug info
+# would only make it slower.
+CARGO_PROFILE_DEV_DEBUG=0 cargo package -p dynamo-saga --locked "$@"
+
+echo
+echo "check-crate: all checks passed"
