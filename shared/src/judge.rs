@@ -61,6 +61,18 @@ async fn judge_part(
     let req = store.client.transact_write_items().set_transact_items(Some(items));
     match store.transact(m, req).await? {
         Transacted::Done => Err(TxError::Internal("a judging call that cannot succeed wrote its items".into())),
+        // Reasons that cannot be matched to the writes (DynamoDB Local lists a refused write's reason alone): halve.
+        Transacted::Canceled(reasons) if reasons.len() != part.len() + 1 => {
+            let refusal = reasons.iter().find(|r| r.0 == CancellationReason::VALIDATION_ERROR);
+            match (refusal, part) {
+                (None, _) => Ok(None),
+                (Some(r), [(tag, _)]) => {
+                    refused.push((*tag, r.1.clone().unwrap_or_else(|| "DynamoDB refused the write".into())));
+                    Ok(None)
+                }
+                (Some(r), _) => halve(store, m, tx_id, part, refused, r.1.clone().unwrap_or_default()).await,
+            }
+        }
         Transacted::Canceled(reasons) => {
             for ((tag, _), (code, message, _)) in part.iter().zip(&reasons) {
                 if code == CancellationReason::VALIDATION_ERROR {
@@ -73,14 +85,24 @@ async fn judge_part(
             refused.push((part[0].0, message));
             Ok(None)
         }
-        Transacted::Rejected(message) => {
-            let before = refused.len();
-            let (a, b) = part.split_at(part.len() / 2);
-            let first = Box::pin(judge_part(store, m, tx_id, a, refused)).await?;
-            let second = Box::pin(judge_part(store, m, tx_id, b, refused)).await?;
-            Ok(if refused.len() > before { first.or(second) } else { Some(message) })
-        }
+        Transacted::Rejected(message) => halve(store, m, tx_id, part, refused, message).await,
     }
+}
+
+/// Judges each half of `part`, which DynamoDB refused with `message`; `Some(message)` when neither half explains it.
+async fn halve(
+    store: &Store,
+    m: &Meter,
+    tx_id: &str,
+    part: &[(usize, TransactWriteItem)],
+    refused: &mut Vec<(usize, String)>,
+    message: String,
+) -> Result<Option<String>, TxError> {
+    let before = refused.len();
+    let (a, b) = part.split_at(part.len() / 2);
+    let first = Box::pin(judge_part(store, m, tx_id, a, refused)).await?;
+    let second = Box::pin(judge_part(store, m, tx_id, b, refused)).await?;
+    Ok(if refused.len() > before { first.or(second) } else { Some(message) })
 }
 
 /// A check of a record that is never written: it fails, and the call with it.

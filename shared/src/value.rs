@@ -83,7 +83,8 @@ fn decode_b64(s: &str) -> Result<Vec<u8>, String> {
 /// DynamoDB numbers: up to 38 significant digits, magnitude between 1E-130 and 1E+126.
 fn check_number(s: &str) -> Result<String, String> {
     let bad = || format!("{s:?} is not a valid DynamoDB number");
-    let t = s.trim();
+    // DynamoDB takes no spaces around a number (" 1" cannot be converted into a number).
+    let t = s;
     let body = t.strip_prefix('-').or_else(|| t.strip_prefix('+')).unwrap_or(t);
     let (mantissa, exp) = match body.find(['e', 'E']) {
         Some(i) => (&body[..i], body[i + 1..].parse::<i64>().map_err(|_| bad())?),

@@ -70,6 +70,12 @@ pub(crate) async fn run(
             return Ok(Direct::Ended(Box::new(records::Header::from_item(&header)?)));
         }
         Transacted::Rejected(message) => return refused_as_a_whole(store, m, tx_id, &actions, header, message).await,
+        // Reasons that cannot be matched to the actions (DynamoDB Local lists a refused action's reason alone) are
+        // a refusal to find, as one of the whole call is.
+        Transacted::Canceled(reasons) if reasons.len() != actions.len() + 1 => {
+            let message = reasons.iter().find_map(|r| r.1.clone()).unwrap_or_default();
+            return refused_as_a_whole(store, m, tx_id, &actions, header, message).await;
+        }
         Transacted::Canceled(reasons) => reasons,
     };
     if reasons.get(actions.len()).is_some_and(|r| r.0 == CancellationReason::CONDITIONAL_CHECK_FAILED) {
