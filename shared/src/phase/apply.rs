@@ -27,13 +27,23 @@ use aws_sdk_dynamodb::types::{
     AttributeValue, ConditionCheck, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 
-use super::*;
-use crate::error::CancellationReason;
+use super::{
+    beat_parent, concurrently, decided, new_rvn, now, ph, progress, put_held, release_item, same_item, unlock_parts,
+    used, Outcome, Release, Report,
+};
+use crate::constants::{
+    ATTR_APPLIED, ATTR_LOCK, ATTR_LOCKED_AT, H_APPLIED, H_ATTEMPT, H_STATE, PARENT_LEASE, PARENT_LOCKED_AT,
+    PARENT_LOCK_TOKEN, PARENT_RVN,
+};
+use crate::error::{CancellationReason, TxError};
 use crate::expr::{self, ClauseKind};
-use crate::records::{flag, Decision};
-use crate::request::Op;
-use crate::store::Transacted;
-use crate::value;
+use crate::plan::Part;
+use crate::records::{flag, lock_holder, n, now_ms, s, Decision, Header, TxState};
+use crate::request::{Action, Op};
+use crate::store::{Meter, Store, Transacted, Written};
+use crate::value::Item;
+use crate::{records, value};
+use std::collections::HashMap;
 
 /// What one TransactWriteItems attempt came to.
 enum Group {

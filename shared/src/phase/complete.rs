@@ -4,8 +4,13 @@
 //! Protocol 2 has unlocked every item at apply: complete records the items done, every batch at once, and leaves the
 //! parent lock and the header's end to release.
 
-use super::*;
+use super::{concurrently, header_in, progress, release_item, Outcome, Release, Report};
+use crate::constants::H_COMPLETED;
+use crate::error::TxError;
+use crate::plan::Part;
+use crate::records::{self, now_ms, TxState};
 use crate::request::Op;
+use crate::store::{Meter, Store};
 
 pub async fn complete(store: &Store, tx_id: &str, batch: usize) -> Result<Report, TxError> {
     let m = Meter::default();

@@ -13,14 +13,22 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::*;
+use super::{
+    beat_parent, concurrently, decided, evaluate, header_in, new_rvn, now, ph, progress, queue, release_item,
+    release_key, unlock_parent, used, Contention, Outcome, Release, Report,
+};
 use crate::config::PrecommitCheck;
-use crate::error::CancellationReason;
-use crate::expr;
-use crate::records::Decision;
-use crate::request::is_tombstone;
-use crate::request::Op;
+use crate::constants::{
+    ATTR_GONE, ATTR_LOCK, ATTR_LOCKED_AT, ATTR_STONE, ATTR_TOMBSTONE, ATTR_TRANSIENT, H_LOCKED, H_LOCK_STARTED,
+    MAX_TRANSACT_ACTIONS, PARENT_LEASE, PARENT_LOCKED_AT, PARENT_LOCK_TOKEN, PARENT_RVN,
+};
+use crate::error::{CancellationReason, TxError};
+use crate::plan::Part;
+use crate::records::{lock_holder, n, s, Decision, Header, TxState};
+use crate::request::{is_tombstone, Action, Op, Parent};
+use crate::store::{Meter, Store, Written};
 use crate::value::{self, item_to_json, Item};
+use crate::{expr, records};
 
 enum ItemLock {
     Locked,

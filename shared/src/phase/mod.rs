@@ -29,7 +29,6 @@ use serde::{Deserialize, Serialize};
 use crate::constants::*;
 use crate::error::TxError;
 use crate::expr::ExprRefs;
-use crate::plan::Part;
 use crate::records::{self, lock_holder, n, now_ms, s, Header, TxState};
 use crate::request::{Action, Parent};
 use crate::store::{Meter, Store, Usage, Written};

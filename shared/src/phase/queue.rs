@@ -11,8 +11,15 @@
 //!   was last written, and a waiter refreshes it with every heartbeat (a third of a lease), so only a dead waiter's
 //!   row expires.
 
-use super::*;
-use crate::value;
+use crate::constants::{ATTR_EXPIRES_AT, H_PARENT_TICKET, QUEUE_PREFIX, Q_NEXT, TX_PK, TX_SK, T_TX};
+use crate::error::TxError;
+use crate::records::{n, now_ms, s, Header};
+use crate::request::Parent;
+use crate::store::{Meter, Store, Usage, Written};
+use crate::value::Item;
+use crate::{records, value};
+use aws_sdk_dynamodb::types::AttributeValue;
+use std::collections::HashMap;
 
 const NEXT_SK: &str = "next";
 const ROW_PREFIX: &str = "t";

@@ -1,7 +1,14 @@
 //! release: the last step of both endings. Lets go of the parent lock, marks the header finished, takes it out of the
 //! open-transactions index and starts its retention period (TTL).
 
-use super::*;
+use super::{release_parent, Outcome, Report};
+use crate::constants::{
+    ATTR_EXPIRES_AT, H_CALLS, H_FINISHED_AT, H_OPEN_SHARD, H_READ_UNITS, H_STATE, H_UPDATED_AT, H_VERSION,
+    H_WRITE_UNITS,
+};
+use crate::error::TxError;
+use crate::records::{self, n, now_ms, s, TxState};
+use crate::store::{Meter, Store};
 
 pub async fn release(store: &Store, tx_id: &str) -> Result<Report, TxError> {
     let m = Meter::default();

@@ -1,9 +1,10 @@
 //! resume: reads the header and says which phase runs next, so any coordinator (the state machine, the in-process
 //! coordinator, the sweeper) can pick a transaction up wherever it stopped.
 
+use crate::error::TxError;
+use crate::records::{self, Header, TxState};
+use crate::store::{Meter, Store};
 use serde::{Deserialize, Serialize};
-
-use super::*;
 
 /// The next phase run a transaction needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,6 +61,7 @@ pub async fn resume(store: &Store, tx_id: &str) -> Result<(Header, Step), TxErro
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::constants::*;
 
     fn header(protocol: u32, state: TxState, [locked, saved, applied, completed]: [usize; 4]) -> Header {
         let item = std::collections::HashMap::from([

@@ -10,7 +10,10 @@
 //! Only a transaction's own driver runs this step (its execution, or the coordinator that runs it); a coordinator
 //! helping another transaction to the end of its attempt stops before it.
 
-use super::*;
+use super::{Outcome, Report};
+use crate::error::TxError;
+use crate::records::{self, now_ms, TxState};
+use crate::store::{Meter, Store};
 
 pub async fn retry(store: &Store, tx_id: &str) -> Result<Report, TxError> {
     let m = Meter::default();

@@ -7,8 +7,13 @@
 //! Only batches whose locking had started are visited; every write is conditional on this transaction's lock, so an
 //! item restored once is never touched again.
 
-use super::*;
-use crate::records::{Decision, Image};
+use super::{concurrently, progress, release_item, release_parent, Outcome, Release, Report};
+use crate::constants::H_RESTORED;
+use crate::error::TxError;
+use crate::plan::Part;
+use crate::records::{self, Decision, Image, TxState};
+use crate::request::Action;
+use crate::store::{Meter, Store};
 
 /// Rolls back batch `batch`. `why` decides the rollback of a pending transaction, and is recorded. Without it, a
 /// pending transaction is left alone: the rollback it was called for has ended, and the transaction has started its

@@ -14,10 +14,16 @@
 //! half the read units; a copy that does not show this attempt's lock (from before it) is read again strongly
 //! consistent.
 
-use super::*;
-use crate::error::CancellationReason;
-use crate::records::{flag, Decision, Image};
-use crate::value::key_order;
+use super::{beat_parent, decided, header_in, progress, refusal, Outcome, Report};
+use crate::constants::{ATTR_APPLIED, ATTR_STONE, ATTR_TRANSIENT, H_SAVED};
+use crate::error::{CancellationReason, TxError};
+use crate::plan::Part;
+use crate::records::{self, flag, lock_holder, Decision, Image, TxState};
+use crate::request::Action;
+use crate::store::{Meter, Store};
+use crate::value::{key_order, Item};
+use aws_sdk_dynamodb::types::AttributeValue;
+use std::collections::HashMap;
 
 pub async fn save(store: &Store, tx_id: &str, batch: usize) -> Result<Report, TxError> {
     let m = Meter::default();
