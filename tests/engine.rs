@@ -386,7 +386,7 @@ async fn a_write_refused_after_the_commit_keeps_its_lock_until_dynamodb_accepts_
             client
                 .update_item()
                 .table_name(table)
-                .key("pk", dynamo_saga::records::s(key))
+                .key("pk", dynamo_saga::value::s(key))
                 .update_expression("SET n = :v")
                 .expression_attribute_values(
                     ":v",

@@ -204,7 +204,7 @@ async fn a_rolled_back_transaction_reads_as_before_and_queries_resolve_item_by_i
         .query()
         .table_name(&env.a)
         .key_condition_expression("pk = :k")
-        .expression_attribute_values(":k", dynamo_saga::records::s("r-upd"))
+        .expression_attribute_values(":k", dynamo_saga::value::s("r-upd"))
         .send()
         .await
         .unwrap();
@@ -235,7 +235,7 @@ async fn writers_outside_the_protocol_that_use_the_unlocked_condition_never_over
                 .update_expression("SET v = :x")
                 .condition_expression(cond)
                 .expression_attribute_names(name, attr)
-                .expression_attribute_values(":x", dynamo_saga::records::n(100))
+                .expression_attribute_values(":x", dynamo_saga::value::n(100))
                 .send()
                 .await;
             assert!(
@@ -289,7 +289,7 @@ async fn a_read_lock_holds_writers_off_and_always_rolls_back() {
         .update_expression("SET v = :x")
         .condition_expression(cond)
         .expression_attribute_names(name, attr)
-        .expression_attribute_values(":x", dynamo_saga::records::n(100))
+        .expression_attribute_values(":x", dynamo_saga::value::n(100))
         .send()
         .await;
     assert!(
@@ -359,7 +359,7 @@ async fn a_read_lock_read_waits_for_a_pending_transaction_and_returns_what_it_co
         .query()
         .table_name(&env.a)
         .key_condition_expression("pk = :k")
-        .expression_attribute_values(":k", dynamo_saga::records::s("p-new"))
+        .expression_attribute_values(":k", dynamo_saga::value::s("p-new"))
         .send()
         .await
         .unwrap();

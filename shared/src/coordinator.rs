@@ -210,7 +210,7 @@ impl Coordinator {
                             &self.store,
                             &Meter::default(),
                             &h,
-                            records::now_ms().saturating_sub(w.waiting_since_ms),
+                            crate::value::now_ms().saturating_sub(w.waiting_since_ms),
                         ))
                         .await?;
                     }
@@ -264,7 +264,7 @@ impl Coordinator {
     ) -> Result<Resolution, TxError> {
         let s = &self.store;
         let m = Meter::default();
-        let now = records::now_ms();
+        let now = crate::value::now_ms();
         let (holder_id, holder_attempt) = records::parse_owner(&c.holder);
         if holder_id == me.id {
             // A lock an earlier attempt of ours left behind.
@@ -403,7 +403,7 @@ impl Coordinator {
     /// The action of transaction `tx_id` on the item `c` is about (request order), when `c` names one.
     async fn action_of(&self, m: &Meter, tx_id: &str, c: &Contention) -> Result<Option<usize>, TxError> {
         let Some((table, key)) = &c.key else { return Ok(None) };
-        Ok(records::find_action(&self.store, m, tx_id, table, key).await?.map(|(_, _, a)| a.index))
+        Ok(crate::stored::find_action(&self.store, m, tx_id, table, key).await?.map(|(_, _, a)| a.index))
     }
 
     /// What a waiter watches of a holder, and for how long: for an item, the holder's header version and our lease;
@@ -413,7 +413,7 @@ impl Coordinator {
         let ours = (h.version, s.cfg.lease.as_millis() as u64);
         let (Some(p), None) = (&me.parent, c.action) else { return Ok(ours) };
         let Some(item) = s.get(m, &p.table_name, p.key.clone()).await? else { return Ok(ours) };
-        match records::ParentLockAttrs::of(&item) {
+        match crate::items::ParentLockAttrs::of(&item) {
             Some(a) if records::parse_owner(&a.holder).0 == h.id && h.state == TxState::Pending => {
                 match (a.record_version_number, a.lease_seconds) {
                     (Some(rvn), Some(lease)) => Ok((rvn, lease.saturating_mul(1000))),

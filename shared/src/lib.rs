@@ -6,9 +6,9 @@
 //!
 //! ## The protocol in one page
 //!
-//! A transaction's state lives in DynamoDB, in a transactions table ([`records`]): a header (the state, `PENDING` ->
+//! A transaction's state lives in DynamoDB, in a transactions table: a header ([`records`]) (the state, `PENDING` ->
 //! `COMMITTED` | `ROLLED_BACK`, a version bumped by every write, one progress watermark per phase, the protocol), a
-//! plan (batch boundaries) and the request itself in pages (each batch deflated): the redo log. Any number of
+//! plan (batch boundaries) and the request itself in pages (each batch deflated, [`stored`]): the redo log. Any number of
 //! coordinators may work on one transaction at once; every phase ([`phase`]) is idempotent and safe to run late:
 //!
 //! 1. **begin** ([`phase::begin`]) validates everything ([`request`]), sorts the actions into one global lock order
@@ -48,7 +48,10 @@
 //!
 //! - [`constants`]: every attribute name, record key, limit and environment variable.
 //! - [`error`]: [`error::TxError`] with stable names (`ValidationError`, `TransactionCanceled`, `Contended`, ...).
-//! - [`value`]: DynamoDB JSON, item sizes, the lock-order key.
+//! - [`records`]: the transaction's header, its model and its writes.
+//! - [`stored`]: the stored request (plan, request pages, item images), written once and then only read.
+//! - [`items`]: dynamo-saga's attributes on the callers' items (locks, flags, a parent lock).
+//! - [`value`]: DynamoDB JSON, item sizes, the lock-order key, attribute-value helpers and the clock.
 //! - [`expr`]: a parser for condition and update expressions, so bad expressions are rejected before any write.
 //! - [`eval`]: an evaluator of update expressions: whether DynamoDB accepts an update, and the item it stores.
 //! - [`judge`]: DynamoDB's own verdict on writes, asked without writing.
@@ -71,6 +74,7 @@ pub mod coordinator;
 pub mod error;
 pub mod eval;
 pub mod expr;
+pub mod items;
 pub mod judge;
 pub mod metrics;
 pub mod phase;
@@ -83,6 +87,7 @@ pub mod start;
 pub mod status;
 pub mod step;
 pub mod store;
+pub mod stored;
 pub mod sweeper;
 pub mod value;
 

@@ -96,7 +96,8 @@ mod tests {
     use super::*;
     use crate::constants::*;
     use crate::error::CancellationReason;
-    use crate::records::{n, s, Attempt, Decision};
+    use crate::records::{Attempt, Decision};
+    use crate::value::{n, s};
 
     fn header(state: TxState) -> Header {
         let item = [

@@ -29,10 +29,12 @@ use crate::config::CommittedReads;
 use crate::constants::*;
 use crate::coordinator::Coordinator;
 use crate::error::TxError;
+use crate::items::{flag, lock_holder, strip_reserved};
 use crate::phase::begin;
-use crate::records::{self, flag, lock_holder, strip_reserved, Image, TxState};
+use crate::records::{self, TxState};
 use crate::request::{is_tombstone, Op};
 use crate::store::{Meter, Store};
+use crate::stored::Image;
 use crate::value::{item_to_json, Item};
 
 /// How much a read may see of transactions that are still running.
@@ -236,7 +238,7 @@ pub async fn parent_lock(store: &Store, table: &str, key: Item) -> Result<Option
         .get(&m, table, key.clone())
         .await?
         .ok_or_else(|| TxError::NotFound(crate::value::key_display(table, &key)))?;
-    let Some(lock) = records::ParentLockAttrs::of(&item) else { return Ok(None) };
+    let Some(lock) = crate::items::ParentLockAttrs::of(&item) else { return Ok(None) };
     let (holder, attempt) = records::parse_owner(&lock.holder);
     let holder_header = match records::read_header(store, &m, holder).await {
         Ok(h) => Some(h),
@@ -299,7 +301,7 @@ async fn resolve(
         if h.state != TxState::Committed {
             return Ok(as_is);
         }
-        return match records::find_action(store, m, holder, table, &key).await? {
+        return match crate::stored::find_action(store, m, holder, table, &key).await? {
             Some((batch, _, a)) if batch >= h.applied && !h.finished() => match store.cfg.committed_reads {
                 CommittedReads::Evaluate => committed_value(store, m, h, &a, as_is).await,
                 CommittedReads::Apply => {
@@ -320,16 +322,16 @@ async fn resolve(
         return Ok(None);
     }
     match header.map(|h| h.state) {
-        Some(TxState::Committed) => match records::find_action(store, m, holder, table, &key).await? {
+        Some(TxState::Committed) => match crate::stored::find_action(store, m, holder, table, &key).await? {
             Some((_, _, a)) if a.op == Op::Delete => Ok(None),
             _ => Ok(Some(strip_reserved(item))),
         },
         // Pending or rolled back: what the item was before the transaction touched it.
         Some(_) if applied => {
-            let (_, pos, _) = records::find_action(store, m, holder, table, &key)
+            let (_, pos, _) = crate::stored::find_action(store, m, holder, table, &key)
                 .await?
                 .ok_or_else(|| TxError::Internal(format!("{holder} holds an item that is not in its request")))?;
-            match records::read_image(store, m, holder, attempt, pos).await? {
+            match crate::stored::read_image(store, m, holder, attempt, pos).await? {
                 Some(Image::Existed(before)) if is_tombstone(&before) => Ok(None),
                 Some(Image::Existed(before)) => Ok(Some(strip_reserved(before))),
                 Some(Image::Transient) => Ok(None),

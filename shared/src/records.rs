@@ -1,4 +1,5 @@
-//! The transactions table: the header record, the plan, request pages, item images and token records.
+//! The transaction's header: its model and its writes, and the keys of the transactions table's records (the
+//! stored request is [`crate::stored`]'s).
 //!
 //! The header is the single source of truth about a transaction: its state (`PENDING` -> `COMMITTED` |
 //! `ROLLED_BACK`), a version bumped by every write (what waiters watch to tell a live transaction from a dead one),
@@ -6,22 +7,15 @@
 //! is conditional on the state the writer expects, which is what makes running a phase late or twice harmless.
 
 use std::collections::HashMap;
-use std::time::{SystemTime, UNIX_EPOCH};
 
-use aws_sdk_dynamodb::primitives::Blob;
-use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
 use crate::constants::*;
 use crate::error::{Abort, Cancellation, CancellationReason, TxError};
-use crate::plan::{self, Plan};
-use crate::request::{Action, Parent};
+use crate::request::Parent;
 use crate::store::{Meter, Store, Usage, Written};
-use crate::value::{key_order, Item};
-
-pub fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
-}
+use crate::value::{n, now_ms, s, Item};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -405,26 +399,12 @@ pub const H_LOCK_WAIT: &str = "lockWaitSeconds";
 /// Header: write requests made, summed over phase runs.
 pub const H_WRITES: &str = "ddbWrites";
 
-pub fn s(v: impl Into<String>) -> AttributeValue {
-    AttributeValue::S(v.into())
-}
-pub fn n(v: impl ToString) -> AttributeValue {
-    AttributeValue::N(v.to_string())
-}
-
 pub fn header_key(tx_id: &str) -> Item {
     HashMap::from([(TX_PK.to_string(), s(tx_id)), (TX_SK.to_string(), s(SK_HEADER))])
 }
 pub(crate) fn record_key(tx_id: &str, sk: String) -> Item {
     HashMap::from([(TX_PK.to_string(), s(tx_id)), (TX_SK.to_string(), s(sk))])
 }
-pub fn image_sk(pos: usize) -> String {
-    format!("{SK_IMAGE_PREFIX}{pos:08}")
-}
-fn page_sk(p: usize) -> String {
-    format!("{SK_PAGE_PREFIX}{p:06}")
-}
-
 /// Reads the header (strongly consistent).
 pub async fn read_header(store: &Store, m: &Meter, tx_id: &str) -> Result<Header, TxError> {
     match store.get(m, &store.cfg.tx_table, header_key(tx_id)).await? {
@@ -688,244 +668,8 @@ pub async fn restart(store: &Store, m: &Meter, h: &Header) -> Result<bool, TxErr
     .await
 }
 
-fn expires_at(store: &Store, from_ms: u64) -> AttributeValue {
-    n(from_ms / 1000 + store.cfg.retention.as_secs())
-}
-
-/// Writes the plan, then the request pages. Both are plain puts: writing them twice writes the same bytes.
-pub async fn write_plan(
-    store: &Store,
-    m: &Meter,
-    tx_id: &str,
-    plan: &Plan,
-    stream: &[u8],
-    expires_ms: u64,
-) -> Result<(), TxError> {
-    let exp = expires_at(store, expires_ms);
-    let mut reqs = Vec::with_capacity(plan.page_count() + 1);
-    let mut plan_item = record_key(tx_id, SK_PLAN.into());
-    plan_item.insert(R_BODY.into(), s(serde_json::to_string(plan).expect("plans serialise")));
-    plan_item.insert(ATTR_EXPIRES_AT.into(), exp.clone());
-    reqs.push(plan_item);
-    for (p, chunk) in stream.chunks(plan.page_bytes as usize).enumerate() {
-        let mut page = record_key(tx_id, page_sk(p));
-        page.insert(R_BODY.into(), AttributeValue::B(Blob::new(chunk.to_vec())));
-        page.insert(ATTR_EXPIRES_AT.into(), exp.clone());
-        reqs.push(page);
-    }
-    let reqs = reqs
-        .into_iter()
-        .map(|item| {
-            WriteRequest::builder()
-                .put_request(PutRequest::builder().set_item(Some(item)).build().expect("item set"))
-                .build()
-        })
-        .collect();
-    store.batch_write(m, &store.cfg.tx_table, reqs).await
-}
-
-/// The plan, which never changes once written (an eventually consistent read, see [`Store::get_written`]).
-pub async fn read_plan(store: &Store, m: &Meter, tx_id: &str) -> Result<Plan, TxError> {
-    let item = store
-        .get_written(m, &store.cfg.tx_table, record_key(tx_id, SK_PLAN.into()))
-        .await?
-        .ok_or_else(|| TxError::Internal(format!("transaction {tx_id} has no plan record")))?;
-    match item.get(R_BODY) {
-        Some(AttributeValue::S(b)) => {
-            serde_json::from_str(b).map_err(|e| TxError::Internal(format!("plan record: {e}")))
-        }
-        _ => Err(TxError::Internal("plan record has no body".into())),
-    }
-}
-
-/// `part` of the actions of batch `b` (see [`plan::Part`]), in lock order, each with its lock-order position.
-pub async fn read_batch(
-    store: &Store,
-    m: &Meter,
-    tx_id: &str,
-    plan: &Plan,
-    b: usize,
-    part: plan::Part,
-) -> Result<Vec<(usize, Action)>, TxError> {
-    let pages = plan.pages_of(b, part);
-    let keys: Vec<Item> = pages.clone().map(|p| record_key(tx_id, page_sk(p))).collect();
-    let mut got: HashMap<String, Vec<u8>> = HashMap::new();
-    // Pages never change once written: eventually consistent reads, at half the price (see Store::get_written).
-    for item in store.batch_get_written(m, &store.cfg.tx_table, keys, &[TX_PK, TX_SK]).await? {
-        if let (Some(AttributeValue::S(sk)), Some(AttributeValue::B(body))) = (item.get(TX_SK), item.get(R_BODY)) {
-            got.insert(sk.clone(), body.as_ref().to_vec());
-        }
-    }
-    let mut bytes = Vec::new();
-    for p in pages.clone() {
-        bytes.extend(
-            got.remove(&page_sk(p))
-                .ok_or_else(|| TxError::Internal(format!("request page {p} of {tx_id} is missing")))?,
-        );
-    }
-    let actions = plan::decode_batch(plan, b, part, pages.start, &bytes).map_err(TxError::Internal)?;
-    Ok(plan.actions(b).zip(actions).collect())
-}
-
-/// An item image: the item before the transaction changed it, or `None` for an item the transaction created.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Image {
-    Existed(Item),
-    Transient,
-}
-
-/// The image of lock-order position `pos`, saved by `attempt`.
-pub fn image_request(
-    store: &Store,
-    tx_id: &str,
-    attempt: u32,
-    pos: usize,
-    image: &Image,
-    expires_ms: u64,
-) -> WriteRequest {
-    let mut rec = record_key(tx_id, image_sk(pos));
-    match image {
-        Image::Existed(item) => rec.insert(I_ITEM.into(), AttributeValue::M(item.clone())),
-        Image::Transient => rec.insert(I_TRANSIENT.into(), AttributeValue::Bool(true)),
-    };
-    if attempt > 0 {
-        rec.insert(I_ATTEMPT.into(), n(attempt));
-    }
-    rec.insert(ATTR_EXPIRES_AT.into(), expires_at(store, expires_ms));
-    WriteRequest::builder().put_request(PutRequest::builder().set_item(Some(rec)).build().expect("item set")).build()
-}
-
-/// The images `attempt` saved of the given lock-order positions (absent when it saved none: an image an earlier
-/// attempt saved shows the item before the transactions that changed it since, and is never restored).
-pub async fn read_images(
-    store: &Store,
-    m: &Meter,
-    tx_id: &str,
-    attempt: u32,
-    positions: &[usize],
-) -> Result<HashMap<usize, Image>, TxError> {
-    let keys: Vec<Item> = positions.iter().map(|p| record_key(tx_id, image_sk(*p))).collect();
-    let mut out = HashMap::new();
-    for rec in store.batch_get(m, &store.cfg.tx_table, keys).await? {
-        let saved_by = match rec.get(I_ATTEMPT) {
-            Some(AttributeValue::N(v)) => {
-                v.parse::<u32>().map_err(|_| TxError::Internal(format!("image of {tx_id}: attempt {v}")))?
-            }
-            _ => 0,
-        };
-        if saved_by != attempt {
-            continue;
-        }
-        let Some(AttributeValue::S(sk)) = rec.get(TX_SK) else { continue };
-        let Some(pos) = sk.strip_prefix(SK_IMAGE_PREFIX).and_then(|p| p.parse::<usize>().ok()) else { continue };
-        let img = match rec.get(I_ITEM) {
-            Some(AttributeValue::M(item)) => Image::Existed(item.clone()),
-            _ => Image::Transient,
-        };
-        out.insert(pos, img);
-    }
-    Ok(out)
-}
-
-/// One image, for committed reads.
-pub async fn read_image(
-    store: &Store,
-    m: &Meter,
-    tx_id: &str,
-    attempt: u32,
-    pos: usize,
-) -> Result<Option<Image>, TxError> {
-    Ok(read_images(store, m, tx_id, attempt, &[pos]).await?.remove(&pos))
-}
-
 pub fn token_key(token: &str) -> Item {
     HashMap::from([(TX_PK.to_string(), s(format!("{TOKEN_PK_PREFIX}{token}"))), (TX_SK.to_string(), s(SK_TOKEN))])
-}
-
-/// Strips dynamo-saga's reserved attributes from an item.
-pub fn strip_reserved(mut item: Item) -> Item {
-    item.retain(|k, _| !k.starts_with(RESERVED_PREFIX));
-    item
-}
-
-/// The parent lock as a parent item carries it (seeds 001 and 003).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ParentLockAttrs {
-    /// `lockToken`: the holder's transaction id.
-    pub holder: String,
-    /// `lockTokenAt`, ms since the epoch on the holder's clock.
-    pub locked_at: Option<u64>,
-    /// `recordVersionNumber`.
-    pub record_version_number: Option<u64>,
-    /// `leaseDuration`, seconds.
-    pub lease_seconds: Option<u64>,
-}
-
-impl ParentLockAttrs {
-    /// The lock on `item`, when one is held.
-    pub fn of(item: &Item) -> Option<Self> {
-        let Some(AttributeValue::S(holder)) = item.get(PARENT_LOCK_TOKEN) else { return None };
-        let num = |k: &str| match item.get(k) {
-            Some(AttributeValue::N(v)) => v.parse().ok(),
-            _ => None,
-        };
-        Some(Self {
-            holder: holder.clone(),
-            locked_at: num(PARENT_LOCKED_AT),
-            record_version_number: num(PARENT_RVN),
-            lease_seconds: num(PARENT_LEASE),
-        })
-    }
-}
-
-pub fn lock_holder(item: &Item) -> Option<&str> {
-    match item.get(ATTR_LOCK) {
-        Some(AttributeValue::S(t)) => Some(t),
-        _ => None,
-    }
-}
-
-pub fn flag(item: &Item, attr: &str) -> bool {
-    matches!(item.get(attr), Some(AttributeValue::Bool(true)))
-}
-
-/// The action (and its lock-order position) of transaction `tx_id` on `table`/`key`: a binary search over the
-/// batches, which are in lock order, reading one batch's request pages per step.
-pub async fn find_action(
-    store: &Store,
-    m: &Meter,
-    tx_id: &str,
-    table: &str,
-    key: &Item,
-) -> Result<Option<(usize, usize, Action)>, TxError> {
-    let plan = read_plan(store, m, tx_id).await?;
-    let names = store.schema(m, table).await?.key_names;
-    let target = key_order(table, key, &names);
-    let order = |a: &Action| {
-        let a = a.clone();
-        async move {
-            let names = store.schema(m, &a.table).await?.key_names;
-            Ok::<_, TxError>(key_order(&a.table, &a.key, &names))
-        }
-    };
-    // The last batch whose first action does not sort after the key.
-    let (mut lo, mut hi) = (0, plan.batch_count());
-    while hi - lo > 1 {
-        let mid = (lo + hi) / 2;
-        let batch = read_batch(store, m, tx_id, &plan, mid, plan::Part::Heads).await?;
-        let Some((_, first)) = batch.first() else { break };
-        if order(first).await? <= target {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    for (pos, a) in read_batch(store, m, tx_id, &plan, lo, plan::Part::Whole).await? {
-        if a.table == table && order(&a).await? == target {
-            return Ok(Some((lo, pos, a)));
-        }
-    }
-    Ok(None)
 }
 
 /// Records the usage so far on `header`, counting the write that is to carry it.

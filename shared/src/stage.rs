@@ -21,9 +21,9 @@ use sha2::{Digest, Sha256};
 use crate::constants::*;
 use crate::error::TxError;
 use crate::phase::begin::{self, Begun};
-use crate::records::{n, now_ms, s};
 use crate::store::{Meter, Store, Written};
 use crate::value::Item;
+use crate::value::{n, now_ms, s};
 
 /// Largest chunk of actions, as JSON: a chunk is stored as one item, and DynamoDB items hold 400 KB.
 pub const MAX_CHUNK_BYTES: usize = 350 * 1024;

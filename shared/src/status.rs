@@ -73,7 +73,7 @@ pub struct Status {
 
 impl From<&Header> for Status {
     fn from(h: &Header) -> Self {
-        let end = h.finished_at.unwrap_or_else(records::now_ms);
+        let end = h.finished_at.unwrap_or_else(crate::value::now_ms);
         Status {
             transaction_id: h.id.clone(),
             state: h.state,

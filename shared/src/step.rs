@@ -84,7 +84,7 @@ impl Budget {
 
     /// A budget ending `margin` before `deadline_ms` (ms since the epoch, as Lambda gives it).
     pub fn before_deadline(deadline_ms: u64, margin: Duration) -> Self {
-        let now = records::now_ms();
+        let now = crate::value::now_ms();
         let left = if deadline_ms > now {
             Duration::from_millis(deadline_ms - now).saturating_sub(margin)
         } else {
@@ -187,7 +187,7 @@ pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) 
                 store.cfg.metrics_namespace.as_deref().filter(|_| batches > 0 && step == Step::Finished)
             {
                 // This call finished the transaction: its one metrics line (a repeated Release finds it finished).
-                println!("{}", crate::metrics::record(&h, namespace, records::now_ms()));
+                println!("{}", crate::metrics::record(&h, namespace, crate::value::now_ms()));
             }
             return released(&h, step);
         }
@@ -220,7 +220,7 @@ pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) 
                         store,
                         &Meter::default(),
                         &h,
-                        records::now_ms().saturating_sub(w.waiting_since_ms),
+                        crate::value::now_ms().saturating_sub(w.waiting_since_ms),
                     )
                     .await?;
                 }
@@ -292,7 +292,8 @@ async fn begin_or_pick_up(store: &Store, input: &Value) -> Result<String, TxErro
     if let Some(arn) = arn.filter(|a| !h.finished() && h.execution_arn.as_deref() != Some(*a)) {
         // This execution now drives the transaction: the sweeper asks it, not the one before, whether it runs.
         let m = Meter::default();
-        records::update_header(store, &m, id, h.state, &[(H_EXECUTION, records::s(arn))], None, &m.usage()).await?;
+        records::update_header(store, &m, id, h.state, &[(H_EXECUTION, crate::value::s(arn))], None, &m.usage())
+            .await?;
     }
     Ok(id.to_string())
 }
@@ -300,7 +301,7 @@ async fn begin_or_pick_up(store: &Store, input: &Value) -> Result<String, TxErro
 /// Backoff while waiting for a holder: about 1 s at first, growing with the time waited up to 10 s, with jitter so
 /// waiters do not come back in step.
 fn wait_seconds(w: &Waiting) -> u64 {
-    let waited = records::now_ms().saturating_sub(w.waiting_since_ms) / 1000;
+    let waited = crate::value::now_ms().saturating_sub(w.waiting_since_ms) / 1000;
     let cap = (1 + waited / 4).min(10);
     1 + (ulid::Ulid::new().random() % cap as u128) as u64
 }

@@ -108,7 +108,7 @@ impl Sweeper {
     /// Ids of open transactions whose header has not changed for `stale_after`, oldest first, at most
     /// `max_transactions`; and whether there were more.
     async fn stale(&self) -> Result<(Vec<String>, bool), TxError> {
-        let cutoff = records::now_ms().saturating_sub(self.stale_after.as_millis() as u64);
+        let cutoff = crate::value::now_ms().saturating_sub(self.stale_after.as_millis() as u64);
         let mut found: Vec<(u64, String)> = Vec::new();
         let mut more = false;
         // The oldest `max_transactions` overall are among the oldest `max_transactions` of each shard, so one page a
@@ -149,7 +149,7 @@ impl Sweeper {
     async fn sweep_one(&self, id: &str, report: &mut SweepReport, started: Instant) -> Result<(), TxError> {
         let m = Meter::default();
         let h = records::read_header(&self.store, &m, id).await?;
-        let cutoff = records::now_ms().saturating_sub(self.stale_after.as_millis() as u64);
+        let cutoff = crate::value::now_ms().saturating_sub(self.stale_after.as_millis() as u64);
         if h.finished() || h.updated_at >= cutoff {
             return Ok(());
         }

@@ -2,6 +2,7 @@
 //! validation rules and its item-size arithmetic.
 
 use std::collections::{BTreeMap, HashMap};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -207,6 +208,20 @@ pub fn check_name(name: &str) -> Result<(), String> {
 /// The start of a long name, for messages.
 fn short(name: &str) -> String {
     name.chars().take(40).collect()
+}
+
+/// Milliseconds since the Unix epoch on this machine's clock.
+pub fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+/// `{"S": v}`.
+pub fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+/// `{"N": v}`.
+pub fn n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
 }
 
 /// Renders an item as DynamoDB JSON, with its attributes in name order so that output is stable.

@@ -9,9 +9,9 @@
 //! finalized; delete it. Only the happy path is run: the baseline measures what a committed transaction costs.
 
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
-use dynamo_saga::records::{n, s};
 use dynamo_saga::store::{Meter, Written};
 use dynamo_saga::value::{item_from_json, Item};
+use dynamo_saga::value::{n, s};
 use dynamo_saga::{Store, TxError};
 use serde_json::Value;
 
@@ -113,7 +113,7 @@ async fn run_all(store: &Store, t: &Tables, tx_id: &str, actions: &[Value], done
             .expression_attribute_names("#l", LOCK)
             .expression_attribute_names("#d", DATE)
             .expression_attribute_values(":tx", s(tx_id))
-            .expression_attribute_values(":now", n(dynamo_saga::records::now_ms()))
+            .expression_attribute_values(":now", n(dynamo_saga::value::now_ms()))
             .return_values(ReturnValue::AllOld);
         let lock = if op == "Put" {
             lock.update_expression("SET #l = :tx, #d = :now, #t = :true")

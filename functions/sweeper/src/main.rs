@@ -41,7 +41,7 @@ async fn main() -> Result<(), Error> {
         if let Some(n) = event.payload.get("MaxTransactions").and_then(Value::as_u64) {
             this.max_transactions = n as usize;
         }
-        let left = event.context.deadline.saturating_sub(dynamo_saga::records::now_ms());
+        let left = event.context.deadline.saturating_sub(dynamo_saga::value::now_ms());
         this.budget = Duration::from_millis(left).saturating_sub(Duration::from_secs(10));
         match this.sweep().await {
             Ok(report) => Ok(serde_json::to_value(report).expect("serialisable")),

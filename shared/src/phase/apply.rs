@@ -37,11 +37,13 @@ use crate::constants::{
 };
 use crate::error::{CancellationReason, TxError};
 use crate::expr::{self, ClauseKind};
+use crate::items::{flag, lock_holder};
 use crate::plan::Part;
-use crate::records::{flag, lock_holder, n, now_ms, s, Decision, Header, TxState};
+use crate::records::{Decision, Header, TxState};
 use crate::request::{Action, Op};
 use crate::store::{Meter, Store, Transacted, Written};
 use crate::value::Item;
+use crate::value::{n, now_ms, s};
 use crate::{records, value};
 use std::collections::HashMap;
 
@@ -71,8 +73,8 @@ pub async fn apply(store: &Store, tx_id: &str, batch: usize) -> Result<Report, T
     if h.saved <= batch {
         return Err(TxError::Internal(format!("apply of batch {batch} before it was saved")));
     }
-    let plan = records::read_plan(store, &m, tx_id).await?;
-    let actions: Vec<Action> = records::read_batch(store, &m, tx_id, &plan, batch, Part::Whole)
+    let plan = crate::stored::read_plan(store, &m, tx_id).await?;
+    let actions: Vec<Action> = crate::stored::read_batch(store, &m, tx_id, &plan, batch, Part::Whole)
         .await?
         .into_iter()
         .map(|(_, a)| a)
@@ -120,8 +122,8 @@ async fn apply_committed(store: &Store, m: Meter, h: Header, batch: usize) -> Re
     if h.applied > batch {
         return Ok(Report::new(Outcome::Done, &m));
     }
-    let plan = records::read_plan(store, &m, &h.id).await?;
-    let actions = records::read_batch(store, &m, &h.id, &plan, batch, Part::Whole).await?;
+    let plan = crate::stored::read_plan(store, &m, &h.id).await?;
+    let actions = crate::stored::read_batch(store, &m, &h.id, &plan, batch, Part::Whole).await?;
     let refused = concurrently(actions, store.cfg.concurrency, |(_, a)| {
         let (m, h) = (&m, &h);
         async move { Ok(apply_item(store, m, h, &a).await?.map(|message| (a.describe(), message))) }

@@ -18,10 +18,11 @@ use crate::constants::*;
 use crate::error::{CancellationReason, TxError};
 use crate::phase::direct::{self, Direct};
 use crate::plan;
-use crate::records::{self, n, now_ms, s, TxState};
+use crate::records::{self, TxState};
 use crate::request::{self, Op, TableSchema, ValidRequest};
 use crate::store::{Meter, Store, Usage, Written};
 use crate::value::Item;
+use crate::value::{n, now_ms, s};
 
 /// A transaction that exists, ready for the lock phase.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -162,7 +163,7 @@ pub(crate) async fn begin_as(
 
     let (plan, stream) =
         plan::build(&valid.actions, store.cfg.batch_size, MAX_TRANSACT_BYTES - 64 * 1024, PAGE_TARGET_BYTES);
-    records::write_plan(store, &m, &tx_id, &plan, &stream, deadline).await?;
+    crate::stored::write_plan(store, &m, &tx_id, &plan, &stream, deadline).await?;
 
     let mut header = header_item(store, &tx_id, &valid, now, deadline, execution_arn);
     let shard = ulid::Ulid::from_string(&tx_id).map(|u| (u.random() % OPEN_SHARDS as u128) as u32).unwrap_or(0);

@@ -10,8 +10,9 @@ use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem, Update};
 use super::{decided, now, ph, Outcome, Report};
 use crate::constants::{H_ATTEMPT, H_STATE, H_UPDATED_AT, H_VERSION, PARENT_LOCK_TOKEN};
 use crate::error::TxError;
-use crate::records::{self, n, s, Decision, TxState};
+use crate::records::{self, Decision, TxState};
 use crate::store::{Meter, Store, Transacted};
+use crate::value::{n, s};
 
 pub async fn commit(store: &Store, tx_id: &str) -> Result<Report, TxError> {
     let m = Meter::default();

@@ -8,9 +8,10 @@ use super::{concurrently, header_in, progress, release_item, Outcome, Release, R
 use crate::constants::H_COMPLETED;
 use crate::error::TxError;
 use crate::plan::Part;
-use crate::records::{self, now_ms, TxState};
+use crate::records::TxState;
 use crate::request::Op;
 use crate::store::{Meter, Store};
+use crate::value::now_ms;
 
 pub async fn complete(store: &Store, tx_id: &str, batch: usize) -> Result<Report, TxError> {
     let m = Meter::default();
@@ -28,8 +29,8 @@ pub async fn complete(store: &Store, tx_id: &str, batch: usize) -> Result<Report
         let outcome = progress(store, &m, &h, H_COMPLETED, h.batches).await?.unwrap_or(Outcome::Done);
         return Ok(Report::new(outcome, &m));
     }
-    let plan = records::read_plan(store, &m, tx_id).await?;
-    let actions = records::read_batch(store, &m, tx_id, &plan, batch, Part::Heads).await?;
+    let plan = crate::stored::read_plan(store, &m, tx_id).await?;
+    let actions = crate::stored::read_batch(store, &m, tx_id, &plan, batch, Part::Heads).await?;
     let owner = h.owner();
     concurrently(actions, store.cfg.concurrency, |(_, a)| {
         let (m, owner) = (&m, &owner);

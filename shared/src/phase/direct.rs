@@ -23,10 +23,11 @@ use super::ph;
 use crate::constants::*;
 use crate::error::{CancellationReason, TxError};
 use crate::expr;
-use crate::records::{self, n, now_ms, s, Decision, TxState};
+use crate::records::{self, Decision, TxState};
 use crate::request::{Action, Op, ValidRequest, RATCHET_NAME};
 use crate::store::{Meter, Store, Transacted};
 use crate::value::{item_to_json, Item};
+use crate::value::{n, now_ms, s};
 
 /// Room left in the call's 4 MB for the header and the conditions this module adds.
 const HEADER_ROOM_BYTES: usize = 64 * 1024;

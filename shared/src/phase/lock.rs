@@ -23,11 +23,13 @@ use crate::constants::{
     MAX_TRANSACT_ACTIONS, PARENT_LEASE, PARENT_LOCKED_AT, PARENT_LOCK_TOKEN, PARENT_RVN,
 };
 use crate::error::{CancellationReason, TxError};
+use crate::items::lock_holder;
 use crate::plan::Part;
-use crate::records::{lock_holder, n, s, Decision, Header, TxState};
+use crate::records::{Decision, Header, TxState};
 use crate::request::{is_tombstone, Action, Op, Parent};
 use crate::store::{Meter, Store, Written};
 use crate::value::{self, item_to_json, Item};
+use crate::value::{n, s};
 use crate::{expr, records};
 
 enum ItemLock {
@@ -92,7 +94,7 @@ pub async fn lock(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
             }
         }
     }
-    let plan = records::read_plan(store, &m, tx_id).await?;
+    let plan = crate::stored::read_plan(store, &m, tx_id).await?;
     let mut met = Met::default();
     lock_batch(store, &m, &h, &plan, batch, &mut met).await?;
     let Met { mut failed, mut refused, mut contention } = met;
@@ -127,7 +129,7 @@ pub async fn lock(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
         if h.commits_first() && ended == (Outcome::Ended { state: TxState::Committed }) {
             return Ok(Report::new(ended, &m));
         }
-        let actions = records::read_batch(store, &m, tx_id, &plan, batch, Part::Heads).await?;
+        let actions = crate::stored::read_batch(store, &m, tx_id, &plan, batch, Part::Heads).await?;
         let owner = h.owner();
         concurrently(actions, store.cfg.concurrency, |(_, a)| {
             let (m, owner) = (&m, &owner);
@@ -176,7 +178,7 @@ async fn lock_batch(
             return Ok(());
         }
     }
-    let actions = records::read_batch(store, m, &h.id, plan, batch, Part::Heads).await?;
+    let actions = crate::stored::read_batch(store, m, &h.id, plan, batch, Part::Heads).await?;
     let results = concurrently(actions, store.cfg.concurrency, |(_, a)| async move {
         let r = match lock_item(store, m, h, &a).await {
             // DynamoDB refuses the lock write itself (the caller's condition, say, with a value it refuses): the
@@ -259,7 +261,7 @@ async fn lock_item(store: &Store, m: &Meter, h: &Header, a: &Action) -> Result<I
         };
         let old = match old {
             Locked::Now(before) => {
-                let before = before.filter(|b| !is_tombstone(b)).map(records::strip_reserved);
+                let before = before.filter(|b| !is_tombstone(b)).map(crate::items::strip_reserved);
                 return locked(store, m, h, a, before.as_ref()).await;
             }
             Locked::Not(old) => old,
@@ -268,7 +270,8 @@ async fn lock_item(store: &Store, m: &Meter, h: &Header, a: &Action) -> Result<I
             (Some(item), Some(o)) if o == owner => {
                 // Locked by an earlier run of this phase: the item as it was is the item without the lock, unless the
                 // lock created it.
-                let before = (!records::flag(item, ATTR_TRANSIENT)).then(|| records::strip_reserved(item.clone()));
+                let before =
+                    (!crate::items::flag(item, ATTR_TRANSIENT)).then(|| crate::items::strip_reserved(item.clone()));
                 return locked(store, m, h, a, before.as_ref()).await;
             }
             (_, Some(o)) if records::parse_owner(o).0 == h.id => {
@@ -297,7 +300,7 @@ async fn lock_item(store: &Store, m: &Meter, h: &Header, a: &Action) -> Result<I
                 CancellationReason::CONDITION_FAILED_MESSAGE,
             );
             if a.return_old && found == Found::Present {
-                r.item = old.map(|o| item_to_json(&records::strip_reserved(o)));
+                r.item = old.map(|o| item_to_json(&crate::items::strip_reserved(o)));
             }
             return Ok(ItemLock::Failed(r));
         }
@@ -497,7 +500,7 @@ async fn lock_parent(store: &Store, m: &Meter, h: &Header, p: &Parent) -> Result
 enum ParentLock {
     Done(ItemLock),
     /// Held by another lock value.
-    Held(records::ParentLockAttrs),
+    Held(crate::items::ParentLockAttrs),
 }
 
 async fn lock_parent_once(store: &Store, m: &Meter, owner: &str, p: &Parent) -> Result<ParentLock, TxError> {
@@ -539,7 +542,7 @@ async fn lock_parent_once(store: &Store, m: &Meter, owner: &str, p: &Parent) -> 
         Written::ConditionFailed(Some(old)) if is_tombstone(&old) || old.contains_key(ATTR_STONE) => {
             ParentLock::Done(missing())
         }
-        Written::ConditionFailed(Some(old)) => match records::ParentLockAttrs::of(&old) {
+        Written::ConditionFailed(Some(old)) => match crate::items::ParentLockAttrs::of(&old) {
             Some(l) if l.holder == owner => ParentLock::Done(ItemLock::Locked),
             Some(l) => ParentLock::Held(l),
             None => return Err(TxError::Internal("the parent lock condition failed on an unlocked parent".into())),

@@ -29,10 +29,12 @@ use serde::{Deserialize, Serialize};
 use crate::constants::*;
 use crate::error::TxError;
 use crate::expr::ExprRefs;
-use crate::records::{self, lock_holder, n, now_ms, s, Header, TxState};
+use crate::items::lock_holder;
+use crate::records::{self, Header, TxState};
 use crate::request::{Action, Parent};
 use crate::store::{Meter, Store, Usage, Written};
 use crate::value::Item;
+use crate::value::{n, now_ms, s};
 
 /// Another transaction holds a lock this transaction needs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

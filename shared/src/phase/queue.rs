@@ -13,10 +13,11 @@
 
 use crate::constants::{ATTR_EXPIRES_AT, H_PARENT_TICKET, QUEUE_PREFIX, Q_NEXT, TX_PK, TX_SK, T_TX};
 use crate::error::TxError;
-use crate::records::{n, now_ms, s, Header};
+use crate::records::Header;
 use crate::request::Parent;
 use crate::store::{Meter, Store, Usage, Written};
 use crate::value::Item;
+use crate::value::{n, now_ms, s};
 use crate::{records, value};
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::HashMap;

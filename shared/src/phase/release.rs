@@ -7,8 +7,9 @@ use crate::constants::{
     H_WRITE_UNITS,
 };
 use crate::error::TxError;
-use crate::records::{self, n, now_ms, s, TxState};
+use crate::records::{self, TxState};
 use crate::store::{Meter, Store};
+use crate::value::{n, now_ms, s};
 
 pub async fn release(store: &Store, tx_id: &str) -> Result<Report, TxError> {
     let m = Meter::default();

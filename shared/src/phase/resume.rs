@@ -65,10 +65,10 @@ mod tests {
 
     fn header(protocol: u32, state: TxState, [locked, saved, applied, completed]: [usize; 4]) -> Header {
         let item = std::collections::HashMap::from([
-            (TX_PK.to_string(), records::s("t")),
-            (H_STATE.to_string(), records::s(state.as_str())),
-            (H_ACTIONS.to_string(), records::n(300)),
-            (H_BATCHES.to_string(), records::n(3)),
+            (TX_PK.to_string(), crate::value::s("t")),
+            (H_STATE.to_string(), crate::value::s(state.as_str())),
+            (H_ACTIONS.to_string(), crate::value::n(300)),
+            (H_BATCHES.to_string(), crate::value::n(3)),
         ]);
         let mut h = Header::from_item(&item).unwrap();
         (h.protocol, h.locked, h.saved, h.applied, h.completed) = (protocol, locked, saved, applied, completed);

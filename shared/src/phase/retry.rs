@@ -12,8 +12,9 @@
 
 use super::{Outcome, Report};
 use crate::error::TxError;
-use crate::records::{self, now_ms, TxState};
+use crate::records::{self, TxState};
 use crate::store::{Meter, Store};
+use crate::value::now_ms;
 
 pub async fn retry(store: &Store, tx_id: &str) -> Result<Report, TxError> {
     let m = Meter::default();

@@ -11,9 +11,10 @@ use super::{concurrently, progress, release_item, release_parent, Outcome, Relea
 use crate::constants::H_RESTORED;
 use crate::error::TxError;
 use crate::plan::Part;
-use crate::records::{self, Decision, Image, TxState};
+use crate::records::{self, Decision, TxState};
 use crate::request::Action;
 use crate::store::{Meter, Store};
+use crate::stored::Image;
 
 /// Rolls back batch `batch`. `why` decides the rollback of a pending transaction, and is recorded. Without it, a
 /// pending transaction is left alone: the rollback it was called for has ended, and the transaction has started its
@@ -36,13 +37,13 @@ pub async fn rollback(store: &Store, tx_id: &str, batch: usize, why: Option<&Dec
         return Ok(Report::new(Outcome::Done, &m));
     }
     if batch < h.lock_started {
-        let plan = records::read_plan(store, &m, tx_id).await?;
-        let actions = records::read_batch(store, &m, tx_id, &plan, batch, Part::Heads).await?;
+        let plan = crate::stored::read_plan(store, &m, tx_id).await?;
+        let actions = crate::stored::read_batch(store, &m, tx_id, &plan, batch, Part::Heads).await?;
         let positions: Vec<usize> = actions.iter().filter(|(_, a)| a.op.writes()).map(|(p, _)| *p).collect();
         let mut images = if h.commits_first() {
             Default::default()
         } else {
-            records::read_images(store, &m, tx_id, h.attempt, &positions).await?
+            crate::stored::read_images(store, &m, tx_id, h.attempt, &positions).await?
         };
         let work: Vec<(Action, Release)> = actions
             .into_iter()

@@ -17,10 +17,12 @@
 use super::{beat_parent, decided, header_in, progress, refusal, Outcome, Report};
 use crate::constants::{ATTR_APPLIED, ATTR_STONE, ATTR_TRANSIENT, H_SAVED};
 use crate::error::{CancellationReason, TxError};
+use crate::items::{flag, lock_holder};
 use crate::plan::Part;
-use crate::records::{self, flag, lock_holder, Decision, Image, TxState};
+use crate::records::{self, Decision, TxState};
 use crate::request::Action;
 use crate::store::{Meter, Store};
+use crate::stored::Image;
 use crate::value::{key_order, Item};
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::HashMap;
@@ -40,8 +42,8 @@ pub async fn save(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
     if h.commits_first() {
         if !h.items_checked {
             // Begun before begin checked the items that replace others: they are checked here, as they were then.
-            let plan = records::read_plan(store, &m, tx_id).await?;
-            let actions = records::read_batch(store, &m, tx_id, &plan, batch, Part::Whole).await?;
+            let plan = crate::stored::read_plan(store, &m, tx_id).await?;
+            let actions = crate::stored::read_batch(store, &m, tx_id, &plan, batch, Part::Whole).await?;
             let actions: Vec<&Action> = actions.iter().map(|(_, a)| a).collect();
             let refused = super::begin::refused_items(store, &m, tx_id, actions, false).await?;
             if !refused.is_empty() {
@@ -52,8 +54,8 @@ pub async fn save(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
         let outcome = progress(store, &m, &h, H_SAVED, batch + 1).await?.unwrap_or(Outcome::Done);
         return Ok(Report::new(outcome, &m));
     }
-    let plan = records::read_plan(store, &m, tx_id).await?;
-    let actions: Vec<(usize, Action)> = records::read_batch(store, &m, tx_id, &plan, batch, Part::Heads)
+    let plan = crate::stored::read_plan(store, &m, tx_id).await?;
+    let actions: Vec<(usize, Action)> = crate::stored::read_batch(store, &m, tx_id, &plan, batch, Part::Heads)
         .await?
         .into_iter()
         .filter(|(_, a)| a.op.writes())
@@ -99,7 +101,7 @@ pub async fn save(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
         if flag(&item, ATTR_APPLIED) {
             continue;
         }
-        let before = (!flag(&item, ATTR_TRANSIENT)).then(|| records::strip_reserved(item.clone()));
+        let before = (!flag(&item, ATTR_TRANSIENT)).then(|| crate::items::strip_reserved(item.clone()));
         if let Some(message) = refusal(a, before.as_ref(), &schema) {
             refused.push((a.index, CancellationReason::new(CancellationReason::VALIDATION_ERROR, message)));
             continue;
@@ -108,9 +110,9 @@ pub async fn save(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
             // Locked in place of a tombstone: the tombstone is what a rollback puts back.
             (true, Some(AttributeValue::M(stone))) => Image::Existed(stone.clone()),
             (true, _) => Image::Transient,
-            (false, _) => Image::Existed(records::strip_reserved(item)),
+            (false, _) => Image::Existed(crate::items::strip_reserved(item)),
         };
-        writes.push(records::image_request(store, tx_id, h.attempt, *pos, &image, h.deadline));
+        writes.push(crate::stored::image_request(store, tx_id, h.attempt, *pos, &image, h.deadline));
     }
     if !refused.is_empty() {
         return Ok(Report::new(decided(store, &m, &h, &Decision::actions(refused)).await?, &m));
