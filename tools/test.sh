@@ -31,8 +31,8 @@ if ! grep -q '"principal": *"saga-' .local/iam/calls.jsonl; then
   iam_args+=(--denials-only)
 fi
 echo
-echo "Permission simulation (tools/iam-sim.sh) over $(wc -l <.local/iam/calls.jsonl) logged calls:"
-tools/iam-sim.sh "${iam_args[@]}"
-echo
 echo "Measured by this run (docs/guarantees.md quotes these):"
 sort "$SAGA_REPORT" | sed 's/^/  /'
+echo
+echo "Permission simulation (tools/iam-sim.sh) over $(wc -l <.local/iam/calls.jsonl) logged calls:"
+tools/iam-sim.sh "${iam_args[@]}"
