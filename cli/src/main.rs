@@ -7,7 +7,12 @@
 //! 3 no such transaction, 4 any other failure.
 
 use std::io::{IsTerminal, Write};
+use std::str::FromStr;
 use std::time::{Duration, Instant};
+
+use clap::{CommandFactory, Parser, Subcommand};
+use clap_complete::Shell;
+use indicatif::{ProgressBar, ProgressStyle};
 
 use dynamo_saga::constants::ENV_TX_TABLE;
 use dynamo_saga::read::{self, Isolation};
@@ -17,20 +22,75 @@ use dynamo_saga::value::{item_from_json, item_to_json};
 use dynamo_saga::{phase, stage, Config, Coordinator, Store, TxError, TxState};
 use serde_json::{json, Value};
 
-const USAGE: &str = "usage: dynamo-saga [--json] [--table NAME] COMMAND
-  submit FILE [--state-machine ARN | --in-process] [--no-follow]
-                  validate and start a transaction (FILE is TransactWriteItems JSON; - reads stdin) and follow it
-                  with a progress bar to its end; through Step Functions when a state machine is given (or
-                  SAGA_STATE_MACHINE_ARN is set), otherwise in this process
-  status ID       state, progress by phase, reasons of a rollback, capacity, timings
-  get TABLE KEY [--isolation committed|uncommitted|read-lock]
-                  read one item (KEY is DynamoDB JSON, e.g. '{\"pk\": {\"S\": \"a\"}}'); committed by default
-  sweep [--older-than SECONDS] [--max N] [--state-machine ARN]
-                  finish abandoned transactions once, as the scheduled sweeper does
-options:
-  --json          print JSON on stdout instead of text
-  --table NAME    the transactions table (default: SAGA_TABLE; the other SAGA_* settings still apply)
-exit codes: 0 done, 1 rolled back, 2 bad arguments or request, 3 no such transaction, 4 other failure";
+/// Submit a transaction and follow it, read its status, read an item at an isolation level, or sweep.
+#[derive(Debug, Parser)]
+#[command(name = "dynamo-saga", version, about, long_about = None, after_help = EXIT_CODES)]
+struct Args {
+    /// Print JSON on stdout instead of text (and no progress on stderr).
+    #[arg(long, global = true)]
+    json: bool,
+    /// The transactions table (default: SAGA_TABLE; the other SAGA_* settings still apply).
+    #[arg(long, global = true, value_name = "NAME")]
+    table: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+const EXIT_CODES: &str =
+    "Exit codes: 0 done, 1 rolled back, 2 bad arguments or request, 3 no such transaction, 4 other failure.";
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Validate and start a transaction and follow it to its end: through Step Functions when a state machine is
+    /// given (or SAGA_STATE_MACHINE_ARN is set), otherwise in this process.
+    Submit {
+        /// TransactWriteItems JSON (`-` reads stdin).
+        file: String,
+        /// The state machine to run it (default: SAGA_STATE_MACHINE_ARN).
+        #[arg(long, value_name = "ARN", conflicts_with = "in_process")]
+        state_machine: Option<String>,
+        /// Drive it in this process even when a state machine is set.
+        #[arg(long)]
+        in_process: bool,
+        /// Start it and report its status without following it.
+        #[arg(long)]
+        no_follow: bool,
+    },
+    /// State, progress by phase, reasons of a rollback, capacity, timings.
+    Status {
+        /// The transaction id.
+        id: String,
+    },
+    /// Read one item (committed by default).
+    Get {
+        /// The item's table (its own name: `--table` names the transactions table).
+        #[arg(value_name = "TABLE")]
+        item_table: String,
+        /// The item's key as DynamoDB JSON, e.g. '{"pk": {"S": "a"}}'.
+        key: String,
+        /// committed, uncommitted or read-lock.
+        #[arg(long, default_value = "committed", value_parser = Isolation::from_str)]
+        isolation: Isolation,
+    },
+    /// Finish abandoned transactions once, as the scheduled sweeper does.
+    Sweep {
+        /// Only transactions still for this long (default: as the sweeper function).
+        #[arg(long, value_name = "SECONDS")]
+        older_than: Option<u64>,
+        /// At most this many transactions.
+        #[arg(long, value_name = "N")]
+        max: Option<usize>,
+        /// Start recovery executions of this state machine (default: SAGA_STATE_MACHINE_ARN) instead of finishing
+        /// them in this process.
+        #[arg(long, value_name = "ARN")]
+        state_machine: Option<String>,
+    },
+    /// Print a completion script for a shell.
+    Completions {
+        /// bash, elvish, fish, powershell or zsh.
+        shell: Shell,
+    },
+}
 
 /// A failure and its exit code.
 struct Failure(i32, String);
@@ -47,56 +107,6 @@ impl From<TxError> for Failure {
     }
 }
 
-fn usage(msg: impl Into<String>) -> Failure {
-    Failure(2, format!("{}\n{USAGE}", msg.into()))
-}
-
-struct Args {
-    json: bool,
-    table: Option<String>,
-    words: Vec<String>,
-    flags: Vec<(String, Option<String>)>,
-}
-
-impl Args {
-    fn parse(raw: Vec<String>) -> Result<Args, Failure> {
-        let mut a = Args { json: false, table: None, words: vec![], flags: vec![] };
-        let mut it = raw.into_iter();
-        while let Some(w) = it.next() {
-            match w.as_str() {
-                "--json" => a.json = true,
-                "--table" => a.table = Some(it.next().ok_or_else(|| usage("--table needs a name"))?),
-                "-h" | "--help" => return Err(Failure(0, USAGE.to_string())),
-                "--in-process" | "--no-follow" => a.flags.push((w, None)),
-                f if f.starts_with("--") => {
-                    let v = it.next().ok_or_else(|| usage(format!("{f} needs a value")))?;
-                    a.flags.push((w, Some(v)));
-                }
-                _ => a.words.push(w),
-            }
-        }
-        Ok(a)
-    }
-    fn flag(&self, name: &str) -> Option<&str> {
-        self.flags.iter().find(|(f, _)| f == name).and_then(|(_, v)| v.as_deref())
-    }
-    fn has(&self, name: &str) -> bool {
-        self.flags.iter().any(|(f, _)| f == name)
-    }
-    /// Rejects flags the command does not take.
-    fn only(&self, allowed: &[&str]) -> Result<(), Failure> {
-        match self.flags.iter().find(|(f, _)| !allowed.contains(&f.as_str())) {
-            Some((f, _)) => Err(usage(format!("{} does not take {f}", self.words[0]))),
-            None => Ok(()),
-        }
-    }
-    fn number(&self, name: &str) -> Result<Option<u64>, Failure> {
-        self.flag(name)
-            .map(|v| v.parse().map_err(|_| usage(format!("{name} must be a whole number, not {v:?}"))))
-            .transpose()
-    }
-}
-
 async fn store(a: &Args) -> Result<Store, Failure> {
     let lookup = |k: &str| match &a.table {
         Some(t) if k == ENV_TX_TABLE => Some(t.clone()),
@@ -109,11 +119,9 @@ async fn store(a: &Args) -> Result<Store, Failure> {
     Ok(Store::connect(cfg).await)
 }
 
-async fn state_machine(a: &Args) -> Option<StateMachine> {
-    let arn = a
-        .flag("--state-machine")
-        .map(String::from)
-        .or_else(|| std::env::var("SAGA_STATE_MACHINE_ARN").ok().filter(|s| !s.is_empty()))?;
+async fn state_machine(arn: Option<&str>) -> Option<StateMachine> {
+    let arn =
+        arn.map(String::from).or_else(|| std::env::var("SAGA_STATE_MACHINE_ARN").ok().filter(|s| !s.is_empty()))?;
     Some(StateMachine { client: dynamo_saga::calls::state_machine_client().await, arn })
 }
 
@@ -121,9 +129,9 @@ fn print_json(v: &Value) {
     println!("{}", serde_json::to_string_pretty(v).expect("JSON"));
 }
 
-/// One line for a status: `Apply  ######....  6/11 batches  1000 actions  PENDING  4.2 s`.
-fn progress_line(s: &Status) -> String {
-    let (phase, done) = match s.next {
+/// The phase a status is in, and its batches done.
+fn phase_progress(s: &Status) -> (&'static str, usize) {
+    match s.next {
         phase::resume::Step::Lock(_) => ("Lock", s.progress.locked),
         phase::resume::Step::Save(_) => ("Save", s.progress.saved),
         phase::resume::Step::Apply(_) => ("Apply", s.progress.applied),
@@ -133,7 +141,12 @@ fn progress_line(s: &Status) -> String {
         phase::resume::Step::Retry => ("Retry", s.batches),
         phase::resume::Step::Release => ("Release", s.batches),
         phase::resume::Step::Finished => ("Finished", s.batches),
-    };
+    }
+}
+
+/// One line for a status: `Apply  ######....  6/11 batches  1000 actions  PENDING  4.2 s`.
+fn progress_line(s: &Status) -> String {
+    let (phase, done) = phase_progress(s);
     let width = 20;
     let filled = (done * width).checked_div(s.batches).unwrap_or(width);
     format!(
@@ -147,8 +160,8 @@ fn progress_line(s: &Status) -> String {
     )
 }
 
-fn print_status(a: &Args, s: &Status) {
-    if a.json {
+fn print_status(json: bool, s: &Status) {
+    if json {
         print_json(&serde_json::to_value(s).expect("status"));
         return;
     }
@@ -204,30 +217,77 @@ fn print_status(a: &Args, s: &Status) {
     }
 }
 
-/// Follows a transaction until it finishes (or `done` says the driver stopped), drawing progress on stderr.
-async fn follow(store: &Store, id: &str, mut stopped: impl FnMut() -> Option<String>) -> Result<Status, Failure> {
-    let tty = std::io::stderr().is_terminal();
-    let mut last = String::new();
+/// How progress is shown on stderr: a bar on a terminal, a line per phase change otherwise, nothing with `--json`.
+enum Progress {
+    Bar(ProgressBar),
+    Lines(String),
+    Quiet,
+}
+
+impl Progress {
+    fn new(json: bool) -> Progress {
+        if json {
+            return Progress::Quiet;
+        }
+        if !std::io::stderr().is_terminal() {
+            return Progress::Lines(String::new());
+        }
+        let style = ProgressStyle::with_template("{prefix:9} [{bar:20}] {pos}/{len} batches  {msg}")
+            .expect("a fixed, valid template")
+            .progress_chars("#>.");
+        Progress::Bar(ProgressBar::new(0).with_style(style))
+    }
+
+    fn show(&mut self, s: &Status) {
+        match self {
+            Progress::Bar(bar) => {
+                let (phase, done) = phase_progress(s);
+                bar.set_length(s.batches as u64);
+                bar.set_position(done as u64);
+                bar.set_prefix(phase);
+                bar.set_message(format!(
+                    "{} actions  {}  {:.1} s",
+                    s.actions,
+                    s.state.as_str(),
+                    s.elapsed_ms as f64 / 1000.0
+                ));
+            }
+            Progress::Lines(last) => {
+                let line = progress_line(s);
+                let shown = line.split("  ").take(3).collect::<Vec<_>>().join("  ");
+                if shown != *last {
+                    eprintln!("{line}");
+                }
+                *last = shown;
+            }
+            Progress::Quiet => {}
+        }
+    }
+
+    fn done(&self) {
+        if let Progress::Bar(bar) = self {
+            bar.finish();
+        }
+    }
+}
+
+/// Follows a transaction until it finishes (or `stopped` says the driver stopped), showing its progress.
+async fn follow(
+    store: &Store,
+    id: &str,
+    json: bool,
+    mut stopped: impl FnMut() -> Option<String>,
+) -> Result<Status, Failure> {
+    let mut progress = Progress::new(json);
     loop {
         let s = status::status(store, id).await?;
-        let line = progress_line(&s);
-        let shown = line.split("  ").take(3).collect::<Vec<_>>().join("  ");
-        if tty {
-            eprint!("\r{line}   ");
-        } else if shown != last {
-            eprintln!("{line}");
-        }
-        last = shown;
+        progress.show(&s);
         if s.finished {
-            if tty {
-                eprintln!();
-            }
+            progress.done();
             return Ok(s);
         }
         if let Some(why) = stopped() {
-            if tty {
-                eprintln!();
-            }
+            progress.done();
             return Err(Failure(
                 4,
                 format!("{why}; transaction {id} is {} and not finished (the sweeper finishes it)", s.state.as_str()),
@@ -268,12 +328,16 @@ async fn stage_request(store: &Store, body: &Value) -> Result<String, Failure> {
     Ok(id)
 }
 
-async fn submit(a: &Args) -> Result<i32, Failure> {
-    a.only(&["--state-machine", "--in-process", "--no-follow"])?;
-    let path = a.words.get(1).ok_or_else(|| usage("submit needs a FILE"))?;
+async fn submit(
+    a: &Args,
+    path: &str,
+    state_machine_arn: Option<&str>,
+    in_process: bool,
+    no_follow: bool,
+) -> Result<i32, Failure> {
     let body = read_request(path)?;
     let store = store(a).await?;
-    let sm = if a.has("--in-process") { None } else { state_machine(a).await };
+    let sm = if in_process { None } else { state_machine(state_machine_arn).await };
     let started = Instant::now();
     let final_status = match sm {
         Some(sm) => {
@@ -299,7 +363,7 @@ async fn submit(a: &Args) -> Result<i32, Failure> {
                 }
             }
             let arn = started.execution_arn.unwrap_or_default();
-            if a.has("--no-follow") {
+            if no_follow {
                 status::status(&store, &id).await?
             } else {
                 let (tx, mut rx) = tokio::sync::watch::channel(None::<String>);
@@ -319,7 +383,7 @@ async fn submit(a: &Args) -> Result<i32, Failure> {
                         }
                     }
                 });
-                let s = follow(&store, &id, || rx.borrow_and_update().clone()).await;
+                let s = follow(&store, &id, a.json, || rx.borrow_and_update().clone()).await;
                 watcher.abort();
                 s?
             }
@@ -340,7 +404,8 @@ async fn submit(a: &Args) -> Result<i32, Failure> {
                 let id = id.clone();
                 async move { Coordinator::new(store).drive(&id).await }
             });
-            let s = follow(&store, &id, || driver.is_finished().then(|| "the driver stopped".to_string())).await;
+            let stopped = || driver.is_finished().then(|| "the driver stopped".to_string());
+            let s = follow(&store, &id, a.json, stopped).await;
             if let Ok(Err(e)) = driver.await {
                 if !matches!(e, TxError::Canceled(_) | TxError::Aborted(_)) {
                     return Err(e.into());
@@ -349,7 +414,7 @@ async fn submit(a: &Args) -> Result<i32, Failure> {
             s?
         }
     };
-    print_status(a, &final_status);
+    print_status(a.json, &final_status);
     if !a.json {
         println!("  {:.1} s in all", started.elapsed().as_secs_f64());
     }
@@ -360,22 +425,16 @@ async fn submit(a: &Args) -> Result<i32, Failure> {
     })
 }
 
-async fn show_status(a: &Args) -> Result<i32, Failure> {
-    a.only(&[])?;
-    let id = a.words.get(1).ok_or_else(|| usage("status needs a transaction ID"))?;
+async fn show_status(a: &Args, id: &str) -> Result<i32, Failure> {
     let s = status::status(&store(a).await?, id).await?;
-    print_status(a, &s);
+    print_status(a.json, &s);
     Ok(0)
 }
 
-async fn get(a: &Args) -> Result<i32, Failure> {
-    a.only(&["--isolation"])?;
-    let (Some(table), Some(key)) = (a.words.get(1), a.words.get(2)) else {
-        return Err(usage("get needs TABLE and KEY"));
-    };
-    let isolation: Isolation = a.flag("--isolation").unwrap_or("committed").parse().map_err(usage)?;
-    let key: Value = serde_json::from_str(key).map_err(|e| usage(format!("KEY is not valid JSON: {e}")))?;
-    let key = item_from_json(&key).map_err(|e| usage(format!("KEY is not DynamoDB JSON: {e}")))?;
+async fn get(a: &Args, table: &str, key: &str, isolation: Isolation) -> Result<i32, Failure> {
+    let bad_key = |m: String| Failure(2, m);
+    let key: Value = serde_json::from_str(key).map_err(|e| bad_key(format!("KEY is not valid JSON: {e}")))?;
+    let key = item_from_json(&key).map_err(|e| bad_key(format!("KEY is not DynamoDB JSON: {e}")))?;
     let item = read::get_item(&store(a).await?, table, key, isolation).await?;
     match (item, a.json) {
         (Some(i), _) => print_json(&item_to_json(&i)),
@@ -388,16 +447,20 @@ async fn get(a: &Args) -> Result<i32, Failure> {
     Ok(0)
 }
 
-async fn sweep(a: &Args) -> Result<i32, Failure> {
-    a.only(&["--older-than", "--max", "--state-machine"])?;
+async fn sweep(
+    a: &Args,
+    older_than: Option<u64>,
+    max: Option<usize>,
+    state_machine_arn: Option<&str>,
+) -> Result<i32, Failure> {
     let mut sweeper = Sweeper::new(store(a).await?);
-    if let Some(s) = a.number("--older-than")? {
+    if let Some(s) = older_than {
         sweeper.stale_after = Duration::from_secs(s);
     }
-    if let Some(n) = a.number("--max")? {
-        sweeper.max_transactions = n as usize;
+    if let Some(n) = max {
+        sweeper.max_transactions = n;
     }
-    sweeper.state_machine = state_machine(a).await;
+    sweeper.state_machine = state_machine(state_machine_arn).await;
     let report = sweeper.sweep().await?;
     let v = serde_json::to_value(&report).expect("report");
     if a.json {
@@ -419,26 +482,28 @@ async fn sweep(a: &Args) -> Result<i32, Failure> {
     Ok(if report.failed.is_empty() { 0 } else { 4 })
 }
 
-async fn run(raw: Vec<String>) -> Result<i32, Failure> {
-    let a = Args::parse(raw)?;
-    match a.words.first().map(String::as_str) {
-        Some("submit") => submit(&a).await,
-        Some("status") => show_status(&a).await,
-        Some("get") => get(&a).await,
-        Some("sweep") => sweep(&a).await,
-        Some(other) => Err(usage(format!("unknown command {other:?}"))),
-        None => Err(usage("a command is required")),
+async fn run(a: Args) -> Result<i32, Failure> {
+    match &a.command {
+        Command::Submit { file, state_machine, in_process, no_follow } => {
+            submit(&a, file, state_machine.as_deref(), *in_process, *no_follow).await
+        }
+        Command::Status { id } => show_status(&a, id).await,
+        Command::Get { item_table, key, isolation } => get(&a, item_table, key, *isolation).await,
+        Command::Sweep { older_than, max, state_machine } => {
+            sweep(&a, *older_than, *max, state_machine.as_deref()).await
+        }
+        Command::Completions { shell } => {
+            clap_complete::generate(*shell, &mut Args::command(), "dynamo-saga", &mut std::io::stdout());
+            Ok(0)
+        }
     }
 }
 
 #[tokio::main]
 async fn main() {
-    let code = match run(std::env::args().skip(1).collect()).await {
+    // Usage errors exit 2, --help and --version 0, as clap has it.
+    let code = match run(Args::parse()).await {
         Ok(code) => code,
-        Err(Failure(0, text)) => {
-            println!("{text}");
-            0
-        }
         Err(Failure(code, text)) => {
             eprintln!("dynamo-saga: {text}");
             code

@@ -88,9 +88,9 @@ async fn submit_follows_the_state_machine_then_status_and_get_report_the_result(
         "{s}"
     );
     assert!(s["ExecutionArn"].as_str().is_some_and(|a| a.contains(":execution:")), "{s}");
-    // Progress went to stderr, a line each time the phase or its count changed.
+    // With --json, nothing but the result: no progress on stderr.
     let progress = stderr(&out);
-    assert!(progress.contains("Lock") && progress.contains("Finished") && progress.contains("batches"), "{progress}");
+    assert!(!progress.contains("batches"), "{progress}");
     assert_eq!(env.get(&env.a, json!({"pk": sv("c249")})).await.unwrap()["v"], nv(1));
 
     let id = s["TransactionId"].as_str().unwrap();
@@ -106,6 +106,12 @@ async fn submit_follows_the_state_machine_then_status_and_get_report_the_result(
     }
     let out = cli(&st.tx_table, &["get", &env.a, r#"{"pk": {"S": "nothing"}}"#], None).await;
     assert_eq!((out.status.code(), stderr(&out).trim()), (Some(3), "no item"));
+    // In text, progress goes to stderr, a line each time the phase or its count changes (stderr is not a terminal
+    // here). The same request again meets its own condition (v = 0) and rolls back.
+    let out = cli(&st.tx_table, &["submit", file.to_str().unwrap(), "--state-machine", STATE_MACHINE_ARN], None).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let progress = stderr(&out);
+    assert!(progress.contains("Lock") && progress.contains("Finished") && progress.contains("batches"), "{progress}");
     let out = cli(&st.tx_table, &["--json", "get", &env.a, r#"{"pk": {"S": "nothing"}}"#], None).await;
     assert_eq!((out.status.code(), stdout_json(&out)), (Some(0), Value::Null));
     let _ = std::fs::remove_file(file);
@@ -172,9 +178,9 @@ async fn bad_arguments_and_requests_get_clear_errors_and_exit_codes() {
     std::fs::write(&bad, "{\"TransactItems\": [").unwrap();
     let bad = bad.to_str().unwrap().to_string();
     let cases: Vec<(Vec<&str>, Option<String>, i32, &str)> = vec![
-        (vec![], None, 2, "a command is required"),
-        (vec!["launch"], None, 2, "unknown command"),
-        (vec!["submit"], None, 2, "submit needs a FILE"),
+        (vec![], None, 2, "Usage: dynamo-saga"),
+        (vec!["launch"], None, 2, "unrecognized subcommand 'launch'"),
+        (vec!["submit"], None, 2, "<FILE>"),
         (vec!["submit", "/nonexistent/request.json"], None, 2, "No such file"),
         (vec!["submit", &bad], None, 2, "is not valid JSON"),
         (vec!["submit", "-"], Some("[1, 2]".into()), 2, "JSON object"),
@@ -185,11 +191,11 @@ async fn bad_arguments_and_requests_get_clear_errors_and_exit_codes() {
             2,
             "ValidationError",
         ),
-        (vec!["submit", "x.json", "--isolation", "committed"], None, 2, "does not take --isolation"),
-        (vec!["status"], None, 2, "status needs a transaction ID"),
+        (vec!["submit", "x.json", "--isolation", "committed"], None, 2, "unexpected argument '--isolation'"),
+        (vec!["status"], None, 2, "<ID>"),
         (vec!["status", "not-an-id"], None, 2, "not a transaction id"),
         (vec!["status", "01JDQ5A7K2M9P4R6T8V1W3X5Z7"], None, 3, "TransactionNotFound"),
-        (vec!["get", "t-x"], None, 2, "get needs TABLE and KEY"),
+        (vec!["get", "t-x"], None, 2, "<KEY>"),
         (vec!["get", "t-x", "{\"pk\": 1}"], None, 2, "not DynamoDB JSON"),
         (
             vec!["get", "t-x", "{\"pk\": {\"S\": \"a\"}}", "--isolation", "dirty"],
@@ -197,8 +203,8 @@ async fn bad_arguments_and_requests_get_clear_errors_and_exit_codes() {
             2,
             "committed, uncommitted or read-lock",
         ),
-        (vec!["sweep", "--older-than", "soon"], None, 2, "whole number"),
-        (vec!["--table"], None, 2, "--table needs a name"),
+        (vec!["sweep", "--older-than", "soon"], None, 2, "invalid value 'soon' for '--older-than <SECONDS>'"),
+        (vec!["--table"], None, 2, "a value is required for '--table <NAME>'"),
     ];
     for (args, stdin, code, needle) in cases {
         let out = cli(t, &args, stdin).await;
@@ -208,7 +214,20 @@ async fn bad_arguments_and_requests_get_clear_errors_and_exit_codes() {
     }
     let out = cli(t, &["--help"], None).await;
     assert_eq!(out.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("usage: dynamo-saga"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Usage: dynamo-saga"));
+    // Every subcommand has its own help, and the binary its version and shell completions.
+    for (args, needle) in [
+        (vec!["get", "--help"], "--isolation <ISOLATION>"),
+        (vec!["submit", "--help"], "--state-machine <ARN>"),
+        (vec!["sweep", "--help"], "--older-than <SECONDS>"),
+        (vec!["--version"], env!("CARGO_PKG_VERSION")),
+        (vec!["completions", "bash"], "complete -F"),
+    ] {
+        let out = cli(t, &args, None).await;
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains(needle), "{args:?}: {text} should mention {needle:?}");
+    }
 }
 
 /// `--table` names the transactions table in place of `SAGA_TABLE` and nothing else: the other `SAGA_*` settings
