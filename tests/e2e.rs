@@ -490,7 +490,8 @@ async fn executions_waiting_for_one_parent_are_served_in_ticket_order() {
 /// after the lease written on the parent item has passed without a beat. The old holder then writes nothing.
 #[tokio::test]
 async fn an_execution_takes_a_parent_over_only_after_a_lease_without_a_heartbeat() {
-    use dynamo_saga::phase::{heartbeat, lock, Outcome};
+    use dynamo_saga::phase::parent::heartbeat;
+    use dynamo_saga::phase::{lock, Outcome};
     use dynamo_saga::records::read_header;
     use dynamo_saga::{Config, Coordinator, Store, TxState};
     use std::time::{Duration, Instant};
@@ -654,7 +655,7 @@ async fn a_wounded_execution_loops_through_retry_and_commits_in_the_same_executi
     // The oldest keeps b a little longer (its heart beats), so the execution's second attempt has to wait for it.
     let h = dynamo_saga::records::read_header(&env.store, &Meter::default(), &oldest).await.unwrap();
     for _ in 0..3 {
-        assert!(dynamo_saga::phase::heartbeat(&env.store, &Meter::default(), &h).await.unwrap());
+        assert!(dynamo_saga::phase::parent::heartbeat(&env.store, &Meter::default(), &h).await.unwrap());
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     assert!(!run.is_finished(), "the execution waits for b");

@@ -383,7 +383,7 @@ impl Coordinator {
         // A waiting transaction makes no progress of its own, so it beats its heart: younger waiters judge an older
         // holder stale only when its version stays the same for a whole lease.
         if now.saturating_sub(me.updated_at) >= s.cfg.lease.as_millis() as u64 / 3 {
-            Box::pin(phase::heartbeat(s, &m, me)).await?;
+            Box::pin(phase::parent::heartbeat(s, &m, me)).await?;
         }
         let version = watched.map_or(0, |w| w.0);
         let (since_ms, version) = match prev {
@@ -449,7 +449,7 @@ impl Coordinator {
         match (&c.key, c.action, &me.parent) {
             (Some((table, key)), _, _) => phase::release_key(s, &m, &c.holder, table, key, Release::Keep).await,
             (None, Some(_), _) => Ok(()),
-            (None, None, Some(p)) => phase::unlock_parent(s, &m, p, &c.holder).await,
+            (None, None, Some(p)) => phase::parent::unlock_parent(s, &m, p, &c.holder).await,
             (None, None, None) => Ok(()),
         }
     }

@@ -27,9 +27,9 @@ use aws_sdk_dynamodb::types::{
     AttributeValue, ConditionCheck, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 
+use super::parent::{beat_parent, new_rvn, same_item};
 use super::{
-    beat_parent, concurrently, decided, new_rvn, now, ph, progress, put_held, release_item, same_item, unlock_parts,
-    used, Outcome, Release, Report,
+    concurrently, decided, now, ph, progress, put_held, release_item, unlock_parts, used, Outcome, Release, Report,
 };
 use crate::constants::{
     ATTR_APPLIED, ATTR_LOCK, ATTR_LOCKED_AT, H_APPLIED, H_ATTEMPT, H_STATE, PARENT_LEASE, PARENT_LOCKED_AT,

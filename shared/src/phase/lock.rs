@@ -13,9 +13,10 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
+use super::parent::{beat_parent, new_rvn, unlock_parent};
 use super::{
-    beat_parent, concurrently, decided, evaluate, header_in, new_rvn, now, ph, progress, queue, release_item,
-    release_key, unlock_parent, used, Contention, Outcome, Release, Report,
+    concurrently, decided, evaluate, header_in, now, ph, progress, queue, release_item, release_key, used, Contention,
+    Outcome, Release, Report,
 };
 use crate::config::PrecommitCheck;
 use crate::constants::{

@@ -11,6 +11,7 @@ pub mod commit;
 pub mod complete;
 pub mod direct;
 pub mod lock;
+pub mod parent;
 pub mod queue;
 pub mod release;
 pub mod resume;
@@ -31,7 +32,7 @@ use crate::error::TxError;
 use crate::expr::ExprRefs;
 use crate::items::lock_holder;
 use crate::records::{self, Header, TxState};
-use crate::request::{Action, Parent};
+use crate::request::Action;
 use crate::store::{Meter, Store, Usage, Written};
 use crate::value::Item;
 use crate::value::{n, now_ms, s};
@@ -361,83 +362,12 @@ pub(crate) async fn put_held(
     store.put(m, req).await
 }
 
-/// Lets go of the parent lock (token, time, lease and record version number) while `holder` (an attempt's lock
-/// value) holds it.
-pub(crate) async fn unlock_parent(store: &Store, m: &Meter, p: &Parent, holder: &str) -> Result<(), TxError> {
-    let req = store
-        .client
-        .update_item()
-        .table_name(&p.table_name)
-        .set_key(Some(p.key.clone()))
-        .update_expression(format!(
-            "REMOVE {}, {}, {}, {}",
-            ph::PARENT_TOKEN,
-            ph::PARENT_AT,
-            ph::PARENT_LEASE,
-            ph::PARENT_RVN
-        ))
-        .condition_expression(format!("{} = {}", ph::PARENT_TOKEN, ph::TX))
-        .expression_attribute_names(ph::PARENT_TOKEN, PARENT_LOCK_TOKEN)
-        .expression_attribute_names(ph::PARENT_AT, PARENT_LOCKED_AT)
-        .expression_attribute_names(ph::PARENT_LEASE, PARENT_LEASE)
-        .expression_attribute_names(ph::PARENT_RVN, PARENT_RVN)
-        .expression_attribute_values(ph::TX, s(holder));
-    store.update(m, req).await.map(|_| ())
-}
-
-/// Lets go of `h`'s attempt's place in its parent's queue and of the parent lock, when it has a parent.
-pub(crate) async fn release_parent(store: &Store, m: &Meter, h: &Header) -> Result<(), TxError> {
-    let Some(p) = &h.parent else { return Ok(()) };
-    queue::leave(store, m, h).await?;
-    unlock_parent(store, m, p, &h.owner()).await
-}
-
-/// A new record version number for the parent item: random, and small enough to survive a JSON number in the state
-/// machine (53 bits).
-pub(crate) fn new_rvn() -> AttributeValue {
-    n((ulid::Ulid::new().random() as u64) & ((1 << 53) - 1))
-}
-
-/// Seed 001's heartbeat on the parent item: a new record version number, only while `h`'s attempt holds the parent
-/// (a transaction not holding it yet, or that lost it, writes nothing).
-pub async fn beat_parent(store: &Store, m: &Meter, h: &Header) -> Result<(), TxError> {
-    let Some(p) = &h.parent else { return Ok(()) };
-    let req = store
-        .client
-        .update_item()
-        .table_name(&p.table_name)
-        .set_key(Some(p.key.clone()))
-        .update_expression(format!("SET {} = {}", ph::PARENT_RVN, ph::RVN))
-        .condition_expression(format!("{} = {}", ph::PARENT_TOKEN, ph::TX))
-        .expression_attribute_names(ph::PARENT_TOKEN, PARENT_LOCK_TOKEN)
-        .expression_attribute_names(ph::PARENT_RVN, PARENT_RVN)
-        .expression_attribute_values(ph::TX, s(h.owner()))
-        .expression_attribute_values(ph::RVN, new_rvn());
-    store.update(m, req).await.map(|_| ())
-}
-
-/// A transaction that is alive but not moving (waiting for a lock, or holding a read lock) tells waiters so: a new
-/// header version, and when it holds a parent a new record version number on it, or when it waits for one a
-/// refreshed queue row. False when `h` is no longer pending.
-pub async fn heartbeat(store: &Store, m: &Meter, h: &Header) -> Result<bool, TxError> {
-    if !records::update_header(store, m, &h.id, records::Expect::at(h), &[], None, &m.usage()).await? {
-        return Ok(false);
-    }
-    beat_parent(store, m, h).await?;
-    queue::refresh(store, m, h).await?;
-    Ok(true)
-}
-
 /// Decides the rollback of `h`'s attempt; reports `Canceled` when this run (or another) rolled it back.
 async fn decided(store: &Store, m: &Meter, h: &Header, d: &records::Decision) -> Result<Outcome, TxError> {
     Ok(match records::decide_rollback(store, m, &h.id, Some(h.attempt), d).await? {
         TxState::RolledBack => Outcome::Canceled,
         state => Outcome::Ended { state },
     })
-}
-
-fn same_item(p: &Parent, a: &Action) -> bool {
-    p.table_name == a.table && p.key == a.key
 }
 
 fn now() -> AttributeValue {

@@ -1,7 +1,8 @@
 //! release: the last step of both endings. Lets go of the parent lock, marks the header finished, takes it out of the
 //! open-transactions index and starts its retention period (TTL).
 
-use super::{release_parent, Outcome, Report};
+use super::parent::release_parent;
+use super::{Outcome, Report};
 use crate::constants::{
     ATTR_EXPIRES_AT, H_CALLS, H_FINISHED_AT, H_OPEN_SHARD, H_READ_UNITS, H_STATE, H_UPDATED_AT, H_VERSION,
     H_WRITE_UNITS,

@@ -7,7 +7,8 @@
 //! Only batches whose locking had started are visited; every write is conditional on this transaction's lock, so an
 //! item restored once is never touched again.
 
-use super::{concurrently, progress, release_item, release_parent, Outcome, Release, Report};
+use super::parent::release_parent;
+use super::{concurrently, progress, release_item, Outcome, Release, Report};
 use crate::constants::H_RESTORED;
 use crate::error::TxError;
 use crate::plan::Part;

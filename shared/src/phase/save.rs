@@ -14,7 +14,8 @@
 //! half the read units; a copy that does not show this attempt's lock (from before it) is read again strongly
 //! consistent.
 
-use super::{beat_parent, decided, header_in, progress, refusal, Outcome, Report};
+use super::parent::beat_parent;
+use super::{decided, header_in, progress, refusal, Outcome, Report};
 use crate::constants::{ATTR_APPLIED, ATTR_STONE, ATTR_TRANSIENT, H_SAVED};
 use crate::error::{CancellationReason, TxError};
 use crate::items::{flag, lock_holder};
