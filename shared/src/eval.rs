@@ -38,7 +38,7 @@ use bigdecimal::num_bigint::{BigInt, Sign};
 use bigdecimal::BigDecimal;
 
 use crate::expr::{self, Action, Operand, Path, PathElem, SetValue};
-use crate::value::{check_name, nesting, Item, MAX_NESTING_LEVELS};
+use crate::value::{check_map_keys, check_name, nesting, Item, MAX_NESTING_LEVELS};
 
 /// DynamoDB's limit on an item's size, in bytes.
 pub const MAX_ITEM_BYTES: usize = 400 * 1024;
@@ -300,15 +300,9 @@ fn check_nesting(item: &Item) -> Result<(), EvalError> {
 
 /// Every attribute name of a whole item, and every map key in it, is 1 to 65,535 bytes long.
 fn check_names(item: &Item) -> Result<(), EvalError> {
-    fn value(v: &AttributeValue) -> Result<(), String> {
-        match v {
-            AttributeValue::M(m) => m.iter().try_for_each(|(k, v)| check_name(k).and_then(|_| value(v))),
-            AttributeValue::L(l) => l.iter().try_for_each(value),
-            _ => Ok(()),
-        }
-    }
-    item.iter()
-        .try_for_each(|(k, v)| check_name(k).and_then(|_| value(v)))
+    item.keys()
+        .try_for_each(|k| check_name(k))
+        .and_then(|_| check_map_keys(item))
         .map_err(|message| EvalError { kind: EvalErrorKind::InvalidAttributeName, message })
 }
 
