@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use dynamo_saga::phase::{apply, begin, commit, lock, save, Outcome};
 use dynamo_saga::records::{self, TxState};
 use dynamo_saga::status::{self, Status};
+use dynamo_saga::step::{handle, Budget, Phase};
 use dynamo_saga::store::Meter;
 use dynamo_saga::{Config, Coordinator};
 use harness::workload::{append_to_parent, parent_order};
@@ -775,5 +776,52 @@ async fn a_late_rollback_call_leaves_the_next_attempt_alone() {
     assert_eq!((st.state, st.attempt), (TxState::Pending, 2), "{st:?}");
     Coordinator::new(env.store.clone()).drive(younger).await.expect("the second attempt commits");
     assert_eq!([n_of(&env, "l000").await, n_of(&env, "l001").await], [11, 1]);
+    env.assert_clean().await;
+}
+
+/// One state machine execution's lock waits are bounded (`Config::execution_waits`, which keeps a Standard execution
+/// inside its history): driven as the state machine drives it (Lock, then Lock again with the `Contention` and `Waits`
+/// each answer gives), a transaction that would wait without end (`LockWaitSeconds: null`) waits exactly that many
+/// times, then is cancelled with `TransactionConflict` naming the holder and the bound.
+#[tokio::test]
+async fn one_execution_waits_at_most_execution_waits_times() {
+    let env = Env::with("execwaits", |c| Config { execution_waits: 3, ..c }).await;
+    let pks = keys("x", 2);
+    seed(&env, &pks).await;
+    let mut waiting = adds(&env, &pks, 10, None);
+    waiting["Options"] = json!({"LockWaitSeconds": null});
+    let ids = begin_in_order(&env, &[adds(&env, &pks, 1, None), waiting]).await;
+    assert_eq!(lock::lock(&env.store, &ids[0], 0).await.unwrap().outcome, Outcome::Done);
+
+    let budget = || Budget::before_deadline(0, Duration::ZERO);
+    let mut input = json!({"TransactionId": ids[1]});
+    let mut waits = Vec::new();
+    let out = loop {
+        let out = handle(&env.store, Phase::Lock, &input, budget()).await.unwrap();
+        if out.step != "Wait" {
+            break out;
+        }
+        assert!(out.wait_seconds.is_some() && out.contention.is_some(), "{out:?}");
+        waits.push(out.waits);
+        assert!(waits.len() <= 3, "waited past the bound: {waits:?}");
+        input = json!({"TransactionId": ids[1], "Waits": out.waits, "Contention": out.contention});
+    };
+    assert_eq!(waits, [1, 2, 3], "each Wait adds one");
+    assert_eq!((out.step.as_str(), out.state, out.waits), ("Rollback", TxState::RolledBack, 3), "{out:?}");
+
+    // The state machine goes on to Rollback and Release, which fails the execution with the reasons.
+    let input = json!({"TransactionId": ids[1], "Waits": 3});
+    let out = handle(&env.store, Phase::Rollback, &input, budget()).await.unwrap();
+    assert_eq!((out.step.as_str(), out.waits), ("Release", 3), "{out:?}");
+    let c = canceled(handle(&env.store, Phase::Release, &input, budget()).await);
+    assert_eq!(c.cancellation_reasons.len(), 2, "{c:?}");
+    for r in &c.cancellation_reasons {
+        assert_eq!(r.code, "TransactionConflict", "every contended action is named: {c:?}");
+        let m = r.message.as_deref().unwrap_or("");
+        assert!(m.contains(ids[0].as_str()) && m.contains("waited 3 times"), "{c:?}");
+    }
+
+    Coordinator::new(env.store.clone()).drive(&ids[0]).await.expect("the holder still commits");
+    assert_eq!([n_of(&env, "x000").await, n_of(&env, "x001").await], [1, 1]);
     env.assert_clean().await;
 }

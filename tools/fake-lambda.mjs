@@ -14,13 +14,16 @@
 // Each transaction has 3 batches and every call does one batch:
 //   committed   Begin, Lock x3, Save x3, Commit, Apply x3, Complete (every batch at once), Release -> Finished/COMMITTED
 //   contended   as committed, but the first Lock answers Step Wait, WaitSeconds 5, Contention; Relock goes on
+//   patient     as committed, but the first 3 Locks answer Wait, each adding one to Waits; then as committed
 //   fault       as committed, but the first Lock fails with InjectedFault (retried by the definition)
 //   fault-aws   as fault, answered the way real Lambda does: HTTP 200 with X-Amz-Function-Error: Unhandled
 //   canceled    Lock finds a condition false: ROLLED_BACK, Rollback, then Release fails with TransactionCanceled
 //   abort       Lock fails with an error no Retry matches, Abort (Rollback with Abort: true), Release fails with
 //               TransactionAborted
 //   retry       the first attempt's Lock is rolled back by an older transaction: Rollback names Step Retry, Begin
-//               (called with {"TransactionId"}) starts the second attempt, which commits
+//               (called with {"TransactionId", "Waits"}) starts the second attempt, which commits
+//   waited-retry  patient, then retry
+// As the phase functions do, every answer carries Waits: the input's (0 when absent), plus one for a Wait.
 import { createServer } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -51,15 +54,16 @@ function transaction(id) {
   let state = 'PENDING';
   let aborted = false;
   let attempts = 1;
-  const out = (Step, Batch, extra = {}) => ({ TransactionId: id, Step, Batch, Batches: BATCHES, State: state, Actions: ACTIONS, Attempts: attempts, ...extra });
+  let waits = 0;
+  const out = (Step, Batch, extra = {}) => ({ TransactionId: id, Step, Batch, Batches: BATCHES, State: state, Actions: ACTIONS, Attempts: attempts, Waits: waits, ...extra });
   const batch = (phase, same, next) => {
     done[phase] += 1;
     return out(done[phase] < BATCHES ? same : next, done[phase]);
   };
 
-  return {
+  const phases = {
     'saga-begin': (input) => {
-      if (script === 'retry' && state === 'ROLLED_BACK' && input.Request === undefined) {
+      if (script.endsWith('retry') && state === 'ROLLED_BACK' && input.Request === undefined) {
         state = 'PENDING';
         attempts += 1;
         done.lock = 0;
@@ -68,13 +72,14 @@ function transaction(id) {
     },
     'saga-lock': () => {
       lockCalls += 1;
-      if (lockCalls === 1 && script === 'contended') {
-        const Contention = { Holder: '01JDQ4V2A8M3K7P5R9T1W6X4YB', Version: 7, SinceMs: 1732266000000, Action: 1, Item: 'Inventory{pk=widget-1}' };
-        return out('Wait', 0, { WaitSeconds: 5, Contention });
+      const Contention = { Holder: '01JDQ4V2A8M3K7P5R9T1W6X4YB', Version: 7, SinceMs: 1732266000000, Action: 1, Item: 'Inventory{pk=widget-1}' };
+      if (lockCalls === 1 && script === 'contended') return out('Wait', 0, { Waits: waits + 1, WaitSeconds: 5, Contention });
+      if (lockCalls <= 3 && (script === 'patient' || script === 'waited-retry')) {
+        return out('Wait', 0, { Waits: waits + 1, WaitSeconds: 1, Contention });
       }
       if (lockCalls === 1 && script.startsWith('fault')) throw new FunctionError('InjectedFault', 'injected fault before the first lock write');
       if (script === 'abort') throw new FunctionError('ItemTooLarge', 'item Inventory{pk=unit-007} would exceed 400 KB with its lock');
-      if (script === 'canceled' || (script === 'retry' && attempts === 1)) {
+      if (script === 'canceled' || (script.endsWith('retry') && attempts === 1)) {
         state = 'ROLLED_BACK';
         return out('Rollback', 1);
       }
@@ -93,7 +98,7 @@ function transaction(id) {
         state = 'ROLLED_BACK';
         aborted = true;
       }
-      return out(script === 'retry' ? 'Retry' : 'Release', BATCHES);
+      return out(script.endsWith('retry') ? 'Retry' : 'Release', BATCHES);
     },
     'saga-release': () => {
       if (aborted) throw new FunctionError('TransactionAborted', JSON.stringify({ TransactionId: id, Message: 'Transaction aborted: the state machine gave up' }));
@@ -101,6 +106,11 @@ function transaction(id) {
       return out('Finished', BATCHES);
     },
   };
+  // Every call starts from the Waits its input carries, as the phase functions do.
+  const heard = (input) => {
+    waits = Number.isInteger(input?.Waits) ? input.Waits : 0;
+  };
+  return { phases, heard };
 }
 
 export async function startFakeLambda({ port = 0 } = {}) {
@@ -129,12 +139,14 @@ export async function startFakeLambda({ port = 0 } = {}) {
       return send(500, { errorType: 'ValidationError', errorMessage: 'TransactionId is required' });
     }
     if (!transactions.has(id)) transactions.set(id, transaction(id));
-    const phase = transactions.get(id)[fn];
+    const tx = transactions.get(id);
+    const phase = tx.phases[fn];
     if (!phase) {
       call.status = 404;
       return send(404, { title: 'Missing function', detail: `that function doesn't exist as a binary in your project: ${fn}` });
     }
     try {
+      tx.heard(input);
       return send(200, phase(input));
     } catch (e) {
       const body = { errorType: e.errorType ?? 'Panic', errorMessage: e.message };

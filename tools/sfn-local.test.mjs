@@ -57,7 +57,7 @@ test('a 3-batch transaction commits: every phase in order, one batch a call', as
   const { code, record, stderr } = await run('committed-a', ...FAST);
   assert.equal(code, 0, stderr);
   assert.equal(record.status, 'SUCCEEDED');
-  assert.deepEqual(record.output, { TransactionId: 'committed-a', Step: 'Finished', Batch: 3, Batches: 3, State: 'COMMITTED', Actions: 250, Attempts: 1 });
+  assert.deepEqual(record.output, { TransactionId: 'committed-a', Step: 'Finished', Batch: 3, Batches: 3, State: 'COMMITTED', Actions: 250, Attempts: 1, Waits: 0 });
   const fns = callsOf('committed-a').map((c) => c.fn.replace('saga-', ''));
   assert.deepEqual(fns, ['begin', ...Array(3).fill('lock'), ...Array(3).fill('save'), 'commit', ...Array(3).fill('apply'), 'complete', 'release']);
   assert.equal(record.taskCalls, 13);
@@ -96,6 +96,22 @@ test('a contended Lock waits, then Relock passes the Contention back; --wait-ms 
   assert.equal(locks[1].input.Contention.Holder, '01JDQ4V2A8M3K7P5R9T1W6X4YB');
   assert.equal(locks[2].input.Contention, undefined);
   assert.match(stderr, /WaitForHolder wait 10ms \(instead of 5s\), held by 01JDQ4V2A8M3K7P5R9T1W6X4YB/);
+});
+
+test('Waits reaches every Task: each Wait adds one, and the count survives Relock, the later phases and Retry', async () => {
+  for (const id of ['patient-a', 'waited-retry-a']) {
+    const { code, record, stderr } = await run(id, ...FAST);
+    assert.equal(code, 0, stderr);
+    assert.equal(record.output.Waits, 3, id);
+    const calls = callsOf(id);
+    const relocks = calls.filter((c) => c.fn === 'saga-lock' && c.input.Contention !== undefined);
+    assert.deepEqual(relocks.map((c) => c.input.Waits), [1, 2, 3], id);
+    // After the third wait, every Task (the Retry's Begin included) hears Waits 3.
+    const after = calls.slice(calls.indexOf(relocks[2]) + 1);
+    assert.ok(after.length >= 8, `${id}: ${after.map((c) => c.fn).join(' ')}`);
+    assert.ok(after.every((c) => c.input.Waits === 3), `${id}: ${JSON.stringify(after.map((c) => [c.fn, c.input.Waits]))}`);
+    if (id === 'waited-retry-a') assert.deepEqual(after.find((c) => c.fn === 'saga-begin').input, { TransactionId: id, Waits: 3 });
+  }
 });
 
 for (const style of ['fault', 'fault-aws']) {
@@ -143,7 +159,7 @@ test('an attempt rolled back by another transaction loops Rollback -> Retry (the
   assert.ok(rollback > 0, fns.join(' '));
   assert.equal(fns[rollback + 1], 'saga-begin', fns.join(' '));
   assert.equal(fns[rollback + 2], 'saga-lock', fns.join(' '));
-  assert.deepEqual(callsOf('retry-a')[rollback + 1].input, { TransactionId: 'retry-a' });
+  assert.deepEqual(callsOf('retry-a')[rollback + 1].input, { TransactionId: 'retry-a', Waits: 0 });
   assert.equal(fns.filter((f) => f === 'saga-release').length, 1);
 });
 

@@ -45,6 +45,11 @@ pub struct Config {
     /// Which writes DynamoDB itself judges before a transaction of batches commits (`SAGA_PRECOMMIT_CHECK`), beyond
     /// the rules this library checks ([`crate::judge`]).
     pub precommit_check: PrecommitCheck,
+    /// Most lock waits one state machine execution makes (`SAGA_EXECUTION_WAITS`, default [`EXECUTION_WAITS`]): the
+    /// bound that keeps a Standard execution inside its 25,000 history events however long `LockWaitSeconds` and the
+    /// deadline allow. Past it the transaction is cancelled with `TransactionConflict` naming the holder, as a wait
+    /// past `LockWaitSeconds` is. The in-process coordinator keeps no history and has no such bound.
+    pub execution_waits: u32,
 }
 
 /// See [`Config::precommit_check`]: the safety net for what no list of DynamoDB's rules covers (a rule added later,
@@ -93,6 +98,7 @@ impl Config {
             direct: true,
             committed_reads: CommittedReads::Evaluate,
             precommit_check: PrecommitCheck::NearLimits,
+            execution_waits: EXECUTION_WAITS,
         }
     }
 
@@ -148,6 +154,9 @@ impl Config {
         }
         // A default over the driver's limit would fail every transaction that does not set its own: the limit wins.
         c.default_deadline = c.default_deadline.min(c.max_deadline);
+        if let Some(n) = num(ENV_EXECUTION_WAITS)? {
+            c.execution_waits = u32::try_from(n).unwrap_or(u32::MAX);
+        }
         c.metrics_namespace = var(ENV_METRICS_NAMESPACE).map(|v| v.trim().to_string());
         c.max_request_bytes = match num(ENV_MAX_REQUEST_BYTES)? {
             Some(n) => Some(n as usize),

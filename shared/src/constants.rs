@@ -200,3 +200,10 @@ pub const LAMBDA_MEMORY_MB: &str = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE";
 pub const MEMORY_BYTES_PER_REQUEST_BYTE: usize = 40;
 /// The longest deadline any transaction may have: a week.
 pub const MAX_DEADLINE_SECONDS: u64 = 7 * 24 * 3600;
+/// Most lock waits one state machine execution makes (default [`EXECUTION_WAITS`]); past them its transaction is
+/// cancelled as a wait past `LockWaitSeconds` is.
+pub const ENV_EXECUTION_WAITS: &str = "SAGA_EXECUTION_WAITS";
+/// A Standard execution holds 25,000 history events and each lock wait adds 9 (Wait 2, Relock 5, Route 2): 2,000
+/// waits are 18,000 events, which leaves about 7,000 for the transaction's own calls (the largest, 100,000 actions,
+/// takes about 613), retried calls and later attempts.
+pub const EXECUTION_WAITS: u32 = 2_000;

@@ -376,8 +376,7 @@ impl Coordinator {
                 Some(w) => format!("LockWaitSeconds ({w}) passed waiting for it"),
                 None => "the deadline passed waiting for it".to_string(),
             };
-            let d = give_up_waiting(me, std::iter::once(c).chain(others), &limit);
-            Box::pin(records::decide_rollback(s, &m, &me.id, Some(me.attempt), &d)).await?;
+            self.give_up(me, std::iter::once(c).chain(others), &limit).await?;
             return Ok(Resolution::Retry);
         }
         // A waiting transaction makes no progress of its own, so it beats its heart: younger waiters judge an older
@@ -398,6 +397,19 @@ impl Coordinator {
             action: c.action,
             item: c.item.clone(),
         }))
+    }
+
+    /// Gives up waiting: decides this attempt of `me` rolled back with `TransactionConflict` on each contended action
+    /// (or as the parent's reason), naming the holder, `limit` saying why the wait ended.
+    pub async fn give_up<'c>(
+        &self,
+        me: &Header,
+        contentions: impl Iterator<Item = &'c Contention>,
+        limit: &str,
+    ) -> Result<(), TxError> {
+        let d = give_up_waiting(me, contentions, limit);
+        Box::pin(records::decide_rollback(&self.store, &Meter::default(), &me.id, Some(me.attempt), &d)).await?;
+        Ok(())
     }
 
     /// The action of transaction `tx_id` on the item `c` is about (request order), when `c` names one.

@@ -1,12 +1,17 @@
 //! The phase Lambdas' contract with the state machine: what each Task state sends and gets back.
 //!
-//! Input: `{"TransactionId": "...", "Contention": {...}?}` (Begin takes the request itself, or
+//! Input: `{"TransactionId": "...", "Waits": n?, "Contention": {...}?}` (Begin takes the request itself, or
 //! `{"Request": {...}, "ExecutionArn": "..."}` from the state machine, or `{"TransactionId": "..."}` for a transaction
 //! already begun or staged; the Abort call adds `"Abort": true, "Error": {...}`).
 //!
-//! Output: `{"TransactionId", "Step", "Batch", "Batches", "Actions", "State", "WaitSeconds"?, "Contention"?}`, where
-//! `Step` names the next Task (`Lock`, `Save`, `Apply`, `Commit`, `Complete`, `Rollback`, `Release`), `Wait` (another
-//! transaction holds a lock: wait `WaitSeconds`, then Lock again with `Contention`), or `Finished`.
+//! Output: `{"TransactionId", "Step", "Batch", "Batches", "Actions", "State", "Attempts", "Waits", "WaitSeconds"?,
+//! "Contention"?}`, where `Step` names the next Task (`Lock`, `Save`, `Apply`, `Commit`, `Complete`, `Rollback`,
+//! `Release`), `Wait` (another transaction holds a lock: wait `WaitSeconds`, then Lock again with `Contention`), or
+//! `Finished`.
+//!
+//! `Waits` counts the lock waits of this execution: every Task passes it on, and a call that answers `Wait` adds one.
+//! When it reaches [`crate::Config::execution_waits`] the transaction is cancelled as a wait past `LockWaitSeconds`
+//! is, so a Standard execution stays inside its 25,000 history events however long the wait may last.
 //!
 //! A phase call does as many batches of its own phase as fit in its budget, then names the next step. Calls are
 //! idempotent: a call for a phase the transaction has already left does nothing and names the step it is at.
@@ -105,6 +110,8 @@ struct PhaseInput {
     #[serde(default)]
     contention: Option<Waiting>,
     #[serde(default)]
+    waits: u32,
+    #[serde(default)]
     abort: bool,
     #[serde(default)]
     error: Option<Value>,
@@ -123,6 +130,9 @@ pub struct StepOutput {
     pub state: TxState,
     /// Attempts so far, this one included.
     pub attempts: u32,
+    /// Lock waits this execution has made (see the module's documentation).
+    #[serde(default)]
+    pub waits: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_seconds: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -130,7 +140,7 @@ pub struct StepOutput {
 }
 
 impl StepOutput {
-    fn at(h: &Header, step: Step) -> Self {
+    fn at(h: &Header, step: Step, waits: u32) -> Self {
         let (name, batch) = match step {
             Step::Lock(b) => ("Lock", b),
             Step::Save(b) => ("Save", b),
@@ -150,6 +160,7 @@ impl StepOutput {
             actions: h.actions,
             state: h.state,
             attempts: h.attempt + 1,
+            waits,
             wait_seconds: None,
             contention: None,
         }
@@ -158,8 +169,9 @@ impl StepOutput {
 
 /// Handles one Task invocation of `phase`.
 pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) -> Result<StepOutput, TxError> {
-    let (tx_id, contention) = if phase == Phase::Begin {
-        (begin_or_pick_up(store, input).await?, None)
+    let (tx_id, contention, waits) = if phase == Phase::Begin {
+        let (tx_id, waits) = begin_or_pick_up(store, input).await?;
+        (tx_id, None, waits)
     } else {
         let input: PhaseInput = serde_json::from_value(input.clone()).map_err(|e| {
             TxError::Validation(crate::error::Invalid {
@@ -174,7 +186,7 @@ pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) 
                 rollback::rollback(store, &input.transaction_id, 0, Some(&why)).await?;
             }
         }
-        (input.transaction_id, input.contention)
+        (input.transaction_id, input.contention, input.waits)
     };
     let tx_id = tx_id.as_str();
     let coordinator = Coordinator::new(store.clone());
@@ -189,10 +201,10 @@ pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) 
                 // This call finished the transaction: its one metrics line (a repeated Release finds it finished).
                 println!("{}", crate::metrics::record(&h, namespace, crate::value::now_ms()));
             }
-            return released(&h, step);
+            return released(&h, step, waits);
         }
         if !phase.owns(step) || batches >= budget.max_batches || (batches > 0 && budget.left().is_zero()) {
-            return Ok(StepOutput::at(&h, step));
+            return Ok(StepOutput::at(&h, step, waits));
         }
         let report = run_step(store, tx_id, step).await?;
         batches += 1;
@@ -203,10 +215,18 @@ pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) 
                 .await?
             {
                 Resolution::Retry => {}
+                Resolution::Wait(_) if waits >= store.cfg.execution_waits => {
+                    let limit = format!(
+                        "this execution has waited {waits} times, the most one execution's history allows ({})",
+                        crate::constants::ENV_EXECUTION_WAITS
+                    );
+                    coordinator.give_up(&h, std::iter::once(&c).chain(&report.also_contended), &limit).await?;
+                }
                 Resolution::Wait(w) => {
                     let (h, step) = resume::resume(store, tx_id).await?;
-                    let mut out = StepOutput::at(&h, step);
+                    let mut out = StepOutput::at(&h, step, waits);
                     if phase.owns(step) {
+                        out.waits = waits + 1;
                         out.step = "Wait".into();
                         out.wait_seconds = Some(wait_seconds(&w));
                         out.contention = Some(w);
@@ -254,19 +274,19 @@ pub fn from_eventbridge(input: &Value) -> Result<Option<Value>, TxError> {
 
 /// Release ends the execution: a committed transaction finishes, a rolled-back one fails with its reasons
 /// (`TransactionCanceled`) or, when no action is to blame, `TransactionAborted`.
-fn released(h: &Header, step: Step) -> Result<StepOutput, TxError> {
+fn released(h: &Header, step: Step, waits: u32) -> Result<StepOutput, TxError> {
     match (step, h.rollback_error()) {
         (Step::Finished, Some(e)) => Err(e),
-        _ => Ok(StepOutput::at(h, step)),
+        _ => Ok(StepOutput::at(h, step, waits)),
     }
 }
 
 /// Begin's input: the request itself, `{"Request": {...}, "ExecutionArn": "...", "ExecutionStartTime": "..."}` from
 /// the state machine, or `{"TransactionId"}` (in either) for a transaction already begun or staged; any of them may
 /// be an EventBridge envelope (see [`from_eventbridge`]). A request is submitted ([`begin::submit`]) under the
-/// execution's own id ([`begin::execution_id`]), so a retried Begin picks up what the first run did. Returns the
-/// transaction's id.
-async fn begin_or_pick_up(store: &Store, input: &Value) -> Result<String, TxError> {
+/// execution's own id ([`begin::execution_id`]), so a retried Begin picks up what the first run did. The Retry Task
+/// sends `{"TransactionId", "Waits"}`. Returns the transaction's id and the execution's lock waits so far.
+async fn begin_or_pick_up(store: &Store, input: &Value) -> Result<(String, u32), TxError> {
     let (request, arn, start_time) = match input.get("Request") {
         Some(r) if input.get("TransactItems").is_none() => (
             r,
@@ -277,8 +297,12 @@ async fn begin_or_pick_up(store: &Store, input: &Value) -> Result<String, TxErro
     };
     let unwrapped = from_eventbridge(request)?;
     let request = unwrapped.as_ref().unwrap_or(request);
-    let existing =
-        request.as_object().filter(|o| o.len() == 1).and_then(|o| o.get("TransactionId")).and_then(Value::as_str);
+    let pick_up = request.as_object().filter(|o| o.keys().all(|k| k == "TransactionId" || k == "Waits"));
+    let existing = pick_up.and_then(|o| o.get("TransactionId")).and_then(Value::as_str);
+    let waits = pick_up
+        .and_then(|o| o.get("Waits"))
+        .and_then(Value::as_u64)
+        .map_or(0, |w| u32::try_from(w).unwrap_or(u32::MAX));
     let Some(id) = existing else {
         let id = match (arn, start_time) {
             (Some(arn), Some(t)) => Some(begin::execution_id(arn, t)?),
@@ -286,7 +310,7 @@ async fn begin_or_pick_up(store: &Store, input: &Value) -> Result<String, TxErro
         };
         let begun = begin::submit(store, request, arn, id.as_deref()).await?;
         begun.emit_metrics(store);
-        return Ok(begun.transaction_id);
+        return Ok((begun.transaction_id, 0));
     };
     let (h, _) = resume::resume(store, id).await?;
     if let Some(arn) = arn.filter(|a| !h.finished() && h.execution_arn.as_deref() != Some(*a)) {
@@ -295,7 +319,7 @@ async fn begin_or_pick_up(store: &Store, input: &Value) -> Result<String, TxErro
         records::update_header(store, &m, id, h.state, &[(H_EXECUTION, crate::value::s(arn))], None, &m.usage())
             .await?;
     }
-    Ok(id.to_string())
+    Ok((id.to_string(), waits))
 }
 
 /// Backoff while waiting for a holder: about 1 s at first, growing with the time waited up to 10 s, with jitter so
