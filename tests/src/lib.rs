@@ -80,8 +80,9 @@ pub fn report(line: impl AsRef<str>) {
     println!("{line}");
     if let Some(path) = std::env::var_os("SAGA_REPORT") {
         use std::io::Write;
+        // One write of the whole line: test binaries run at once, and an appended write lands whole.
         let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).expect("open SAGA_REPORT");
-        writeln!(f, "{line}").expect("write SAGA_REPORT");
+        f.write_all(format!("{line}\n").as_bytes()).expect("write SAGA_REPORT");
     }
 }
 
