@@ -79,6 +79,9 @@ step "least privilege, IAM auth, dead-letter queue and alarms (tools/check_polic
 "$venv/bin/python" tools/check_policies.py --self-test || fail "check_policies.py cannot catch what it checks for"
 "$venv/bin/python" tools/check_policies.py || fail "template.yaml grants too much, leaves the API open, or fails an operations check"
 
+step "the largest staged request seals inside API Gateway's 29 s (tools/check_api_timeout.py)"
+"$venv/bin/python" tools/check_api_timeout.py || fail "StageMemorySize admits a request whose seal would outlive the API's timeout"
+
 step "JSON syntax of events/*.json"
 n=0
 for f in events/*.json; do
