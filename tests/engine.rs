@@ -329,7 +329,7 @@ async fn the_parent_lock_can_be_read_without_taking_it() {
         if step == Step::Commit {
             break;
         }
-        dynamo_saga::coordinator::run_step(&env.store, &id, step).await.unwrap();
+        dynamo_saga::drive::run_step(&env.store, &id, step).await.unwrap();
         let lock =
             read::parent_lock(&env.store, &env.a, parent.clone()).await.unwrap().expect("held from the first lock on");
         assert_eq!(lock.holder, id);
@@ -487,7 +487,7 @@ async fn a_transaction_of_the_first_protocol_finishes_the_first_way() {
         }
         let kind = format!("{step:?}");
         steps.push(kind[..kind.find('(').unwrap_or(kind.len())].to_string());
-        let r = dynamo_saga::coordinator::run_step(&env.store, &id, step).await.unwrap();
+        let r = dynamo_saga::drive::run_step(&env.store, &id, step).await.unwrap();
         assert_eq!(r.outcome, dynamo_saga::phase::Outcome::Done, "{step:?}");
         if step == Step::Commit {
             let images = env

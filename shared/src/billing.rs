@@ -36,6 +36,7 @@ pub fn write_units(before: usize, after: usize) -> f64 {
 }
 
 /// Write units of one item of a `TransactWriteItems` call.
+#[cfg(any(test, feature = "internals"))]
 pub fn transact_units(before: usize, after: usize) -> f64 {
     2.0 * write_units(before, after)
 }

@@ -128,6 +128,7 @@ fn states_requests(operation: &str, body: &Value) -> Vec<Value> {
 }
 
 /// A Step Functions client from the standard configuration chain, recording its calls when `SAGA_CALL_LOG` is set.
+#[cfg(feature = "internals")]
 pub async fn state_machine_client() -> aws_sdk_sfn::Client {
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let mut conf = aws_sdk_sfn::config::Builder::from(&sdk);

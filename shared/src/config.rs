@@ -30,22 +30,22 @@ pub struct Config {
     /// less where the driver cannot outlive it, such as an Express workflow's 5 minutes.
     pub max_deadline: Duration,
     /// The CloudWatch namespace the Release function writes each finished transaction's metrics to, as an EMF line
-    /// ([`crate::metrics`]); `None`: no metrics.
+    /// (`metrics`); `None`: no metrics.
     pub metrics_namespace: Option<String>,
-    /// Largest staged request, in bytes of JSON, that [`crate::stage::seal`] takes: sealing holds the whole request in
+    /// Largest staged request, in bytes of JSON, that `stage::seal` takes: sealing holds the whole request in
     /// memory, several times over. `None`: no limit.
     pub max_request_bytes: Option<usize>,
     /// Whether a request one `TransactWriteItems` call can carry (fewer than 100 actions, no `Parent`, tombstone or
-    /// ratchet) is carried out in that one call instead of the protocol (see [`crate::phase::direct`]).
+    /// ratchet) is carried out in that one call instead of the protocol (see `phase::direct`).
     pub direct: bool,
     /// How a committed read ([`crate::read::Isolation::Committed`]) answers for an item a committed transaction has
     /// not applied yet (`SAGA_COMMITTED_READS`): evaluate the transaction's write on the item, writing nothing (the
     /// default), or apply that write first and read the item it leaves.
     pub committed_reads: CommittedReads,
     /// Which writes DynamoDB itself judges before a transaction of batches commits (`SAGA_PRECOMMIT_CHECK`), beyond
-    /// the rules this library checks ([`crate::judge`]).
+    /// the rules this library checks (`judge`).
     pub precommit_check: PrecommitCheck,
-    /// Most lock waits one state machine execution makes (`SAGA_EXECUTION_WAITS`, default [`EXECUTION_WAITS`]): the
+    /// Most lock waits one state machine execution makes (`SAGA_EXECUTION_WAITS`, default 2,000): the
     /// bound that keeps a Standard execution inside its 25,000 history events however long `LockWaitSeconds` and the
     /// deadline allow. Past it the transaction is cancelled with `TransactionConflict` naming the holder, as a wait
     /// past `LockWaitSeconds` is. The in-process coordinator keeps no history and has no such bound.
@@ -58,7 +58,7 @@ pub struct Config {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PrecommitCheck {
     /// Updates and `Put`s whose result comes near one of DynamoDB's limits (size, nesting, key lengths: see
-    /// [`crate::eval::near_limits`]), where an error of the local rules would matter: nothing extra for ordinary
+    /// `eval::near_limits`), where an error of the local rules would matter: nothing extra for ordinary
     /// writes.
     #[default]
     NearLimits,

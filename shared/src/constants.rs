@@ -128,6 +128,7 @@ pub const ATTR_EXPIRES_AT: &str = "expiresAt";
 /// Header: partition key of the sparse index of open transactions; removed when the transaction finishes.
 pub const H_OPEN_SHARD: &str = "openShard";
 /// Name of the sparse global secondary index (partition key [`H_OPEN_SHARD`], sort key [`H_UPDATED_AT`]).
+#[cfg(feature = "internals")]
 pub const OPEN_INDEX: &str = "open-transactions";
 /// Number of partitions of the open-transactions index, so that many open transactions do not share one key.
 pub const OPEN_SHARDS: u32 = 8;
@@ -159,6 +160,7 @@ pub const PAGE_TARGET_BYTES: usize = 16 * 1024;
 /// DynamoDB's limit on a ClientRequestToken's length.
 pub const MAX_TOKEN_LEN: usize = 36;
 /// DynamoDB's limit on one expression string.
+#[cfg(feature = "internals")]
 pub const MAX_EXPRESSION_BYTES: usize = 4096;
 
 // ---- Environment variables read once at start-up by the functions and the CLI ----

@@ -2,78 +2,20 @@
 //! services that do not use Step Functions (the role the Java dynamodb-transactions library's TransactionManager
 //! plays). It is also how the sweeper and tests finish a transaction somebody else started.
 //!
-//! Contention follows wound-wait, decided by transaction age (ULIDs sort by start time):
-//! - a holder that is committed or rolled back is helped to the end of its attempt;
-//! - a pending holder younger than us is rolled back ("wounded"), so the older transaction always wins and two
-//!   transactions can never keep rolling each other back;
-//! - a pending holder older than us is waited for, and rolled back only if its header version stays unchanged for
-//!   a whole lease (measured on our own clock, so no trust in other machines' clocks);
-//! - a `Parent` goes by ticket instead (see [`crate::phase::queue`]): its holder is waited for whatever its age;
-//! - a wait longer than `LockWaitSeconds`, or past the deadline, cancels our own transaction with
-//!   `TransactionConflict` on each contended action (or as the parent's reason), naming the holder, as DynamoDB
-//!   reports a conflict.
-//!
-//! A transaction rolled back by another's need (wounded, found stalled, its parent taken over) is not cancelled: its
-//! own driver starts another attempt of it ([`crate::phase::retry`]), with the same id and so the same age. A wounded
-//! transaction's next attempt first waits, holding nothing, for the one that wounded it to end. Each such rollback
-//! means an older transaction is making progress, and the oldest always commits, so a retried transaction only gets
-//! older relative to newcomers: it is never starved. Only the deadline ends the retries.
+//! Contention between transactions is resolved by age (wound-wait: `drive`): the older transaction wins, a
+//! younger holder is rolled back and tries again as the same transaction, and a wait longer than `LockWaitSeconds`
+//! or past the deadline cancels with `TransactionConflict` naming the holder.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tracing::{info, warn};
 
-use crate::error::{CancellationReason, TxError};
-use crate::phase::{self, resume::Step, Contention, Outcome, Release};
+use crate::drive::Driver;
+use crate::error::TxError;
+use crate::phase::{self, resume::Step};
 use crate::records::{self, Decision, Header, TxState};
 use crate::store::{Meter, Store, Usage};
-
-/// What a transaction waiting for another's lock has seen so far. The state machine carries it between Lambda calls
-/// as `Contention`, so a wait spanning many calls still measures the holder's progress and the time waited.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase")]
-pub struct Waiting {
-    /// The holder's transaction id.
-    pub holder: String,
-    /// The holder's header version (for the parent, the parent item's record version number), and when (ms since the
-    /// epoch, on the waiter's clock) it was first seen.
-    pub version: u64,
-    pub since_ms: u64,
-    /// When this transaction started waiting.
-    pub waiting_since_ms: u64,
-    /// The contended action (request order), or none for the parent item.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub action: Option<usize>,
-    pub item: String,
-}
-
-/// What to do after [`Coordinator::resolve`].
-#[derive(Debug, Clone, PartialEq)]
-pub enum Resolution {
-    /// Something changed (a lock was broken, a holder helped or rolled back, or this transaction was cancelled):
-    /// run the next step now.
-    Retry,
-    /// Wait, then try again with this.
-    Wait(Waiting),
-}
-
-/// Runs one step of a transaction (anything but `Finished`). Each phase's future is boxed: they are large, and a
-/// coordinator that helps another transaction nests them.
-pub async fn run_step(s: &Store, tx_id: &str, step: Step) -> Result<crate::phase::Report, TxError> {
-    match step {
-        Step::Lock(b) => Box::pin(phase::lock::lock(s, tx_id, b)).await,
-        Step::Save(b) => Box::pin(phase::save::save(s, tx_id, b)).await,
-        Step::Apply(b) => Box::pin(phase::apply::apply(s, tx_id, b)).await,
-        Step::Commit => Box::pin(phase::commit::commit(s, tx_id)).await,
-        Step::Complete(b) => Box::pin(phase::complete::complete(s, tx_id, b)).await,
-        Step::Rollback(b) => Box::pin(phase::rollback::rollback(s, tx_id, b, None)).await,
-        Step::Retry => Box::pin(phase::retry::retry(s, tx_id)).await,
-        Step::Release => Box::pin(phase::release::release(s, tx_id)).await,
-        Step::Finished => Err(TxError::Internal(format!("transaction {tx_id} has finished: no step to run"))),
-    }
-}
 
 /// The result of a committed transaction.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -88,30 +30,28 @@ pub struct Committed {
     pub elapsed_ms: u64,
 }
 
+/// Runs transactions in-process, each from its request (or its id) to its end.
 #[derive(Debug, Clone)]
 pub struct Coordinator {
-    store: Store,
-    /// First wait after meeting a lock; doubles up to `max_wait`.
-    pub min_wait: Duration,
-    pub max_wait: Duration,
+    driver: Driver,
 }
 
 impl Coordinator {
     pub fn new(store: Store) -> Self {
-        Self { store, min_wait: Duration::from_millis(20), max_wait: Duration::from_millis(500) }
+        Self { driver: Driver::new(store) }
     }
 
     pub fn store(&self) -> &Store {
-        &self.store
+        self.driver.store()
     }
 
     /// Runs a whole transaction: submit it (a request one `TransactWriteItems` call can carry is carried out in that
-    /// call, see [`phase::direct`]), or begin it and drive it to its end, starting another attempt whenever one is rolled
+    /// call, see `phase::direct`), or begin it and drive it to its end, starting another attempt whenever one is rolled
     /// back by another transaction's need. Errors with `TransactionCanceled` (and the reasons) when it rolled back:
     /// by its own conditions, a wait past `LockWaitSeconds`, or the deadline.
     pub async fn run(&self, body: &Value) -> Result<Committed, TxError> {
         let started = Instant::now();
-        let begun = Box::pin(phase::begin::submit(&self.store, body, None, None)).await?;
+        let begun = Box::pin(phase::begin::submit(self.driver.store(), body, None, None)).await?;
         if begun.created && begun.state == TxState::Committed {
             // Carried out in one call: the result carries the capacity that call consumed, which its header cannot.
             return Ok(Committed {
@@ -126,45 +66,39 @@ impl Coordinator {
         self.drive(&begun.transaction_id).await
     }
 
-    /// [`Coordinator::run`]: every transaction retries by itself now, keeping its age, for as long as its deadline
-    /// allows; `attempts` is no longer used.
-    #[deprecated(note = "run retries a transaction rolled back by another's need by itself")]
-    pub async fn run_retrying(&self, body: &Value, _attempts: u32) -> Result<Committed, TxError> {
-        self.run(body).await
-    }
-
     /// Drives an existing transaction from wherever it stopped to its end, as its driver: an attempt rolled back by
     /// another transaction's need is followed by another.
     pub async fn drive(&self, tx_id: &str) -> Result<Committed, TxError> {
         let started = Instant::now();
-        let h = Box::pin(self.drive_until(tx_id, true, |_, _| false)).await?;
+        let h = Box::pin(self.driver.drive_until(tx_id, true, |_, _| false)).await?;
         finished(&h, started)
     }
 
     /// Rolls a transaction back unless it has committed (no other attempt follows), and drives it to its end.
     pub async fn cancel(&self, tx_id: &str, why: &str) -> Result<(), TxError> {
         let m = Meter::default();
-        let h = records::read_header(&self.store, &m, tx_id).await?;
+        let h = records::read_header(self.driver.store(), &m, tx_id).await?;
         if h.state == TxState::Pending {
-            records::decide_rollback(&self.store, &m, tx_id, Some(h.attempt), &Decision::aborted(why)).await?;
+            records::decide_rollback(self.driver.store(), &m, tx_id, Some(h.attempt), &Decision::aborted(why)).await?;
         }
-        let h = records::read_header(&self.store, &m, tx_id).await?;
+        let h = records::read_header(self.driver.store(), &m, tx_id).await?;
         if h.retry_pending {
-            records::give_up(&self.store, &m, &h, why).await?;
+            records::give_up(self.driver.store(), &m, &h, why).await?;
         }
-        Box::pin(self.drive_until(tx_id, false, |_, _| false)).await.map(|_| ())
+        Box::pin(self.driver.drive_until(tx_id, false, |_, _| false)).await.map(|_| ())
     }
 
-    /// Drives a pending transaction until every item is locked, meeting other transactions' locks as [`drive`]
+    /// Drives a pending transaction until every item is locked, meeting other transactions' locks as `drive`
     /// does (and starting another attempt when one is rolled back by another's need); it then holds every lock and
     /// has changed nothing. Errors with `TransactionCanceled` when it was rolled back instead (by its own condition,
     /// a wait past its limits, or the deadline), after finishing that rollback.
     ///
-    /// [`drive`]: Coordinator::drive
+    /// `drive`: Coordinator::drive
     pub async fn drive_locks(&self, tx_id: &str) -> Result<Header, TxError> {
         let started = Instant::now();
         let h = Box::pin(
-            self.drive_until(tx_id, true, |h, step| h.state == TxState::Pending && !matches!(step, Step::Lock(_))),
+            self.driver
+                .drive_until(tx_id, true, |h, step| h.state == TxState::Pending && !matches!(step, Step::Lock(_))),
         )
         .await?;
         match (h.state, finished(&h, started)) {
@@ -175,331 +109,6 @@ impl Coordinator {
             }
         }
     }
-
-    /// Runs steps until `stop` says so or the transaction has finished; returns the header last read. `own`: this is
-    /// the transaction's driver, which starts another attempt when one is rolled back by another's need; a
-    /// coordinator helping another transaction stops at the end of its attempt instead.
-    async fn drive_until(
-        &self,
-        tx_id: &str,
-        own: bool,
-        stop: impl Fn(&Header, &Step) -> bool,
-    ) -> Result<Header, TxError> {
-        let mut waiting: Option<Waiting> = None;
-        let mut attempt = 0u32;
-        loop {
-            let (h, step) = Box::pin(phase::resume::resume(&self.store, tx_id)).await?;
-            if step == Step::Finished || stop(&h, &step) || (step == Step::Retry && !own) {
-                return Ok(h);
-            }
-            let report = run_step(&self.store, tx_id, step).await?;
-            match report.outcome {
-                Outcome::Contended(c) => {
-                    match Box::pin(self.resolve_all(&h, &c, &report.also_contended, waiting.as_ref(), None)).await? {
-                        Resolution::Retry => {}
-                        Resolution::Wait(w) => {
-                            waiting = Some(w);
-                            attempt += 1;
-                            self.sleep(attempt).await;
-                        }
-                    }
-                }
-                Outcome::Done | Outcome::Canceled | Outcome::Ended { .. } => {
-                    if let Some(w) = waiting.take() {
-                        Box::pin(records::add_waited(
-                            &self.store,
-                            &Meter::default(),
-                            &h,
-                            crate::value::now_ms().saturating_sub(w.waiting_since_ms),
-                        ))
-                        .await?;
-                    }
-                    attempt = 0;
-                }
-            }
-        }
-    }
-
-    async fn sleep(&self, attempt: u32) {
-        let base = self.min_wait.as_millis() as u64;
-        let cap = (base << attempt.min(10)).min(self.max_wait.as_millis() as u64).max(1);
-        let jitter = (ulid::Ulid::new().random() % (cap as u128)) as u64;
-        tokio::time::sleep(Duration::from_millis(cap / 2 + jitter / 2)).await;
-    }
-
-    /// Resolves every contention a lock run met: each younger or decided holder is dealt with at once (one at a
-    /// time, a stream of newer transactions could keep an old one busy), then what to do about `first` is returned.
-    pub async fn resolve_all(
-        &self,
-        me: &Header,
-        first: &Contention,
-        others: &[Contention],
-        prev: Option<&Waiting>,
-        help_budget: Option<Duration>,
-    ) -> Result<Resolution, TxError> {
-        let mut changed = false;
-        let mut seen = std::collections::HashSet::from([first.holder.clone()]);
-        for c in others {
-            if seen.insert(c.holder.clone()) {
-                changed |= Box::pin(self.resolve(me, c, &[], None, help_budget)).await? == Resolution::Retry;
-            }
-        }
-        match Box::pin(self.resolve(me, first, others, prev, help_budget)).await? {
-            Resolution::Wait(_) if changed => Ok(Resolution::Retry),
-            r => Ok(r),
-        }
-    }
-
-    /// Resolves one contention met by transaction `me`; `others` are the other contentions of the same lock run, named
-    /// with it when the wait is given up. `prev` is what the previous attempt saw (the state machine carries it
-    /// between Lambda calls in `Contention`). Helping another transaction to its end is bounded by `help_budget` when
-    /// given; stopping it half-way is safe, as every phase is.
-    pub async fn resolve(
-        &self,
-        me: &Header,
-        c: &Contention,
-        others: &[Contention],
-        prev: Option<&Waiting>,
-        help_budget: Option<Duration>,
-    ) -> Result<Resolution, TxError> {
-        let s = &self.store;
-        let m = Meter::default();
-        let now = crate::value::now_ms();
-        let (holder_id, holder_attempt) = records::parse_owner(&c.holder);
-        if holder_id == me.id {
-            // A lock an earlier attempt of ours left behind.
-            return self.break_lock(me, c).await.map(|_| Resolution::Retry);
-        }
-        let holder = match records::read_header(s, &m, holder_id).await {
-            Ok(h) => Some(h),
-            Err(TxError::NotFound(_)) => None,
-            Err(e) => return Err(e),
-        };
-        // A pending holder, or one whose rolled-back attempt awaits its driver's next: watched for progress.
-        let watched = match &holder {
-            Some(h) if !h.finished() && (h.state == TxState::Pending || awaits_retry(h)) => {
-                Some(Box::pin(self.liveness(&m, me, h, c)).await?)
-            }
-            _ => None,
-        };
-        match holder {
-            // A lock left by a transaction that has ended (or whose records have expired), or by an attempt that was
-            // followed by another: nobody will release it.
-            Some(ref h) if h.finished() => return self.break_lock(me, c).await.map(|_| Resolution::Retry),
-            None if c.action.is_some() => return self.break_lock(me, c).await.map(|_| Resolution::Retry),
-            Some(ref h) if c.locked && h.attempt != holder_attempt => {
-                return self.break_lock(me, c).await.map(|_| Resolution::Retry)
-            }
-            Some(ref h) if awaits_retry(h) => {
-                let (version, lease_ms) = watched.unwrap_or_default();
-                if stalled(prev, &c.holder, version, lease_ms, now) {
-                    warn!(tx_id = %me.id, holder = %h.id, "no attempt followed a rolled-back one for a whole lease: ending it");
-                    Box::pin(records::give_up(
-                        s,
-                        &m,
-                        h,
-                        &format!("no other attempt started for {} s, while {} waited", lease_ms / 1000, me.id),
-                    ))
-                    .await?;
-                    self.help(&h.id, help_budget).await?;
-                    return Ok(Resolution::Retry);
-                }
-            }
-            Some(ref h) if h.state != TxState::Pending => {
-                info!(tx_id = %me.id, holder = %h.id, "helping a decided transaction to the end of its attempt");
-                self.help(&h.id, help_budget).await?;
-                return Ok(Resolution::Retry);
-            }
-            // Item locks go by age (wound-wait); the parent goes by ticket (FIFO), so its holder is never wounded.
-            Some(ref h) if h.id > me.id && c.action.is_some() => {
-                info!(tx_id = %me.id, holder = %h.id, "rolling back a younger transaction that holds our lock");
-                let d = Decision::wound(&me.id, Box::pin(self.action_of(&m, &h.id, c)).await?, &c.item);
-                Box::pin(records::decide_rollback(
-                    s,
-                    &m,
-                    &h.id,
-                    Some(if c.locked { holder_attempt } else { h.attempt }),
-                    &d,
-                ))
-                .await?;
-                self.help(&h.id, help_budget).await?;
-                return Ok(Resolution::Retry);
-            }
-            Some(ref h) => {
-                let (version, lease_ms) = watched.unwrap_or_default();
-                if stalled(prev, &c.holder, version, lease_ms, now) {
-                    warn!(tx_id = %me.id, holder = %h.id, "holder made no progress for a whole lease: rolling it back");
-                    let d = match c.action {
-                        Some(_) => Decision::retry(
-                            Some(&me.id),
-                            Box::pin(self.action_of(&m, &h.id, c)).await?,
-                            &c.item,
-                            format!(
-                                "transaction {} waited {} s for {} while this one made no progress",
-                                me.id,
-                                lease_ms / 1000,
-                                c.item
-                            ),
-                        ),
-                        None => Decision::retry(
-                            Some(&me.id),
-                            None,
-                            &c.item,
-                            format!(
-                                "transaction {} took the Parent item {} over after {} s without a heartbeat",
-                                me.id,
-                                c.item,
-                                lease_ms / 1000
-                            ),
-                        ),
-                    };
-                    Box::pin(records::decide_rollback(
-                        s,
-                        &m,
-                        &h.id,
-                        Some(if c.locked { holder_attempt } else { h.attempt }),
-                        &d,
-                    ))
-                    .await?;
-                    self.help(&h.id, help_budget).await?;
-                    return Ok(Resolution::Retry);
-                }
-            }
-            // A parent lock held by someone outside this protocol: only waiting helps.
-            None => {}
-        }
-        let waiting_since_ms = prev.map_or(now, |p| p.waiting_since_ms);
-        let waited_ms = now.saturating_sub(waiting_since_ms);
-        let waited_too_long = me.lock_wait_seconds.filter(|w| waited_ms >= w * 1000);
-        if waited_too_long.is_some() || now > me.deadline {
-            let limit = match waited_too_long {
-                Some(w) => format!("LockWaitSeconds ({w}) passed waiting for it"),
-                None => "the deadline passed waiting for it".to_string(),
-            };
-            self.give_up(me, std::iter::once(c).chain(others), &limit).await?;
-            return Ok(Resolution::Retry);
-        }
-        // A waiting transaction makes no progress of its own, so it beats its heart: younger waiters judge an older
-        // holder stale only when its version stays the same for a whole lease.
-        if now.saturating_sub(me.updated_at) >= s.cfg.lease.as_millis() as u64 / 3 {
-            Box::pin(phase::parent::heartbeat(s, &m, me)).await?;
-        }
-        let version = watched.map_or(0, |w| w.0);
-        let (since_ms, version) = match prev {
-            Some(p) if p.holder == c.holder && p.version == version => (p.since_ms, version),
-            _ => (now, version),
-        };
-        Ok(Resolution::Wait(Waiting {
-            holder: c.holder.clone(),
-            version,
-            since_ms,
-            waiting_since_ms,
-            action: c.action,
-            item: c.item.clone(),
-        }))
-    }
-
-    /// Gives up waiting: decides this attempt of `me` rolled back with `TransactionConflict` on each contended action
-    /// (or as the parent's reason), naming the holder, `limit` saying why the wait ended.
-    pub async fn give_up<'c>(
-        &self,
-        me: &Header,
-        contentions: impl Iterator<Item = &'c Contention>,
-        limit: &str,
-    ) -> Result<(), TxError> {
-        let d = give_up_waiting(me, contentions, limit);
-        Box::pin(records::decide_rollback(&self.store, &Meter::default(), &me.id, Some(me.attempt), &d)).await?;
-        Ok(())
-    }
-
-    /// The action of transaction `tx_id` on the item `c` is about (request order), when `c` names one.
-    async fn action_of(&self, m: &Meter, tx_id: &str, c: &Contention) -> Result<Option<usize>, TxError> {
-        let Some((table, key)) = &c.key else { return Ok(None) };
-        Ok(crate::stored::find_action(&self.store, m, tx_id, table, key).await?.map(|(_, _, a)| a.index))
-    }
-
-    /// What a waiter watches of a holder, and for how long: for an item, the holder's header version and our lease;
-    /// for the parent, the record version number and the lease on the parent item itself (seed 001).
-    async fn liveness(&self, m: &Meter, me: &Header, h: &Header, c: &Contention) -> Result<(u64, u64), TxError> {
-        let s = &self.store;
-        let ours = (h.version, s.cfg.lease.as_millis() as u64);
-        let (Some(p), None) = (&me.parent, c.action) else { return Ok(ours) };
-        let Some(item) = s.get(m, &p.table_name, p.key.clone()).await? else { return Ok(ours) };
-        match crate::items::ParentLockAttrs::of(&item) {
-            Some(a) if records::parse_owner(&a.holder).0 == h.id && h.state == TxState::Pending => {
-                match (a.record_version_number, a.lease_seconds) {
-                    (Some(rvn), Some(lease)) => Ok((rvn, lease.saturating_mul(1000))),
-                    _ => Ok(ours),
-                }
-            }
-            _ => Ok(ours),
-        }
-    }
-
-    /// Drives another transaction to the end of its attempt, bounded by `budget` when given.
-    /// Only a decided attempt is helped: once the transaction is pending again (its driver started its next attempt),
-    /// that attempt is its driver's to run, and helping stops. So helping never meets contention of its own, and one
-    /// transaction's wait never runs down a chain of others' lock phases.
-    async fn help(&self, tx_id: &str, budget: Option<Duration>) -> Result<(), TxError> {
-        let run = Box::pin(self.drive_until(tx_id, false, |h, _| h.state == TxState::Pending));
-        let r = match budget {
-            None => run.await,
-            Some(b) => match tokio::time::timeout(b, run).await {
-                Ok(r) => r,
-                Err(_) => return Ok(()),
-            },
-        };
-        r.map(|_| ())
-    }
-
-    /// Clears a lock whose attempt has ended: an item lock is released like a rollback would, a parent lock
-    /// removed, each only while it still holds that lock value.
-    async fn break_lock(&self, me: &Header, c: &Contention) -> Result<(), TxError> {
-        let s = &self.store;
-        let m = Meter::default();
-        warn!(tx_id = %me.id, holder = %c.holder, item = %c.item, "clearing a lock left by an ended attempt");
-        match (&c.key, c.action, &me.parent) {
-            (Some((table, key)), _, _) => phase::release_key(s, &m, &c.holder, table, key, Release::Keep).await,
-            (None, Some(_), _) => Ok(()),
-            (None, None, Some(p)) => phase::parent::unlock_parent(s, &m, p, &c.holder).await,
-            (None, None, None) => Ok(()),
-        }
-    }
-}
-
-/// Whether a rolled-back attempt of `h` is waiting for its driver to start the next one.
-fn awaits_retry(h: &Header) -> bool {
-    h.state == TxState::RolledBack && h.retry_pending && h.restored >= h.batches && !h.finished()
-}
-
-/// Whether the holder a waiter watches showed the same `version` for a whole lease (`prev` is what the waiter saw
-/// before, on its own clock).
-fn stalled(prev: Option<&Waiting>, holder: &str, version: u64, lease_ms: u64, now: u64) -> bool {
-    prev.is_some_and(|p| p.holder == holder && p.version == version && now.saturating_sub(p.since_ms) >= lease_ms)
-}
-
-/// The decision of a transaction that gives up waiting (`limit` says why): `TransactionConflict` on every contended
-/// action naming its holder, and on the parent when that was contended.
-fn give_up_waiting<'c>(me: &Header, contentions: impl Iterator<Item = &'c Contention>, limit: &str) -> Decision {
-    let mut d = Decision::default();
-    for c in contentions {
-        let holder = records::parse_owner(&c.holder).0;
-        let waited_for = me.wait_for.as_ref().is_some_and(|w| w.holder == c.holder) && me.locked == 0;
-        let text = match (c.action, waited_for) {
-            (Some(_), true) => format!("transaction {holder}, which rolled back an earlier attempt of this one to take {}, has not ended; {limit}", c.item),
-            (Some(_), false) => format!("{} is locked by transaction {holder}; {limit}", c.item),
-            (None, _) if c.locked => format!("the Parent item {} is locked by transaction {holder}; {limit}", c.item),
-            (None, _) => format!("transaction {holder} is ahead in the queue for the Parent item {}; {limit}", c.item),
-        };
-        let reason = CancellationReason::new(CancellationReason::TRANSACTION_CONFLICT, text);
-        match c.action {
-            Some(i) if !d.failed.iter().any(|(j, _)| *j == i) => d.failed.push((i, reason)),
-            Some(_) => {}
-            None => d.parent = Some(reason),
-        }
-    }
-    d.failed.sort_by_key(|(i, _)| *i);
-    d
 }
 
 fn finished(h: &Header, started: Instant) -> Result<Committed, TxError> {

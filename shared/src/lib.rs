@@ -1,33 +1,87 @@
 //! # dynamo-saga
 //!
-//! DynamoDB's `TransactWriteItems` without the 100-action limit: the same JSON, any number of `Put`, `Update`,
-//! `Delete` and `ConditionCheck` actions, all-or-nothing, and on failure the reasons in the shape of DynamoDB's own
+//! DynamoDB's `TransactWriteItems` without the 100-action limit: the same actions, any number of `Put`, `Update`,
+//! `Delete` and `ConditionCheck`, all-or-nothing, and on failure the reasons in the shape of DynamoDB's own
 //! `TransactionCanceledException`.
+//!
+//! ```no_run
+//! use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
+//! use dynamo_saga::{Config, Coordinator, Store, TxError};
+//!
+//! # async fn example() -> Result<(), TxError> {
+//! // The transactions table (template.yaml's TransactionsTable), and the tables transactions may write.
+//! let config = Config::new("saga-transactions").with_allowed_tables(["Orders"]);
+//! let saga = Coordinator::new(Store::connect(config).await);
+//!
+//! // 500 puts: five times what one TransactWriteItems call takes, built with the SDK's own types.
+//! let mut tx = saga.transact_write_items().client_request_token("import-2026-11-25");
+//! for i in 0..500 {
+//!     let put = Put::builder()
+//!         .table_name("Orders")
+//!         .item("pk", AttributeValue::S(format!("order-{i}")))
+//!         .item("status", AttributeValue::S("NEW".into()))
+//!         .condition_expression("attribute_not_exists(pk)")
+//!         .build()
+//!         .expect("table and item are set");
+//!     tx = tx.transact_items(TransactWriteItem::builder().put(put).build());
+//! }
+//! match tx.send().await {
+//!     Ok(committed) => println!("{} committed", committed.transaction_id),
+//!     // The reasons as DynamoDB gives them: one per action, in request order.
+//!     Err(TxError::Canceled(c)) => {
+//!         for (i, reason) in c.to_sdk().cancellation_reasons().iter().enumerate() {
+//!             if reason.code() == Some("ConditionalCheckFailed") {
+//!                 println!("order-{i} exists already");
+//!             }
+//!         }
+//!     }
+//!     Err(e) => return Err(e),
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ## The API
+//!
+//! - [`Coordinator`] runs a transaction in-process, from its request to its end: [`Coordinator::transact_write_items`]
+//!   takes the SDK's `TransactWriteItem`s ([`sdk`]), [`Coordinator::run`] the same request in DynamoDB JSON (what the
+//!   CLI, the API and the state machine take).
+//! - [`Config`] and [`Store`]: the transactions table, the tables transactions may write, limits ([`config`]).
+//! - [`TxError`] ([`error`]): stable error names; a cancellation ([`Cancellation`]) names each action's reason and
+//!   turns into the SDK's `TransactionCanceledException` ([`Cancellation::to_sdk`]).
+//! - [`read`]: reads at the uncommitted and committed isolation levels, read locks, and a condition for writers
+//!   outside the protocol.
+//! - [`status`]: what a transaction is doing; [`start`]: validating, beginning and starting a transaction's execution
+//!   of a deployed state machine in one call.
+//!
+//! Everything else (the phases, the records, the evaluator, the Lambdas' contract) is the protocol's own: public only
+//! with the `internals` feature, which dynamo-saga's Lambda functions, CLI and tests use, and without a stability
+//! promise.
 //!
 //! ## The protocol in one page
 //!
-//! A transaction's state lives in DynamoDB, in a transactions table: a header ([`records`]) (the state, `PENDING` ->
+//! A transaction's state lives in DynamoDB, in a transactions table: a header (`records`) (the state, `PENDING` ->
 //! `COMMITTED` | `ROLLED_BACK`, a version bumped by every write, one progress watermark per phase, the protocol), a
-//! plan (batch boundaries) and the request itself in pages (each batch deflated, [`stored`]): the redo log. Any number of
-//! coordinators may work on one transaction at once; every phase ([`phase`]) is idempotent and safe to run late:
+//! plan (batch boundaries) and the request itself in pages (each batch deflated, `stored`): the redo log. Any number of
+//! coordinators may work on one transaction at once; every phase (`phase`) is idempotent and safe to run late:
 //!
-//! 1. **begin** ([`phase::begin`]) validates everything ([`request`]), sorts the actions into one global lock order
-//!    and cuts them into batches ([`plan`]), and writes the records. Nothing else is written for a bad request.
-//! 2. **lock** ([`phase::lock`]) takes the parent lock (when a `Parent` is given) and then each item's lock, batch by
+//! 1. **begin** (`phase::begin`) validates everything (`request`), sorts the actions into one global lock order
+//!    and cuts them into batches (`plan`), and writes the records. Nothing else is written for a bad request.
+//! 2. **lock** (`phase::lock`) takes the parent lock (when a `Parent` is given) and then each item's lock, batch by
 //!    batch, in the same conditional write that evaluates the caller's condition on the item as it was. The write
-//!    returns that item, and each update is evaluated on it ([`eval`]): one DynamoDB would refuse decides
+//!    returns that item, and each update is evaluated on it (`eval`): one DynamoDB would refuse decides
 //!    `ROLLED_BACK` with `ValidationError` on its action. A missing item is created to hold its lock and marked
 //!    transient; so is a tombstone, which the lock item keeps and a condition sees as absent.
-//! 3. **save** ([`phase::save`]) is the barrier before the commit: every batch locked by this attempt. The items that
+//! 3. **save** (`phase::save`) is the barrier before the commit: every batch locked by this attempt. The items that
 //!    replace others (each `Put`, each tombstone) were checked by begin, from the request, against the size limit and
 //!    the table's index key types; nothing has been written but locks, so nothing is copied.
-//! 4. **commit** ([`phase::commit`]) is one conditional header write, `PENDING` -> `COMMITTED`: the commit point.
-//! 5. **apply** ([`phase::apply`]) writes each item once: the caller's write and the unlock together, conditioned on
+//! 4. **commit** (`phase::commit`) is one conditional header write, `PENDING` -> `COMMITTED`: the commit point.
+//! 5. **apply** (`phase::apply`) writes each item once: the caller's write and the unlock together, conditioned on
 //!    the lock, so a missing lock means "applied" and nothing happens twice.
-//! 6. **complete** ([`phase::complete`]) records the items done.
-//! 7. **rollback** ([`phase::rollback`]) decides `ROLLED_BACK` if still pending and lets go of every lock, deleting
+//! 6. **complete** (`phase::complete`) records the items done.
+//! 7. **rollback** (`phase::rollback`) decides `ROLLED_BACK` if still pending and lets go of every lock, deleting
 //!    every transient item (putting back a tombstone it kept).
-//! 8. **release** ([`phase::release`]) lets go of the parent and marks the header finished (TTL then removes it).
+//! 8. **release** (`phase::release`) lets go of the parent and marks the header finished (TTL then removes it).
 //!
 //! Reads at the committed level ([`read`]) see a locked item as it was until its transaction commits, and after that
 //! as its action leaves it (evaluated, or applied by the reader first: [`config::CommittedReads`]). A transaction begun before this protocol (protocol 1, no `protocol` on its
@@ -35,65 +89,85 @@
 //! call before the commit, complete unlocks, and rollback restores the copies.
 //!
 //! A request one `TransactWriteItems` call can carry (fewer than 100 actions, nothing beyond native) skips all of
-//! this: [`phase::direct`] sends it in that call, each action conditioned on its item being neither locked nor a
+//! this: `phase::direct` sends it in that call, each action conditioned on its item being neither locked nor a
 //! tombstone, with the header written already finished; an item another transaction holds sends it down the
-//! protocol instead. Drivers call [`phase::begin::submit`], which chooses.
+//! protocol instead. Drivers call `phase::begin::submit`, which chooses.
 //!
-//! [`phase::resume`] reads a header and names the next step, which is how any coordinator picks a transaction up.
+//! `phase::resume` reads a header and names the next step, which is how any coordinator picks a transaction up.
 //! [`coordinator::Coordinator`] drives a whole transaction in-process; the Step Functions state machine drives the
 //! same phases through one Lambda each. Contention between transactions is resolved by age (wound-wait): see
-//! [`coordinator`].
+//! `drive`.
 //!
 //! ## Where things live
 //!
-//! - [`constants`]: every attribute name, record key, limit and environment variable.
+//! - [`coordinator`]: the in-process driver; [`sdk`]: the request built from the SDK's types, and a cancellation as
+//!   the SDK's exception.
+//! - `drive`: running a transaction's steps and resolving the contention they meet (wound-wait), for the coordinator
+//!   and the Lambdas' contract (`step`).
+//! - `step`, `stage`, `sweeper`: the phase Lambdas' contract with the state machine, the staging API, the sweeper.
+//! - `constants`: every attribute name, record key, limit and environment variable.
 //! - [`error`]: [`error::TxError`] with stable names (`ValidationError`, `TransactionCanceled`, `Contended`, ...).
-//! - [`records`]: the transaction's header, its model and its writes.
-//! - [`stored`]: the stored request (plan, request pages, item images), written once and then only read.
-//! - [`items`]: dynamo-saga's attributes on the callers' items (locks, flags, a parent lock).
-//! - [`value`]: DynamoDB JSON, item sizes, the lock-order key, attribute-value helpers and the clock.
-//! - [`expr`]: a parser for condition and update expressions, so bad expressions are rejected before any write.
-//! - [`eval`]: an evaluator of update expressions: whether DynamoDB accepts an update, and the item it stores.
-//! - [`judge`]: DynamoDB's own verdict on writes, asked without writing.
-//! - [`store`]: every DynamoDB call, with capacity accounting and test-only fault injection.
+//! - `records`: the transaction's header, its model and its writes.
+//! - `stored`: the stored request (plan, request pages, item images), written once and then only read.
+//! - `items`: dynamo-saga's attributes on the callers' items (locks, flags, a parent lock).
+//! - `value`: DynamoDB JSON, item sizes, the lock-order key, attribute-value helpers and the clock.
+//! - `expr`: a parser for condition and update expressions, so bad expressions are rejected before any write.
+//! - `eval`: an evaluator of update expressions: whether DynamoDB accepts an update, and the item it stores.
+//! - `judge`: DynamoDB's own verdict on writes, asked without writing.
+//! - `store`: every DynamoDB call, with capacity accounting and test-only fault injection.
 //! - [`read`]: reads at the uncommitted and committed isolation levels, and a condition for writers outside the
 //!   protocol.
 //! - [`start`]: validating, beginning and starting a transaction's execution in one call (the API's `POST
 //!   /transactions`).
 //! - [`status`]: what a transaction is doing, for the status API and the CLI.
-//! - [`metrics`]: each finished transaction as one CloudWatch Embedded Metric Format line (the Release function's, or
+//! - `metrics`: each finished transaction as one CloudWatch Embedded Metric Format line (the Release function's, or
 //!   for a request carried out in one call, its driver's).
-//! - [`calls`]: the AWS calls a process makes, as IAM sees them, for the permission simulation.
-//! - [`billing`]: the capacity DynamoDB bills for a call, by its documented rules (for the benchmark).
+//! - `calls`: the AWS calls a process makes, as IAM sees them, for the permission simulation.
+//! - `billing`: the capacity DynamoDB bills for a call, by its documented rules (for the benchmark).
 
-pub mod billing;
-pub mod calls;
 pub mod config;
-pub mod constants;
 pub mod coordinator;
 pub mod error;
-pub mod eval;
-pub mod expr;
-pub mod items;
-pub mod judge;
-pub mod metrics;
-pub mod phase;
-pub mod plan;
 pub mod read;
-pub mod records;
-pub mod request;
-pub mod stage;
+pub mod sdk;
 pub mod start;
 pub mod status;
+
+/// The protocol's own modules: public with the `internals` feature, for dynamo-saga's own Lambda functions, CLI, tests
+/// and benchmarks, and private to the crate otherwise. They carry no stability promise.
+macro_rules! internal_modules {
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[cfg(feature = "internals")]
+            #[doc(hidden)]
+            pub mod $name;
+            #[cfg(not(feature = "internals"))]
+            mod $name;
+        )*
+    };
+}
+
+internal_modules!(
+    billing, calls, constants, drive, eval, expr, items, judge, metrics, phase, plan, records, request, store, stored,
+    value
+);
+
+/// The Lambda functions' and the CLI's drivers (the state machine's Task contract, the staging API, the sweeper): only
+/// with the `internals` feature, since nothing else in the library uses them.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod stage;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
 pub mod step;
-pub mod store;
-pub mod stored;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
 pub mod sweeper;
-pub mod value;
 
 pub use config::Config;
 pub use coordinator::{Committed, Coordinator};
 pub use error::{Cancellation, CancellationReason, TxError};
 pub use phase::{Outcome, Report};
 pub use records::{Header, TxState};
+pub use sdk::TransactWriteItems;
 pub use store::{Store, Usage};

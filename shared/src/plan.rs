@@ -15,7 +15,6 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use crate::constants::*;
 use crate::request::{Action, Op, TableSchema, RESERVED_OVERHEAD};
 use crate::value;
 
@@ -75,6 +74,7 @@ impl Plan {
         }
     }
     /// The pages to read for batch `b`, whole.
+    #[cfg(any(test, feature = "internals"))]
     pub fn pages(&self, b: usize) -> Range<usize> {
         self.pages_of(b, Part::Whole)
     }
@@ -87,6 +87,7 @@ impl Plan {
         (r.start / self.page_bytes) as usize..(r.end.div_ceil(self.page_bytes)) as usize
     }
     /// The batch that holds the action at lock-order position `pos`.
+    #[cfg(any(test, feature = "internals"))]
     pub fn batch_of(&self, pos: usize) -> usize {
         self.starts.partition_point(|s| s[0] as usize <= pos) - 1
     }
@@ -170,7 +171,9 @@ fn deflate(bytes: &[u8]) -> Vec<u8> {
 const MAX_INFLATED_BATCH: usize = 64 * 1024 * 1024;
 
 /// The default page size and 4 MB limit.
+#[cfg(any(test, feature = "internals"))]
 pub fn build_default(actions: &[Action], batch_size: usize) -> (Plan, Vec<u8>) {
+    use crate::constants::{MAX_TRANSACT_BYTES, PAGE_TARGET_BYTES};
     build(actions, batch_size, MAX_TRANSACT_BYTES - 64 * 1024, PAGE_TARGET_BYTES)
 }
 
@@ -224,6 +227,7 @@ fn lines<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<Vec<T>, String>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::constants::MAX_TRANSACT_BYTES;
     use crate::value::Item;
     use aws_sdk_dynamodb::types::AttributeValue;
 

@@ -260,10 +260,10 @@ pub struct Header {
     pub actions: usize,
     pub batches: usize,
     pub pages: usize,
-    /// The protocol it runs ([`H_PROTOCOL`]): 1 applies before it commits, 2 after.
+    /// The protocol it runs (`protocol` on the header): 1 applies before it commits, 2 after.
     #[serde(default = "first_protocol")]
     pub protocol: u32,
-    /// Whether begin checked the items that replace others ([`H_ITEMS_CHECKED`]).
+    /// Whether begin checked the items that replace others (`itemsChecked` on the header).
     #[serde(default)]
     pub items_checked: bool,
     pub parent: Option<Parent>,
@@ -307,7 +307,7 @@ impl Header {
     pub fn finished(&self) -> bool {
         self.finished_at.is_some()
     }
-    /// Carried out in one `TransactWriteItems` call ([`crate::phase::direct`]): the only transactions without batches,
+    /// Carried out in one `TransactWriteItems` call (`phase::direct`): the only transactions without batches,
     /// since the protocol's have at least one.
     pub fn direct(&self) -> bool {
         self.batches == 0
@@ -326,7 +326,7 @@ impl Header {
     pub fn commits_first(&self) -> bool {
         self.protocol >= 2
     }
-    /// The value this attempt's locks carry (see [`owner`]).
+    /// The value this attempt's locks carry (see `owner`).
     pub fn owner(&self) -> String {
         owner(&self.id, self.attempt)
     }

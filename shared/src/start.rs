@@ -5,7 +5,7 @@
 //! `{"TransactionId": id}` and named after the transaction: a retried call (the same `ClientRequestToken`, so the same
 //! transaction) finds its execution already there instead of starting another. The request is stored by Begin, so it
 //! is not bound by the 256 KB of an execution input, only by what reaches this code. A request one
-//! `TransactWriteItems` call can carry is carried out here, in that call ([`crate::phase::direct`]); its execution
+//! `TransactWriteItems` call can carry is carried out here, in that call (`phase::direct`); its execution
 //! then only reports the outcome (Begin finds it finished: 3 state transitions when it committed, 4 when it was
 //! cancelled).
 //!
@@ -21,7 +21,13 @@ use crate::error::TxError;
 use crate::phase::begin;
 use crate::records::{self, TxState};
 use crate::store::{Meter, Store};
-use crate::sweeper::StateMachine;
+
+/// A deployed dynamo-saga state machine: where [`start`] starts executions (and the sweeper its recovery executions).
+#[derive(Debug, Clone)]
+pub struct StateMachine {
+    pub client: aws_sdk_sfn::Client,
+    pub arn: String,
+}
 
 /// What [`start`] did.
 #[derive(Debug, Clone, PartialEq, Serialize)]

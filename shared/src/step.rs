@@ -23,7 +23,7 @@ use serde_json::Value;
 use tracing::info;
 
 use crate::constants::H_EXECUTION;
-use crate::coordinator::{run_step, Coordinator, Resolution, Waiting};
+use crate::drive::{run_step, Driver, Resolution, Waiting};
 use crate::error::TxError;
 use crate::phase::resume::{self, Step};
 use crate::phase::{begin, rollback, Outcome};
@@ -189,7 +189,7 @@ pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) 
         (input.transaction_id, input.contention, input.waits)
     };
     let tx_id = tx_id.as_str();
-    let coordinator = Coordinator::new(store.clone());
+    let driver = Driver::new(store.clone());
     let mut waiting = contention;
     let mut batches = 0;
     loop {
@@ -210,30 +210,29 @@ pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) 
         batches += 1;
         info!(tx_id, phase = phase.name(), ?step, outcome = ?report.outcome, calls = report.usage.calls, "step done");
         match report.outcome {
-            Outcome::Contended(c) => match coordinator
-                .resolve_all(&h, &c, &report.also_contended, waiting.as_ref(), Some(budget.left()))
-                .await?
-            {
-                Resolution::Retry => {}
-                Resolution::Wait(_) if waits >= store.cfg.execution_waits => {
-                    let limit = format!(
-                        "this execution has waited {waits} times, the most one execution's history allows ({})",
-                        crate::constants::ENV_EXECUTION_WAITS
-                    );
-                    coordinator.give_up(&h, std::iter::once(&c).chain(&report.also_contended), &limit).await?;
-                }
-                Resolution::Wait(w) => {
-                    let (h, step) = resume::resume(store, tx_id).await?;
-                    let mut out = StepOutput::at(&h, step, waits);
-                    if phase.owns(step) {
-                        out.waits = waits + 1;
-                        out.step = "Wait".into();
-                        out.wait_seconds = Some(wait_seconds(&w));
-                        out.contention = Some(w);
+            Outcome::Contended(c) => {
+                match driver.resolve_all(&h, &c, &report.also_contended, waiting.as_ref(), Some(budget.left())).await? {
+                    Resolution::Retry => {}
+                    Resolution::Wait(_) if waits >= store.cfg.execution_waits => {
+                        let limit = format!(
+                            "this execution has waited {waits} times, the most one execution's history allows ({})",
+                            crate::constants::ENV_EXECUTION_WAITS
+                        );
+                        driver.give_up(&h, std::iter::once(&c).chain(&report.also_contended), &limit).await?;
                     }
-                    return Ok(out);
+                    Resolution::Wait(w) => {
+                        let (h, step) = resume::resume(store, tx_id).await?;
+                        let mut out = StepOutput::at(&h, step, waits);
+                        if phase.owns(step) {
+                            out.waits = waits + 1;
+                            out.step = "Wait".into();
+                            out.wait_seconds = Some(wait_seconds(&w));
+                            out.contention = Some(w);
+                        }
+                        return Ok(out);
+                    }
                 }
-            },
+            }
             Outcome::Done | Outcome::Canceled | Outcome::Ended { .. } => {
                 if let Some(w) = waiting.take() {
                     records::add_waited(

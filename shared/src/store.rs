@@ -216,7 +216,7 @@ impl Store {
         self.faults.as_ref().map(|f| f.used.load(Ordering::SeqCst).min(f.budget))
     }
 
-    /// A copy of this store that bills every call by DynamoDB's rules ([`crate::billing`]): the benchmark's capacity
+    /// A copy of this store that bills every call by DynamoDB's rules (`billing`): the benchmark's capacity
     /// pass. Each write reads the items it touches before and after it (outside the meter), so calls take longer.
     pub fn with_billing(&self) -> Store {
         let mut s = self.clone();

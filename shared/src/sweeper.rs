@@ -21,11 +21,7 @@ use crate::records::{self, Decision, TxState};
 use crate::store::{Meter, Store};
 
 /// Where the sweeper sends the work: a state machine to start recovery executions of, or nowhere (in-process).
-#[derive(Debug, Clone)]
-pub struct StateMachine {
-    pub client: aws_sdk_sfn::Client,
-    pub arn: String,
-}
+pub use crate::start::StateMachine;
 
 #[derive(Debug, Clone)]
 pub struct Sweeper {

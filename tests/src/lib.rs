@@ -273,7 +273,7 @@ pub async fn run_steps_until(
         if step == Step::Finished || stop(&h, &step) {
             return (h, step);
         }
-        dynamo_saga::coordinator::run_step(store, tx_id, step).await.expect("runs the step");
+        dynamo_saga::drive::run_step(store, tx_id, step).await.expect("runs the step");
     }
 }
 

@@ -78,6 +78,7 @@ pub async fn submit(
 /// The transaction id of the Step Functions execution `arn`, started at `start_time` (its `$$.Execution.StartTime`,
 /// RFC 3339): a ULID of that time whose random part comes from the ARN. A Begin task that runs twice (Lambda or the
 /// state machine retrying it) begins one transaction, never two, even when the first run carried it out in one call.
+#[cfg(feature = "internals")]
 pub fn execution_id(arn: &str, start_time: &str) -> Result<String, TxError> {
     use aws_smithy_types::date_time::{DateTime, Format};
     use sha2::{Digest, Sha256};
