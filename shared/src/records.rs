@@ -684,12 +684,5 @@ pub(crate) fn stamp_usage(header: &mut Item, m: &Meter) {
 /// Writes a transaction's first header, with the usage so far; false when the transaction has one already.
 pub(crate) async fn put_header(store: &Store, m: &Meter, mut header: Item) -> Result<bool, TxError> {
     stamp_usage(&mut header, m);
-    let put = store
-        .client
-        .put_item()
-        .table_name(&store.cfg.tx_table)
-        .set_item(Some(header))
-        .condition_expression("attribute_not_exists(#id)")
-        .expression_attribute_names("#id", TX_PK);
-    Ok(matches!(store.put(m, put).await?, Written::Done(_)))
+    Ok(matches!(store.put_record_if_absent(m, header, None).await?, Written::Done(_)))
 }

@@ -119,18 +119,7 @@ pub async fn append(store: &Store, id: &str, chunk: usize, items: &Value) -> Res
     item.insert(A_HASH.into(), s(&hash));
     item.insert(A_COUNT.into(), n(list.len()));
     item.insert(ATTR_EXPIRES_AT.into(), expires(store));
-    let put = store
-        .client
-        .put_item()
-        .table_name(&store.cfg.tx_table)
-        .set_item(Some(item))
-        .condition_expression("attribute_not_exists(#id) OR #h = :h")
-        .expression_attribute_names("#id", TX_PK)
-        .expression_attribute_names("#h", A_HASH)
-        .expression_attribute_values(":h", s(&hash))
-        .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
-        .return_values_on_condition_check_failure(aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld);
-    match store.put(&m, put).await? {
+    match store.put_record_if_absent(&m, item, Some(A_HASH)).await? {
         Written::Done(old) => {
             Ok(Appended { transaction_id: id.into(), chunk, actions: list.len(), created: old.is_none() })
         }

@@ -14,7 +14,7 @@ use aws_sdk_dynamodb::operation::put_item::builders::PutItemFluentBuilder;
 use aws_sdk_dynamodb::operation::transact_write_items::builders::TransactWriteItemsFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ConsumedCapacity, KeyType, KeysAndAttributes, ProjectionType, ReturnConsumedCapacity,
+    AttributeValue, ConsumedCapacity, KeyType, KeysAndAttributes, ProjectionType, ReturnConsumedCapacity, ReturnValue,
     ReturnValuesOnConditionCheckFailure, WriteRequest,
 };
 use aws_sdk_dynamodb::Client;
@@ -556,6 +556,33 @@ impl Store {
             "PutItem",
             aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException
         )
+    }
+
+    /// Puts `record` into the transactions table unless a record with its key is there already: the "put if absent"
+    /// of begin's token claim, a transaction's first header and a staged chunk. With `same`, a record already there
+    /// whose `same` attribute equals `record`'s is replaced too (a chunk appended again), and the answer carries the
+    /// record as it was, whether replaced (`Written::Done`) or in the way (`Written::ConditionFailed`).
+    pub async fn put_record_if_absent(&self, m: &Meter, record: Item, same: Option<&str>) -> Result<Written, TxError> {
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.cfg.tx_table)
+            .expression_attribute_names("#id", crate::constants::TX_PK);
+        let put = match same {
+            None => put.condition_expression("attribute_not_exists(#id)"),
+            Some(name) => {
+                let value = record
+                    .get(name)
+                    .cloned()
+                    .ok_or_else(|| TxError::Internal(format!("a record put unless another differs has no {name}")))?;
+                put.condition_expression("attribute_not_exists(#id) OR #same = :same")
+                    .expression_attribute_names("#same", name)
+                    .expression_attribute_values(":same", value)
+                    .return_values(ReturnValue::AllOld)
+                    .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            }
+        };
+        self.put(m, put.set_item(Some(record))).await
     }
 
     pub async fn delete(&self, m: &Meter, req: DeleteItemFluentBuilder) -> Result<Written, TxError> {

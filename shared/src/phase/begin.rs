@@ -343,14 +343,7 @@ async fn claim_token(
     rec.insert(T_TX.into(), s(tx_id));
     rec.insert(H_BODY_HASH.into(), s(hash));
     rec.insert(ATTR_EXPIRES_AT.into(), n(now / 1000 + store.cfg.retention.as_secs()));
-    let put = store
-        .client
-        .put_item()
-        .table_name(&store.cfg.tx_table)
-        .set_item(Some(rec))
-        .condition_expression("attribute_not_exists(#id)")
-        .expression_attribute_names("#id", TX_PK);
-    let old = match store.put(m, put).await? {
+    let old = match store.put_record_if_absent(m, rec, None).await? {
         Written::Done(_) => return Ok(Claim::New),
         Written::ConditionFailed(Some(old)) => old,
         Written::ConditionFailed(None) => store
