@@ -15,6 +15,9 @@
 #                            defect it was built to find is caught on a copy of the template that has it; the Rules
 #                            refuse Express with SweepAfterSeconds of 300 or less (tools/test.sh runs the simulation
 #                            on the suites' own call log)
+#  6. tools/check_figures.py  every figure the docs, template.yaml and the state machine's Comment quote from
+#                            docs/benchmarks.json or docs/test-report.md agrees with it; its self-test shows an
+#                            altered figure on either side is caught
 #
 # Tools are installed once into .local/ (git-ignored): aws-sam-cli and cfn-lint in the venv .local/venv,
 # asl-validator@4 under .local/node, the IAM policy evaluator under .local/iam-sim. Later runs find them and skip the
@@ -93,6 +96,10 @@ echo "$n files are valid JSON"
 
 step "permission simulation (tools/iam-sim.sh --self-test)"
 bash tools/iam-sim.sh --self-test || fail "the permission simulation refuses template.yaml, or misses a defect it exists to catch"
+
+step "quoted figures against docs/benchmarks.json and docs/test-report.md (tools/check_figures.py)"
+"$venv/bin/python" tools/check_figures.py --self-test || fail "check_figures.py cannot catch a figure that disagrees"
+"$venv/bin/python" tools/check_figures.py || fail "a figure in the docs disagrees with docs/benchmarks.json or docs/test-report.md"
 
 echo
 if [ "$failed" -ne 0 ]; then

@@ -310,12 +310,21 @@ def main():
             starts.append((time.monotonic() - t) * 1000)
         how = (f"arm64 under qemu-user on x86_64, emulated and so several times slower than Graviton; qemu and the "
                f"arm64 loader alone take {min(starts):.1f} ms to start")
+        loader_ms = round(min(starts), 1)
     else:
         how = "native arm64"
+        loader_ms = None
     print(f"init: {how}; {args.runs} cold starts each; the transaction in begin.json went {' -> '.join(path)}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"emulated": bool(wrap), "functions": rows, "path": path}, f, indent=1)
+            # The commit lets tools/test.sh put these figures in its report only for the same code.
+            try:
+                commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                        text=True).stdout.strip() or None
+            except OSError:
+                commit = None
+            json.dump({"emulated": bool(wrap), "loaderMs": loader_ms, "commit": commit, "functions": rows,
+                       "path": path}, f, indent=1)
     if failures:
         print("\nFAILED:", *failures, sep="\n  ", file=sys.stderr)
         sys.exit(1)

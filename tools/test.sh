@@ -5,6 +5,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+# When the run the report (.local/test-report.md) names began: .ci/run sets it, and SAGA_RUN_NAME, for the whole CI run.
+started=${SAGA_RUN_STARTED:-$(date +%s)}
 command -v curl >/dev/null || { apt-get update -qq && apt-get install -y -qq curl >/dev/null; }
 tools/stack.sh install
 node --test tools/sfn-local.test.mjs
@@ -32,7 +34,16 @@ if ! grep -q '"principal": *"saga-' .local/iam/calls.jsonl; then
 fi
 echo
 echo "Measured by this run (docs/guarantees.md quotes these):"
-sort "$SAGA_REPORT" | sed 's/^/  /'
+LC_ALL=C sort "$SAGA_REPORT" | sed 's/^/  /'
 echo
 echo "Permission simulation (tools/iam-sim.sh) over $(wc -l <.local/iam/calls.jsonl) logged calls:"
-tools/iam-sim.sh "${iam_args[@]}"
+tools/iam-sim.sh "${iam_args[@]}" | tee .local/iam/simulation.txt
+# The report of this run: the figures above under a first line naming the commit, the UTC date and the wall time, with
+# the release packages when tools/check-artifacts.sh last ran on this commit. docs/testing.md says how it is published
+# as docs/test-report.md, which the docs quote.
+python3 tools/check_figures.py write-report --out .local/test-report.md --lines "$SAGA_REPORT" \
+  --commit "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" --date "$(date -u +%F)" \
+  --seconds $(($(date +%s) - started)) --name "${SAGA_RUN_NAME:-tools/test.sh}" \
+  --iam-log .local/iam/calls.jsonl --iam-output .local/iam/simulation.txt --artifacts .local/artifacts.json
+echo
+echo "The report of this run: .local/test-report.md (python3 tools/check_figures.py publish-report .local/test-report.md)"

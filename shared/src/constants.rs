@@ -198,7 +198,7 @@ pub const ENV_CALL_LOG: &str = "SAGA_CALL_LOG";
 /// The memory Lambda gives the function, in MB, as Lambda sets it.
 pub const LAMBDA_MEMORY_MB: &str = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE";
 /// Memory to allow per byte of request JSON when a request is validated and begun in one call: the benchmark's largest
-/// run (100,000 updates, 20.9 MB of JSON) peaked at 618 MiB, about 31 bytes a byte; 40 keeps a fifth spare.
+/// run (100,000 updates, 20.9 MB of JSON) peaked at 615 MiB, about 31 bytes a byte; 40 keeps a fifth spare.
 pub const MEMORY_BYTES_PER_REQUEST_BYTE: usize = 40;
 /// The longest deadline any transaction may have: a week.
 pub const MAX_DEADLINE_SECONDS: u64 = 7 * 24 * 3600;
@@ -207,5 +207,5 @@ pub const MAX_DEADLINE_SECONDS: u64 = 7 * 24 * 3600;
 pub const ENV_EXECUTION_WAITS: &str = "SAGA_EXECUTION_WAITS";
 /// A Standard execution holds 25,000 history events and each lock wait adds 9 (Wait 2, Relock 5, Route 2): 2,000
 /// waits are 18,000 events, which leaves about 7,000 for the transaction's own calls (the largest, 100,000 actions,
-/// takes about 613), retried calls and later attempts.
+/// took 473 in the benchmark), retried calls and later attempts.
 pub const EXECUTION_WAITS: u32 = 2_000;

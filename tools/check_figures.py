@@ -1,0 +1,806 @@
+#!/usr/bin/env python3
+"""Holds the figures the documentation quotes to where they were measured.
+
+Two sources: docs/benchmarks.json, written by `tools/bench.sh`, and docs/test-report.md, the committed report of a
+named run of `tools/test.sh` (the test suites' figures, the permission simulation, the release packages). Every
+figure the docs quote from them is bound to a named figure computed here from its source:
+
+  - in Markdown (README.md and docs/*.md but the generated docs/benchmarks.md and docs/test-report.md), by an HTML
+    comment right after the number, which rendered Markdown does not show:
+        16,072<!-- fig: update.10000.saga.wallMs --> ms
+  - in template.yaml and statemachine/transaction.asl.json, which have no invisible markup, by TEXT_BINDINGS below:
+    a piece of text with {} where each figure stands, and the figures' names.
+
+A written figure agrees with its source when it is the source's value rounded to the decimals written (16,072 for
+16071.59, 2.45 for 2.4511); dates and commits must be written exactly. The check fails, naming the file, the line,
+the figure written and the figure the source gives, on any disagreement, on a marker naming no figure, and on
+binding text that is no longer in its file.
+
+  python3 tools/check_figures.py                   check (exit 1 on any disagreement)
+  python3 tools/check_figures.py --self-test       show the check passes on a copy and fails on altered copies
+  python3 tools/check_figures.py --list            every named figure, its value and its source
+  python3 tools/check_figures.py write-report --out FILE --lines SAGA_REPORT --commit C --date YYYY-MM-DD
+      --seconds N --name NAME [--iam-log calls.jsonl | --iam-calls N] [--iam-output FILE]
+      [--artifacts .local/artifacts.json]
+                                                   what tools/test.sh runs to write .local/test-report.md
+  python3 tools/check_figures.py publish-report .local/test-report.md
+                                                   copy a run's report to docs/test-report.md, then list the quoted
+                                                   figures that now disagree with it (exit 1 if any)
+
+Prices (for the USD figures) are read from tests/src/bin/bench.rs, so they are the benchmark's own.
+"""
+import ast
+import glob
+import json
+import math
+import os
+import re
+import shutil
+import sys
+import tempfile
+from decimal import Decimal
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH_JSON = "docs/benchmarks.json"
+REPORT_MD = "docs/test-report.md"
+BENCH_RS = "tests/src/bin/bench.rs"
+TEMPLATE = "template.yaml"
+ASL = "statemachine/transaction.asl.json"
+MARKER = re.compile(r"<!--\s*fig:\s*([A-Za-z0-9_.\-]+)\s*-->")
+NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
+WRITTEN_NUMBER = re.compile(r"(" + NUMBER + r")\s*$")
+
+# Figures in files that cannot hold a marker: (file, text with {} for each figure, names of those figures). Spaces
+# in the text match any run of white space (and a YAML comment's "#" after a line break), so rewrapping keeps them.
+TEXT_BINDINGS = [
+    (TEMPLATE, "sealing a staged request holds about {} bytes per byte of its JSON ({} MiB for {} updates, {} MB;",
+     ["largest.stageBytesPerRequestByte", "largest.stagePeakMib", "largest.actions", "largest.requestMB"]),
+    (TEMPLATE, "From the benchmark's {}-action transaction (docs/benchmarks.md): each phase function peaked at {}-{} MiB,",
+     ["largest.actions", "largest.phasePeakMinMib", "largest.phasePeakMaxMib"]),
+    (TEMPLATE, "a phase call of 50 batches took up to {} s, Lock's and Apply's with about {} s of CPU on average.",
+     ["largest.phaseSlowestCallS", "largest.lockCpuSPerCall"]),
+    (ASL, "= {} calls, about {} x 7 + 4 = {} events (the benchmark's {} updates took {} calls and {} history events)",
+     ["largest.lambdaCalls", "largest.lambdaCalls", "largest.historyEvents", "largest.actions", "largest.lambdaCalls",
+      "largest.historyEvents"]),
+]
+
+
+def md_files(root):
+    skip = {os.path.join(root, "docs", "benchmarks.md"), os.path.join(root, REPORT_MD)}
+    files = [os.path.join(root, "README.md")] + sorted(glob.glob(os.path.join(root, "docs", "*.md")))
+    return [f for f in files if f not in skip and os.path.exists(f)]
+
+
+# ------------------------------------------------------------------------------------------------ docs/benchmarks.json
+
+def prices(root):
+    """The USD_PER_* constants of the benchmark, evaluated from their Rust expressions (numbers, * and /)."""
+    text = open(os.path.join(root, BENCH_RS), encoding="utf-8").read()
+    out = {}
+    for name, expr in re.findall(r"const (USD_PER_[A-Z_]+): f64 = ([^;]+);", text):
+        out[name] = evaluate(expr.replace("_", ""))
+    needed = ["USD_PER_WRITE_UNIT", "USD_PER_READ_UNIT", "USD_PER_TRANSITION", "USD_PER_EXPRESS_EXECUTION",
+              "USD_PER_EXPRESS_GB_SECOND", "USD_PER_LAMBDA_GB_SECOND", "USD_PER_LAMBDA_REQUEST"]
+    missing = [n for n in needed if n not in out]
+    if missing:
+        raise SystemExit(f"check_figures: {BENCH_RS} no longer defines {', '.join(missing)}")
+    return out
+
+
+def evaluate(expr):
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+            return float(node.value)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div)):
+            a, b = ev(node.left), ev(node.right)
+            return a * b if isinstance(node.op, ast.Mult) else a / b
+        raise ValueError(f"not a number expression: {expr}")
+    return ev(ast.parse(expr.strip(), mode="eval"))
+
+
+METHOD = {"dynamo-saga": "saga", "native": "native", "chunked": "chunked", "seed 000": "seed000"}
+WAY = {"native TransactWriteItems with client retries": "native", "dynamo-saga in-process": "inProcess",
+       "dynamo-saga state machine": "stateMachine"}
+
+
+def bench_figures(bench, usd):
+    f = {}
+    f["written"] = bench["written"]
+    f["writtenDate"] = bench["written"][:10]
+    rows = {(r["kind"], r["actions"], METHOD[r["method"]]): r for r in bench["rows"]}
+
+    def dynamodb_usd(bill):
+        return bill["writeUnits"] * usd["USD_PER_WRITE_UNIT"] + bill["readUnits"] * usd["USD_PER_READ_UNIT"]
+
+    for (kind, n, m), r in rows.items():
+        p = f"{kind}.{n}.{m}."
+        stopped = re.search(r"after (\d+) actions", r.get("note") or "")
+        if stopped:
+            f[p + "stoppedAfter"] = int(stopped.group(1))
+        b = r.get("bill")
+        if b:
+            f[p + "calls"] = b["calls"]
+            f[p + "writeUnits"] = b["writeUnits"]
+            f[p + "readUnits"] = b["readUnits"]
+            f[p + "callsPerAction"] = b["calls"] / n
+            f[p + "writeUnitsPerAction"] = b["writeUnits"] / n
+            f[p + "readUnitsPerAction"] = b["readUnits"] / n
+            f[p + "usdPer1000"] = dynamodb_usd(b) * 1000 / n
+        if r.get("wallMs") is not None:
+            f[p + "wallMs"] = r["wallMs"]
+            chunked = rows.get((kind, n, "chunked"))
+            if chunked and chunked.get("wallMs"):
+                f[p + "wallVsChunked"] = r["wallMs"] / chunked["wallMs"]
+    for kind in bench["kinds"]:
+        for n in bench["sizes"]:
+            saga, native = rows.get((kind, n, "saga")), rows.get((kind, n, "native"))
+            if saga and saga.get("bill"):
+                # Beyond the lock write and the apply write each item costs (1 unit each for these items).
+                f[f"{kind}.{n}.saga.beyondTwoWriteUnitsPerAction"] = saga["bill"]["writeUnits"] / n - 2
+                if native and native.get("bill"):
+                    f[f"{kind}.{n}.headerWriteUnits"] = saga["bill"]["writeUnits"] - native["bill"]["writeUnits"]
+            update = rows.get(("update", n, "saga"))
+            if kind != "update" and saga and saga.get("bill") and update and update.get("bill"):
+                f[f"{kind}.{n}.saga.overUpdateWriteUnitsPerAction"] = (
+                    (saga["bill"]["writeUnits"] - update["bill"]["writeUnits"]) / n)
+
+    for s in bench.get("stateMachine", []):
+        n, p = s["actions"], f"stateMachine.{s['actions']}."
+        billed_s = max(math.ceil(s["durationMs"] / 100), 1) / 10
+        express = usd["USD_PER_EXPRESS_EXECUTION"] + billed_s * (64 / 1024) * usd["USD_PER_EXPRESS_GB_SECOND"]
+        f.update({p + "transitions": s["transitions"], p + "historyEvents": s["historyEvents"],
+                  p + "lambdaCalls": s["lambdaCalls"], p + "durationMs": s["durationMs"],
+                  p + "durationS": s["durationMs"] / 1000, p + "standardUsd": s["usd"], p + "expressUsd": express,
+                  p + "standardOverExpress": s["usd"] / express,
+                  p + "standardUsdPer1000": s["usd"] * 1000 / n, p + "lambdaUsdPer1000": s["lambdaUsd"] * 1000 / n})
+        update = rows.get(("update", n, "saga"))
+        if update and update.get("bill"):
+            f[p + "totalUsdPer1000"] = dynamodb_usd(update["bill"]) * 1000 / n + (s["usd"] + s["lambdaUsd"]) * 1000 / n
+
+    for t in bench.get("roundTrips", []):
+        m = METHOD[t["method"]]
+        p = f"roundTrips.{t['actions']}.{m}" + (f".{t['inFlight']}" if m == "saga" else "")
+        f[p] = t["roundTrips"]
+        f[p + ".calls"] = t["calls"]
+        f[p + ".wallMs"] = t["wallMs"]
+
+    for c in bench.get("committedReads", []):
+        p, reads = f"committedReads.{c['actions']}.{c['way']}.", c["reads"]
+        f.update({p + "firstReadUnits": c["first"]["readUnits"] / reads,
+                  p + "firstWriteUnits": c["first"]["writeUnits"] / reads, p + "firstMs": c["firstMs"],
+                  p + "againReadUnits": c["again"]["readUnits"] / reads,
+                  p + "againWriteUnits": c["again"]["writeUnits"] / reads, p + "againMs": c["againMs"],
+                  p + "finishWriteUnitsPerAction": c["finish"]["writeUnits"] / c["actions"]})
+
+    for c in bench.get("contention", []):
+        k = re.search(r"(\d+)-(\d+) accounts", c["workload"]).group(2)
+        p = f"contention.{WAY[c['way']]}.{k}."
+        ended = c["committed"] + c["refused"]
+        f.update({p + "transfers": c["transfers"], p + "committed": c["committed"], p + "refused": c["refused"],
+                  p + "gaveUp": c["gaveUp"], p + "endedByOwnOutcome": ended,
+                  p + "endedByOwnOutcomePct": 100 * ended / c["transfers"], p + "attempts": c["attempts"],
+                  p + "committedPerS": c["committedPerS"], p + "p50Ms": c["p50Ms"], p + "p99Ms": c["p99Ms"],
+                  p + "elapsedMs": c["elapsedMs"]})
+    if "contention.inProcess.99.elapsedMs" in f and "contention.native.99.elapsedMs" in f:
+        f["contention.inProcessOverNative.99"] = f["contention.inProcess.99.elapsedMs"] / f["contention.native.99.elapsedMs"]
+
+    big = bench.get("largest")
+    if big:
+        fns = {x["function"].removeprefix("saga-"): x for x in big["functions"]}
+        phases = [x for name, x in fns.items() if name != "stage"]
+        called = [x for x in phases if x["calls"] > 0]
+        lambda_usd = sum(x["totalMs"] / 1000 * x["memoryMb"] / 1024 * usd["USD_PER_LAMBDA_GB_SECOND"]
+                         + x["calls"] * usd["USD_PER_LAMBDA_REQUEST"] for x in big["functions"])
+        f.update({
+            "largest.written": big["written"], "largest.writtenDate": big["written"][:10],
+            "largest.actions": big["actions"], "largest.requestMB": big["requestBytes"] / 1e6,
+            "largest.chunks": big["chunks"], "largest.appendMaxMs": big["appendMaxMs"], "largest.sealMs": big["sealMs"],
+            "largest.transitions": big["transitions"], "largest.historyEvents": big["historyEvents"],
+            "largest.lambdaCalls": big["lambdaCalls"], "largest.durationS": big["durationMs"] / 1000,
+            "largest.standardUsd": big["transitions"] * usd["USD_PER_TRANSITION"], "largest.lambdaUsd": lambda_usd,
+            "largest.writeUnitsReported": big["writeUnitsReported"], "largest.readUnitsReported": big["readUnitsReported"],
+            "largest.phasePeakMinMib": min(x["peakMib"] for x in called),
+            "largest.phasePeakMaxMib": max(x["peakMib"] for x in called),
+            "largest.phaseSlowestCallS": max(x["maxMs"] for x in phases) / 1000,
+        })
+        for name, x in fns.items():
+            p = f"largest.{name}."
+            f.update({p + "calls": x["calls"], p + "maxS": x["maxMs"] / 1000, p + "totalS": x["totalMs"] / 1000,
+                      p + "peakMib": x["peakMib"], p + "memoryMb": x["memoryMb"]})
+            if x["calls"]:
+                f[p + "cpuSPerCall"] = x["cpuMs"] / x["calls"] / 1000
+                f[p + "sPer1000Actions"] = x["totalMs"] / 1000 / (big["actions"] / 1000)
+        if "stage" in fns:
+            f["largest.stagePeakMib"] = fns["stage"]["peakMib"]
+            f["largest.stageBytesPerRequestByte"] = fns["stage"]["peakMib"] * 2**20 / big["requestBytes"]
+        f["largest.lockCpuSPerCall"] = f.get("largest.lock.cpuSPerCall")
+
+    if bench.get("functions"):
+        init = [x["initMs"] for x in bench["functions"]]
+        f["functions.initMinMs"], f["functions.initMaxMs"] = min(init), max(init)
+    cross = bench.get("nonTransactionalCrossCheck")
+    if cross:
+        for k in ("plainWriteUnits", "plainWriteReported", "plainReadUnits", "plainReadReported"):
+            f["crossCheck." + k] = cross[k]
+    return {k: v for k, v in f.items() if v is not None}
+
+
+# ---------------------------------------------------------------------------------------------- the report of a run
+
+# What the test suites report (tests/src/lib.rs `report`), one pattern per kind of line: each named group is a
+# figure, named by the line's prefix and the group's name.
+def _slug_way(way):
+    return {"one call": "oneCall", "the protocol": "protocol", "the protocol, reads applying first": "applyFirst",
+            "protocol": "protocol", "the library": "library", "the state machine": "stateMachine",
+            "dynamo-saga in-process": "inProcess", "dynamo-saga state machine": "stateMachine"}[way]
+
+
+SUITE_LINES = [
+    (r"(?P<actions>[\d,]+) actions through the state machine: (?P<lambdaCalls>\d+) Lambda calls, (?P<transitions>\d+)"
+     r" transitions, about (?P<historyEvents>\d+) history events, (?P<ms>\d+) ms",
+     lambda d: "e2e.largest"),
+    (r"Begin carrying a request out in one call, crashed before each write and after the last, retried: "
+     r"(?P<points>\d+) crash points, (?P<violations>\d+) violations",
+     lambda d: "crash.begin"),
+    (r"bad input through the library: (?P<requests>\d+) requests rejected with ValidationError, (?P<writes>\d+) writes",
+     lambda d: "badInput.library"),
+    (r"bad input through the state machine: (?P<stateMachine>\d+) requests failed with ValidationError; through the "
+     r"staging API: (?P<staging>\d+), plus (?P<httpOnly>\d+) bad calls only an HTTP API meets; (?P<writes>\d+) writes",
+     lambda d: "badInput"),
+    (r"committed reads \((?P<way>[^)]+)\): (?P<stopPoints>\d+) stop points, (?P<between>\d+) reads between before and "
+     r"after; uncommitted reads differed at (?P<uncommittedDiffered>\d+)",
+     lambda d: "reads." + _slug_way(d.pop("way"))),
+    (r"concurrency: (?P<transfers>\d+) transfers over (?P<accounts>\d+) accounts, (?P<minK>\d+)-(?P<maxK>\d+) accounts"
+     r" each, by (?P<workers>\d+) workers \((?P<way>[^)]+)\): (?P<committed>\d+) committed, (?P<refused>\d+) refused by"
+     r" their own condition, (?P<gaveUp>\d+) given up \([^)]*\); (?P<plainWrites>\d+) plain writes \((?P<heldOff>\d+)"
+     r" held off by a lock\); slowest transfer (?P<slowestS>[\d.]+) s; (?P<totalS>[\d.]+) s in all; total balance "
+     r"conserved, no lost update; (?P<attempts>\d+) attempts in all, each transfer ended within its deadline",
+     lambda d: "concurrency." + _slug_way(d.pop("way"))),
+    (r"crash crash-(?P<scenario>[a-z]+\d+)(?: \((?P<way>one call|protocol)\))?: (?P<actions>\d+) actions, (?P<path>.+?), "
+     r"(?P<points>\d+) crash points of (?P<writes>\d+) writes, recovered by the (?P<by>coordinator|sweeper), "
+     r"(?P<violations>\d+) violations",
+     lambda d: "crash." + d.pop("scenario") + ("." + _slug_way(d.pop("way")) if d.get("way") else "")),
+    (r"crash recovered by the state machine's retry: (?P<scenarios>\d+) scenarios \(.*\), (?P<violations>\d+) violations",
+     lambda d: "crash.stateMachineRetry"),
+    (r"parity with native TransactWriteItems: (?P<cases>\d+) cases, (?P<actions>\d+) actions: (?P<committed>\d+) "
+     r"committed, (?P<cancelled>\d+) cancelled, all equal to native, (?P<oneCall>\d+) of them in one call and all "
+     r"(?P<protocol>\d+) through the protocol too",
+     lambda d: "parity"),
+    (r"refusal catalogue through (?P<way>the library|the state machine): (?P<cases>\d+) cases of (?P<rules>\d+) rules at "
+     r"(?P<small>\d+) and (?P<large>\d+) actions, each equal to native, (?P<partlyApplied>\d+) partly applied, "
+     r"(?P<locksLeft>\d+) locks left",
+     lambda d: "refusals." + _slug_way(d.pop("way"))),
+    (r"shop \((?P<way>[^)]+)\): (?P<orders>\d+) concurrent orders for (?P<units>\d+) units: (?P<filled>\d+) wholly "
+     r"filled, (?P<refused>\d+) refused by their own condition, (?P<sold>\d+) units sold once each, (?P<s>[\d.]+) s",
+     lambda d: "shop." + _slug_way(d.pop("way"))),
+    (r"status API during a (?P<actions>\d+)-action transaction: (?P<reads>\d+) reads while it ran, (?P<states>\d+) "
+     r"distinct progress states",
+     lambda d: "statusApi"),
+    (r"the API \(POST /transactions, Lambda proxy\): a (?P<bodyKB>\d+) KB body .*; (?P<invalidBodies>\d+) invalid bodies "
+     r"answered 4xx, (?P<executions>\d+) executions started, (?P<writes>\d+) writes",
+     lambda d: "api"),
+    (r"update evaluator vs DynamoDB Local, refusals by kind: (?P<kinds>\{.*\})",
+     lambda d: "eval"),
+    (r"update evaluator vs DynamoDB Local: (?P<updates>\d+) random updates \(seed (?P<seed>\d+)\) in (?P<s>[\d.]+) s, "
+     r"(?P<disagreements>\d+) disagreements; (?P<accepted>\d+) accepted, (?P<refused>\d+) refused",
+     lambda d: "eval"),
+    (r"wound-wait: a (?P<actions>\d+)-action transaction committed in (?P<s>[\d.]+) s while (?P<workers>\d+) workers ran "
+     r"(?P<newer>\d+) newer (?P<newerActions>\d+)-action transactions over its items \((?P<newerCommitted>\d+) committed\)",
+     lambda d: "woundWait"),
+    (r"writes near DynamoDB's limits \(seed (?P<seed>\d+)\): (?P<generated>\d+) generated at (?P<small>\d+) and "
+     r"(?P<large>\d+) actions, each equal to native, (?P<partlyApplied>\d+) partly applied",
+     lambda d: "nearLimits"),
+]
+# How each kind of line begins: a line that holds one of these after something other than white space is two lines
+# run together (two test binaries appending at once), and is split there.
+LINE_STARTS = ["10,000 actions through the state machine", "Begin carrying a request", "bad input through",
+               "committed reads (", "concurrency: ", "crash crash-", "crash recovered by", "parity with native",
+               "refusal catalogue through", "shop (", "status API during", "the API (POST", "update evaluator vs",
+               "wound-wait: ", "writes near DynamoDB's limits"]
+SPLIT = re.compile(r"(?<=\S)(?=" + "|".join(re.escape(s) for s in LINE_STARTS) + ")")
+
+
+def split_lines(raw):
+    """The report's lines: blank ones dropped, lines run together split apart, sorted as `sort` in the C locale."""
+    out = []
+    for line in raw:
+        out += [part.strip() for part in SPLIT.split(line.strip()) if part.strip()]
+    return sorted(out)
+
+
+def number(text):
+    text = text.replace(",", "")
+    return float(text) if "." in text else int(text)
+
+
+def suite_figures(lines):
+    f, unknown, concurrency = {}, [], []
+    for line in lines:
+        for pattern, prefix in SUITE_LINES:
+            m = re.fullmatch(pattern, line)
+            if not m:
+                continue
+            d = {k: v for k, v in m.groupdict().items() if v is not None}
+            name = prefix(d)
+            if name.startswith("concurrency.inProcess"):
+                concurrency.append(d)
+                break
+            for k, v in d.items():
+                if k == "kinds":
+                    kinds = json.loads(v)
+                    f["eval.refusalKinds"] = len(kinds)
+                    for kind, count in kinds.items():
+                        f[f"eval.kind.{kind}"] = count
+                elif re.fullmatch(NUMBER, v):
+                    f[f"{name}.{k}"] = number(v)
+                else:
+                    f[f"{name}.{k}"] = v
+            break
+        else:
+            unknown.append(line)
+    # The two in-process banks print the same label: the one through the protocol (one call turned off) is the one
+    # whose plain writers met locks (tests/concurrency.rs asserts they did), the other runs each transfer in one call.
+    concurrency.sort(key=lambda d: -int(d["heldOff"]))
+    for d, way in zip(concurrency, ["protocol", "oneCall"]):
+        for k, v in d.items():
+            f[f"concurrency.{way}.{k}"] = number(v)
+    for by in ("coordinator", "sweeper"):
+        runs = [k[:-3] for k, v in f.items() if k.startswith("crash.") and k.endswith(".by") and v == by]
+        f[f"crash.{by}.points"] = sum(f[r + ".points"] for r in runs)
+        f[f"crash.{by}.violations"] = sum(f[r + ".violations"] for r in runs)
+        f[f"crash.{by}.scenarios"] = len(runs)
+    return f, unknown
+
+
+IAM_CONFIG = re.compile(r"(?P<config>[a-z-]+): (?P<evaluated>\d+) distinct requests evaluated \((?P<logLines>\d+) log "
+                        r"lines, (?P<recorded>\d+) distinct recorded requests; (?P<notLocal>\d+) not run locally\), "
+                        r"(?P<denied>\d+) denied; (?P<held>\d+) permissions held")
+
+
+def iam_figures(lines):
+    f, configs = {}, []
+    for line in lines:
+        if m := re.fullmatch(r"over (\d+) logged calls", line):
+            f["iam.loggedCalls"] = int(m.group(1))
+        elif m := IAM_CONFIG.fullmatch(line):
+            configs.append({k: (v if k == "config" else int(v)) for k, v in m.groupdict().items()})
+        elif m := re.fullmatch(r"unused permissions \(held, and used by no call in some configuration\): (\d+)", line):
+            f["iam.unused"] = int(m.group(1))
+        elif m := re.match(r"(\d+) denied, (\d+) unused permissions without a justification", line):
+            f["iam.denied"], f["iam.unjustified"] = int(m.group(1)), int(m.group(2))
+    if configs:
+        f["iam.configurations"] = len(configs)
+        f["iam.recordedRequests"] = max(c["recorded"] for c in configs)
+        f["iam.notRunLocallyMax"] = max(c["notLocal"] for c in configs)
+        f["iam.deniedInConfigurations"] = sum(c["denied"] for c in configs)
+    return f
+
+
+def parse_report(text):
+    """The sections of a report as write_report writes it."""
+    lines = text.split("\n")
+    head = re.fullmatch(r"# Test report: commit (\S+), (\d{4}-\d\d-\d\d) UTC, ([\d,]+) s \((.+)\)", lines[0])
+    if not head:
+        raise ValueError("its first line is not '# Test report: commit C, YYYY-MM-DD UTC, N s (NAME)'")
+    report = {"commit": head.group(1), "date": head.group(2), "seconds": number(head.group(3)),
+              "name": head.group(4), "suites": [], "iam": [], "artifacts": [], "notes": []}
+    section = None
+    for line in lines[1:]:
+        if line.startswith("## "):
+            title = line[3:]
+            section = ("suites" if title.startswith("Measured by the test suites") else
+                       "iam" if title.startswith("Permission simulation") else
+                       "artifacts" if title.startswith("Release packages") else None)
+        elif section and line.startswith("- "):
+            report["notes" if section == "artifacts" else section].append(line[2:])
+        elif section == "artifacts" and line.startswith("| ") and not line.startswith("| function") \
+                and not line.startswith("| ---"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            report["artifacts"].append({"function": cells[0], "bootstrapBytes": number(cells[1]),
+                                        "zipBytes": number(cells[2]), "initMs": number(cells[3]),
+                                        "invokeMs": number(cells[4])})
+    report["suites"] = split_lines(report["suites"])
+    return report
+
+
+def report_figures(report):
+    f = {"run.commit": report["commit"], "run.date": report["date"], "run.seconds": report["seconds"],
+         "run.minutes": report["seconds"] / 60, "run.name": report["name"]}
+    if ".ci/run" in report["name"]:
+        f["ci.minutes"] = report["seconds"] / 60
+    suites, unknown = suite_figures(report["suites"])
+    f.update(suites)
+    f.update(iam_figures(report["iam"]))
+    rows = report["artifacts"]
+    if rows:
+        f.update({"artifacts.functions": len(rows),
+                  "artifacts.zipMinMB": min(r["zipBytes"] for r in rows) / 1e6,
+                  "artifacts.zipMaxMB": max(r["zipBytes"] for r in rows) / 1e6,
+                  "artifacts.zipTotalMB": sum(r["zipBytes"] for r in rows) / 1e6,
+                  "artifacts.bootstrapMinMB": min(r["bootstrapBytes"] for r in rows) / 1e6,
+                  "artifacts.bootstrapMaxMB": max(r["bootstrapBytes"] for r in rows) / 1e6,
+                  "artifacts.initMinMs": min(r["initMs"] for r in rows),
+                  "artifacts.initMaxMs": max(r["initMs"] for r in rows)})
+    for note in report["notes"]:
+        if m := re.search(r"qemu and the arm64 loader alone: ([\d.]+) ms", note):
+            f["artifacts.loaderMs"] = float(m.group(1))
+    return f, unknown
+
+
+def write_report(out, raw_lines, commit, date, seconds, name, iam_calls=None, iam_output=None, artifacts=None):
+    lines = split_lines(raw_lines)
+    text = [f"# Test report: commit {commit}, {date} UTC, {seconds:,} s ({name})", "",
+            "What one run measured, written by `tools/test.sh` (`.local/test-report.md`) and published with "
+            "`python3 tools/check_figures.py publish-report`. [guarantees.md](guarantees.md) and "
+            "[testing.md](testing.md) quote it; `tools/check_figures.py` holds them to it.", "",
+            "## Measured by the test suites", ""]
+    text += [f"- {line}" for line in lines]
+    if iam_output is not None:
+        text += ["", "## Permission simulation (tools/iam-sim.sh)", ""]
+        if iam_calls is not None:
+            text.append(f"- over {iam_calls} logged calls")
+        for line in iam_output:
+            # The summary lines; the lists under a heading ending in ":" are in .local/iam.
+            if line.strip() and not line[0].isspace() and not line.rstrip().endswith(":"):
+                text.append("- " + re.sub(r"\S*/docs/iam\.md", "docs/iam.md", line.rstrip()))
+    if artifacts:
+        text += ["", "## Release packages (tools/check-artifacts.sh, the same commit)", "",
+                 "| function | bootstrap (bytes) | zip (bytes) | init (ms, least) | invoke (ms, least) |",
+                 "| --- | ---: | ---: | ---: | ---: |"]
+        for r in artifacts["functions"]:
+            text.append(f"| {r['function']} | {r['bootstrap_bytes']:,} | {r['zip_bytes']:,} | "
+                        f"{min(r.get('init_ms') or [math.nan]):.1f} | {min(r.get('invoke_ms') or [math.nan]):.1f} |")
+        text.append("")
+        if artifacts.get("emulated"):
+            loader = artifacts.get("loaderMs")
+            text.append("- init of arm64 under qemu-user on x86_64" +
+                        (f"; qemu and the arm64 loader alone: {loader:.1f} ms" if loader is not None else ""))
+        else:
+            text.append("- init on arm64")
+    with open(out, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(text) + "\n")
+    return lines
+
+
+# ------------------------------------------------------------------------------------------------------ the check
+
+def all_figures(root):
+    """name -> (value, source)."""
+    figures = {}
+    bench = json.load(open(os.path.join(root, BENCH_JSON), encoding="utf-8"))
+    for k, v in bench_figures(bench, prices(root)).items():
+        figures[k] = (v, BENCH_JSON)
+    report_path = os.path.join(root, REPORT_MD)
+    unknown = []
+    if os.path.exists(report_path):
+        try:
+            rep, unknown = report_figures(parse_report(open(report_path, encoding="utf-8").read()))
+        except ValueError as e:
+            raise SystemExit(f"check_figures: {REPORT_MD}: {e}")
+        for k, v in rep.items():
+            figures[k] = (v, REPORT_MD)
+    return figures, unknown
+
+
+def shown(value):
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) or float(value).is_integer() and abs(value) >= 1:
+        return f"{value:,.0f}"
+    return f"{value:.6g}" if abs(value) < 1 else f"{value:,.4f}".rstrip("0").rstrip(".")
+
+
+def agrees(written, value):
+    """A written number agrees with its value rounded to the decimals written; a string must be written exactly."""
+    if isinstance(value, str):
+        return written == value
+    w = Decimal(written.replace(",", ""))
+    decimals = max(-w.as_tuple().exponent, 0)
+    return abs(float(w) - value) <= 0.5 * 10 ** -decimals * (1 + 1e-9) + 1e-12
+
+
+def check_markdown(path, rel, figures, problems, used):
+    """Markers in fenced code blocks and inline code spans are examples, not bindings."""
+    n, fenced = 0, False
+    for i, line in enumerate(open(path, encoding="utf-8").read().split("\n"), 1):
+        if re.match(r"\s*(```|~~~)", line):
+            fenced = not fenced
+            continue
+        if fenced:
+            continue
+        line = re.sub(r"`[^`]*`", lambda c: " " * len(c.group(0)), line)
+        for m in MARKER.finditer(line):
+            name, before = m.group(1), line[:m.start()]
+            n += 1
+            if name not in figures:
+                problems.append(f"{rel}:{i}: the marker names no figure of {BENCH_JSON} or {REPORT_MD}: {name}")
+                continue
+            value, source = figures[name]
+            used.add(name)
+            if isinstance(value, str):
+                ok = before.rstrip().endswith(value)
+                written = before.rstrip()[-len(value):] if before.strip() else ""
+            else:
+                w = WRITTEN_NUMBER.search(before)
+                if not w:
+                    problems.append(f"{rel}:{i}: no number right before the marker of {name}")
+                    continue
+                written = w.group(1)
+                ok = agrees(written, value)
+            if not ok:
+                problems.append(f"{rel}:{i}: {written!r} written, {source} gives {shown(value)} ({name})")
+    return n
+
+
+def binding_regex(text):
+    parts = []
+    for piece in re.split(r"(\{\}|\s+)", text):
+        if piece == "{}":
+            parts.append("(" + NUMBER + ")")
+        elif piece and piece.isspace():
+            parts.append(r"\s+(?:#\s+)?")
+        elif piece:
+            parts.append(re.escape(piece))
+    return re.compile("".join(parts))
+
+
+def check_bindings(root, figures, problems, used, bindings=None):
+    counts = {}
+    for rel, text, names in bindings or TEXT_BINDINGS:
+        content = open(os.path.join(root, rel), encoding="utf-8").read()
+        found = list(binding_regex(text).finditer(content))
+        if len(found) != 1:
+            problems.append(f"{rel}: the text bound to {', '.join(dict.fromkeys(names))} is "
+                            f"{'not in the file' if not found else 'there more than once'}: {text!r}")
+            continue
+        m = found[0]
+        for g, name in enumerate(names, 1):
+            counts[rel] = counts.get(rel, 0) + 1
+            line = content.count("\n", 0, m.start(g)) + 1
+            if name not in figures:
+                problems.append(f"{rel}:{line}: the binding names no figure of {BENCH_JSON} or {REPORT_MD}: {name}")
+                continue
+            value, source = figures[name]
+            used.add(name)
+            if not agrees(m.group(g), value):
+                problems.append(f"{rel}:{line}: {m.group(g)!r} written, {source} gives {shown(value)} ({name})")
+    return counts
+
+
+def check(root, bindings=None):
+    """(problems, figures bound per file, report lines no pattern knows)."""
+    figures, unknown = all_figures(root)
+    problems, used, counts = [], set(), {}
+    for path in md_files(root):
+        rel = os.path.relpath(path, root)
+        n = check_markdown(path, rel, figures, problems, used)
+        if n:
+            counts[rel] = n
+    counts.update(check_bindings(root, figures, problems, used, bindings))
+    return problems, counts, unknown
+
+
+def main_check():
+    problems, counts, unknown = check(ROOT)
+    for u in unknown:
+        print(f"check_figures: note: a line of {REPORT_MD} no pattern reads: {u}")
+    for p in problems:
+        print(p)
+    total = sum(counts.values())
+    per_file = ", ".join(f"{k} {v}" for k, v in counts.items())
+    if problems:
+        print(f"check_figures: {len(problems)} of {total} bound figures disagree with their source", file=sys.stderr)
+        return 1
+    print(f"check_figures: {total} figures bound ({per_file}); all agree with {BENCH_JSON} and {REPORT_MD}")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------------ self-test
+
+def copy_tree(dst):
+    files = [BENCH_JSON, REPORT_MD, BENCH_RS, TEMPLATE, ASL] + [os.path.relpath(p, ROOT) for p in md_files(ROOT)]
+    for rel in files:
+        os.makedirs(os.path.dirname(os.path.join(dst, rel)), exist_ok=True)
+        shutil.copy(os.path.join(ROOT, rel), os.path.join(dst, rel))
+
+
+def edit(path, old, new, count=1):
+    text = open(path, encoding="utf-8").read()
+    if old not in text:
+        raise AssertionError(f"self-test: {old!r} is not in {path}")
+    open(path, "w", encoding="utf-8").write(text.replace(old, new, count))
+
+
+def bumped(number_text):
+    """The same number written with its last digit moved by one."""
+    last = int(number_text[-1])
+    return number_text[:-1] + str(last + 1 if last < 9 else last - 1)
+
+
+def self_test():
+    results = []
+
+    def case(what, change, expect):
+        with tempfile.TemporaryDirectory() as tmp:
+            copy_tree(tmp)
+            where = change(tmp)
+            try:
+                problems, _, _ = check(tmp)
+            except SystemExit as e:
+                problems = [str(e)]
+            if expect is None:
+                ok = not problems
+                detail = "passes" if ok else f"fails: {problems[:3]}"
+            else:
+                hits = [p for p in problems if expect(p, where)]
+                ok = bool(hits)
+                detail = f"caught: {hits[0]}" if ok else f"MISSED (problems: {problems[:3]})"
+            results.append(ok)
+            print(f"self-test: {what}: {detail}")
+
+    case("an unchanged copy", lambda tmp: None, None)
+
+    def change_markdown(tmp):
+        path = os.path.join(tmp, "docs", "performance.md")
+        lines = open(path, encoding="utf-8").read().split("\n")
+        for i, line in enumerate(lines):
+            m = MARKER.search(line)
+            if m and (w := WRITTEN_NUMBER.search(line[:m.start()])):
+                lines[i] = line[:w.start(1)] + bumped(w.group(1)) + line[w.end(1):]
+                open(path, "w", encoding="utf-8").write("\n".join(lines))
+                return f"docs/performance.md:{i + 1}:"
+        raise AssertionError("self-test: docs/performance.md has no bound figure")
+    case("a figure changed in docs/performance.md", change_markdown, lambda p, where: p.startswith(where))
+
+    def change_binding(rel):
+        def change(tmp):
+            text_, names = next((t, n) for r, t, n in TEXT_BINDINGS if r == rel)
+            path = os.path.join(tmp, rel)
+            content = open(path, encoding="utf-8").read()
+            m = binding_regex(text_).search(content)
+            content = content[:m.start(1)] + bumped(m.group(1)) + content[m.end(1):]
+            open(path, "w", encoding="utf-8").write(content)
+            return f"{rel}:{content.count(chr(10), 0, m.start(1)) + 1}:"
+        return change
+    case("a figure changed in template.yaml", change_binding(TEMPLATE), lambda p, where: p.startswith(where))
+    case(f"a figure changed in {ASL}'s Comment", change_binding(ASL), lambda p, where: p.startswith(where))
+
+    def change_bench(tmp):
+        path = os.path.join(tmp, BENCH_JSON)
+        bench = json.load(open(path, encoding="utf-8"))
+        for r in bench["rows"]:
+            if (r["kind"], r["actions"], r["method"]) == ("update", 10000, "dynamo-saga"):
+                r["wallMs"] *= 1.5
+        json.dump(bench, open(path, "w", encoding="utf-8"), indent=2)
+    case("a measurement changed in docs/benchmarks.json", change_bench,
+         lambda p, where: p.endswith("(update.10000.saga.wallMs)"))
+
+    def change_report(tmp):
+        path = os.path.join(tmp, REPORT_MD)
+        text = open(path, encoding="utf-8").read()
+        m = re.search(r"parity with native TransactWriteItems: (\d+) cases", text)
+        open(path, "w", encoding="utf-8").write(text[:m.start(1)] + str(int(m.group(1)) + 1) + text[m.end(1):])
+    case("a figure changed in docs/test-report.md", change_report,
+         lambda p, where: p.endswith("(parity.cases)") and p.startswith("docs/guarantees.md:"))
+
+    def unknown_marker(tmp):
+        path = os.path.join(tmp, "README.md")
+        lines = open(path, encoding="utf-8").read().split("\n")
+        i = next(i for i, line in enumerate(lines) if MARKER.search(line))
+        lines[i] = MARKER.sub("<!-- fig: no.such.figure -->", lines[i], count=1)
+        open(path, "w", encoding="utf-8").write("\n".join(lines))
+        return f"README.md:{i + 1}:"
+    case("a marker naming no figure", unknown_marker,
+         lambda p, where: p.startswith(where) and p.endswith(": no.such.figure"))
+
+    def binding_text_gone(tmp):
+        text_ = next(t for r, t, n in TEXT_BINDINGS if r == TEMPLATE and not t.startswith("{}"))
+        path = os.path.join(tmp, TEMPLATE)
+        content = open(path, encoding="utf-8").read()
+        m = binding_regex(text_).search(content)
+        open(path, "w", encoding="utf-8").write(content[:m.start() + 1] + "X" + content[m.start() + 1:])
+    case("bound text edited away in template.yaml", binding_text_gone,
+         lambda p, where: p.startswith("template.yaml: the text bound to") and "not in the file" in p)
+
+    # Two report lines run together (two processes appending at once) read as the same figures as apart.
+    report = parse_report(open(os.path.join(ROOT, REPORT_MD), encoding="utf-8").read())
+    apart, _ = suite_figures(report["suites"])
+    joined_lines = list(report["suites"])
+    a = next(i for i, x in enumerate(joined_lines) if x.startswith("concurrency: "))
+    joined_lines[a:a + 3] = [joined_lines[a] + joined_lines[a + 1] + joined_lines[a + 2]]
+    together, unknown = suite_figures(split_lines(joined_lines))
+    ok = together == apart and not unknown
+    results.append(ok)
+    print(f"self-test: report lines run together read as apart: {'yes' if ok else 'NO'}")
+
+    if all(results):
+        print(f"self-test: all {len(results)} cases as expected")
+        return 0
+    print("self-test: FAILED", file=sys.stderr)
+    return 1
+
+
+# ------------------------------------------------------------------------------------------------- the commands
+
+def option(args, name, default=None):
+    if name in args:
+        return args[args.index(name) + 1]
+    return default
+
+
+def main_write_report(args):
+    out, lines_file = option(args, "--out"), option(args, "--lines")
+    if not out or not lines_file:
+        raise SystemExit("check_figures write-report: --out and --lines are required")
+    raw = open(lines_file, encoding="utf-8").read().split("\n") if os.path.exists(lines_file) else []
+    iam_log, iam_out = option(args, "--iam-log"), option(args, "--iam-output")
+    iam_calls = sum(1 for _ in open(iam_log, encoding="utf-8")) if iam_log and os.path.exists(iam_log) else None
+    if option(args, "--iam-calls"):
+        iam_calls = int(option(args, "--iam-calls"))
+    iam_output = open(iam_out, encoding="utf-8").read().split("\n") if iam_out and os.path.exists(iam_out) else None
+    artifacts, artifacts_path = None, option(args, "--artifacts")
+    commit = option(args, "--commit", "unknown")
+    if artifacts_path and os.path.exists(artifacts_path):
+        a = json.load(open(artifacts_path, encoding="utf-8"))
+        if a.get("commit") == commit:
+            artifacts = a
+        else:
+            print(f"check_figures: {artifacts_path} is of commit {a.get('commit')}, not {commit}: "
+                  f"the report leaves the release packages out", file=sys.stderr)
+    write_report(out, raw, commit, option(args, "--date"), int(option(args, "--seconds", "0")),
+                 option(args, "--name", "tools/test.sh"), iam_calls, iam_output, artifacts)
+    rep, unknown = report_figures(parse_report(open(out, encoding="utf-8").read()))
+    for u in unknown:
+        print(f"check_figures: note: a report line no pattern of tools/check_figures.py reads: {u}", file=sys.stderr)
+    return 0
+
+
+def main_publish(args):
+    if not args:
+        raise SystemExit("check_figures publish-report: name the report, e.g. .local/test-report.md")
+    src = args[0]
+    try:
+        report = parse_report(open(src, encoding="utf-8").read())
+    except ValueError as e:
+        raise SystemExit(f"check_figures publish-report: {src}: {e}")
+    if ".ci/run" not in report["name"]:
+        print(f"check_figures: note: {src} is of a run of {report['name']}, not of .ci/run: the CI time "
+              f"docs/testing.md quotes (ci.minutes) has no source in it")
+    shutil.copy(src, os.path.join(ROOT, REPORT_MD))
+    print(f"check_figures: {REPORT_MD} is now the report of commit {report['commit']} ({report['date']})")
+    problems, counts, unknown = check(ROOT)
+    for u in unknown:
+        print(f"check_figures: note: a line no pattern reads: {u}")
+    for p in problems:
+        print(p)
+    if problems:
+        print(f"check_figures: {len(problems)} quoted figures now disagree with the report: bring the docs to them",
+              file=sys.stderr)
+        return 1
+    print("check_figures: every quoted figure agrees with the published report")
+    return 0
+
+
+def main(argv):
+    if argv[:1] == ["--self-test"]:
+        return self_test()
+    if argv[:1] == ["--list"]:
+        figures, _ = all_figures(ROOT)
+        for name in sorted(figures):
+            value, source = figures[name]
+            print(f"{name}\t{shown(value)}\t{source}")
+        return 0
+    if argv[:1] == ["write-report"]:
+        return main_write_report(argv[1:])
+    if argv[:1] == ["publish-report"]:
+        return main_publish(argv[1:])
+    if argv:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return main_check()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
