@@ -175,7 +175,7 @@ async fn tombstones_hide_deleted_items_stop_stale_writes_and_carry_a_ttl() {
     // While a transaction holds a tombstone, the tombstone (and its time to live) is kept aside, so it cannot
     // expire under the lock; it comes back when the lock is let go.
     let keys = (0..n).map(|i| (env.a.clone(), key("t", i))).collect();
-    let lock = dynamo_saga::read::lock_for_read(&coord, keys, None).await.unwrap();
+    let lock = dynamo_saga::read::lock_for_read(coord.store(), keys, None).await.unwrap();
     assert_eq!(lock.items, vec![None; n]);
     let locked = env.get(&env.a, json!({"pk": sv("t007")})).await.unwrap();
     assert!(locked.get("expiresAt").is_none() && locked.get("_sagaStone").is_some(), "{locked}");

@@ -275,7 +275,7 @@ async fn a_read_lock_holds_writers_off_and_always_rolls_back() {
     let env = Env::new("readlock").await;
     seed(&env, "l").await;
     let coord = Coordinator::new(env.store.clone());
-    let lock = read::lock_for_read(&coord, keys_of(&env, "l"), None).await.unwrap();
+    let lock = read::lock_for_read(coord.store(), keys_of(&env, "l"), None).await.unwrap();
     assert_eq!(values(&lock.items), vec![Some(1), Some(1), None, Some(1)]);
     assert!(lock.held().await.unwrap());
     let id = lock.transaction_id.clone();
@@ -321,7 +321,7 @@ async fn an_older_transaction_rolls_a_read_lock_back() {
     let older = dynamo_saga::phase::begin::begin(&env.store, &request(&env, "o")).await.unwrap().transaction_id;
     tokio::time::sleep(std::time::Duration::from_millis(3)).await;
     let coord = Coordinator::new(env.store.clone());
-    let lock = read::lock_for_read(&coord, keys_of(&env, "o"), None).await.unwrap();
+    let lock = read::lock_for_read(coord.store(), keys_of(&env, "o"), None).await.unwrap();
     assert!(lock.transaction_id > older);
     coord.drive(&older).await.expect("the older transaction commits");
     assert!(!lock.held().await.unwrap(), "the read lock was rolled back");

@@ -6,29 +6,17 @@
 //! younger holder is rolled back and tries again as the same transaction, and a wait longer than `LockWaitSeconds`
 //! or past the deadline cancels with `TransactionConflict` naming the holder.
 
-use std::time::Instant;
+use std::collections::HashMap;
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
+use serde_json::{json, Map, Value};
 
+pub use crate::drive::Committed;
 use crate::drive::Driver;
 use crate::error::TxError;
-use crate::phase::{self, resume::Step};
-use crate::records::{self, Decision, Header, TxState};
-use crate::store::{Meter, Store, Usage};
-
-/// The result of a committed transaction.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "PascalCase")]
-pub struct Committed {
-    pub transaction_id: String,
-    pub state: TxState,
-    pub actions: usize,
-    pub batches: usize,
-    /// DynamoDB calls and capacity, summed over every phase run (recorded on the header).
-    pub usage: Usage,
-    pub elapsed_ms: u64,
-}
+use crate::records::Header;
+use crate::store::Store;
+use crate::value;
 
 /// Runs transactions in-process, each from its request (or its id) to its end.
 #[derive(Debug, Clone)]
@@ -46,81 +34,153 @@ impl Coordinator {
     }
 
     /// Runs a whole transaction: submit it (a request one `TransactWriteItems` call can carry is carried out in that
-    /// call, see `phase::direct`), or begin it and drive it to its end, starting another attempt whenever one is rolled
-    /// back by another transaction's need. Errors with `TransactionCanceled` (and the reasons) when it rolled back:
-    /// by its own conditions, a wait past `LockWaitSeconds`, or the deadline.
+    /// call), or begin it and drive it to its end, starting another attempt whenever one is rolled back by another
+    /// transaction's need. Errors with `TransactionCanceled` (and the reasons) when it rolled back: by its own
+    /// conditions, a wait past `LockWaitSeconds`, or the deadline.
     pub async fn run(&self, body: &Value) -> Result<Committed, TxError> {
-        let started = Instant::now();
-        let begun = Box::pin(phase::begin::submit(self.driver.store(), body, None, None)).await?;
-        if begun.created && begun.state == TxState::Committed {
-            // Carried out in one call: the result carries the capacity that call consumed, which its header cannot.
-            return Ok(Committed {
-                transaction_id: begun.transaction_id,
-                state: begun.state,
-                actions: begun.actions,
-                batches: begun.batches,
-                usage: begun.usage,
-                elapsed_ms: started.elapsed().as_millis() as u64,
-            });
-        }
-        self.drive(&begun.transaction_id).await
+        self.driver.run(body).await
     }
 
     /// Drives an existing transaction from wherever it stopped to its end, as its driver: an attempt rolled back by
     /// another transaction's need is followed by another.
     pub async fn drive(&self, tx_id: &str) -> Result<Committed, TxError> {
-        let started = Instant::now();
-        let h = Box::pin(self.driver.drive_until(tx_id, true, |_, _| false)).await?;
-        finished(&h, started)
+        self.driver.drive(tx_id).await
     }
 
     /// Rolls a transaction back unless it has committed (no other attempt follows), and drives it to its end.
     pub async fn cancel(&self, tx_id: &str, why: &str) -> Result<(), TxError> {
-        let m = Meter::default();
-        let h = records::read_header(self.driver.store(), &m, tx_id).await?;
-        if h.state == TxState::Pending {
-            records::decide_rollback(self.driver.store(), &m, tx_id, Some(h.attempt), &Decision::aborted(why)).await?;
-        }
-        let h = records::read_header(self.driver.store(), &m, tx_id).await?;
-        if h.retry_pending {
-            records::give_up(self.driver.store(), &m, &h, why).await?;
-        }
-        Box::pin(self.driver.drive_until(tx_id, false, |_, _| false)).await.map(|_| ())
+        self.driver.cancel(tx_id, why).await
     }
 
-    /// Drives a pending transaction until every item is locked, meeting other transactions' locks as `drive`
-    /// does (and starting another attempt when one is rolled back by another's need); it then holds every lock and
-    /// has changed nothing. Errors with `TransactionCanceled` when it was rolled back instead (by its own condition,
-    /// a wait past its limits, or the deadline), after finishing that rollback.
-    ///
-    /// `drive`: Coordinator::drive
+    /// Drives a pending transaction until every item is locked, meeting other transactions' locks as
+    /// [`Coordinator::drive`] does; it then holds every lock and has changed nothing. Errors with
+    /// `TransactionCanceled` when it was rolled back instead, after finishing that rollback.
     pub async fn drive_locks(&self, tx_id: &str) -> Result<Header, TxError> {
-        let started = Instant::now();
-        let h = Box::pin(
-            self.driver
-                .drive_until(tx_id, true, |h, step| h.state == TxState::Pending && !matches!(step, Step::Lock(_))),
-        )
-        .await?;
-        match (h.state, finished(&h, started)) {
-            (TxState::Pending, _) => Ok(h),
-            (_, Err(e)) => Err(e),
-            (_, Ok(_)) => {
-                Err(TxError::Internal(format!("transaction {tx_id} committed while its locks were being taken")))
-            }
+        self.driver.drive_locks(tx_id).await
+    }
+
+    /// A transaction of any number of the SDK's `TransactWriteItem`s, built as `client.transact_write_items()` builds
+    /// one:
+    ///
+    /// ```no_run
+    /// # async fn example(saga: dynamo_saga::Coordinator) -> Result<(), dynamo_saga::TxError> {
+    /// use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
+    ///
+    /// let mut tx = saga.transact_write_items().client_request_token("order-1001");
+    /// for i in 0..250 {
+    ///     let update = Update::builder()
+    ///         .table_name("Inventory")
+    ///         .key("pk", AttributeValue::S(format!("widget-{i}")))
+    ///         .update_expression("SET #s = :sold")
+    ///         .condition_expression("#s = :available")
+    ///         .expression_attribute_names("#s", "status")
+    ///         .expression_attribute_values(":sold", AttributeValue::S("SOLD".into()))
+    ///         .expression_attribute_values(":available", AttributeValue::S("AVAILABLE".into()))
+    ///         .build()
+    ///         .expect("table, key and update expression are set");
+    ///     tx = tx.transact_items(TransactWriteItem::builder().update(update).build());
+    /// }
+    /// let committed = tx.send().await?;
+    /// println!("{} committed {} actions", committed.transaction_id, committed.actions);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn transact_write_items(&self) -> TransactWriteItems<'_> {
+        TransactWriteItems {
+            coordinator: self,
+            items: Vec::new(),
+            token: None,
+            parent: None,
+            lock_wait_seconds: None,
+            deadline_seconds: None,
         }
     }
 }
 
-fn finished(h: &Header, started: Instant) -> Result<Committed, TxError> {
-    match h.state {
-        TxState::Committed => Ok(Committed {
-            transaction_id: h.id.clone(),
-            state: h.state,
-            actions: h.actions,
-            batches: h.batches,
-            usage: h.usage,
-            elapsed_ms: started.elapsed().as_millis() as u64,
-        }),
-        _ => Err(h.rollback_error().unwrap_or_else(|| Decision::default().error(&h.id, h.actions))),
+/// A transaction being built, as `client.transact_write_items()` builds one; [`TransactWriteItems::send`] runs it
+/// through [`Coordinator::run`]. Made by [`Coordinator::transact_write_items`].
+#[derive(Debug, Clone)]
+pub struct TransactWriteItems<'a> {
+    coordinator: &'a Coordinator,
+    items: Vec<TransactWriteItem>,
+    token: Option<String>,
+    parent: Option<(String, HashMap<String, AttributeValue>)>,
+    lock_wait_seconds: Option<Option<u64>>,
+    deadline_seconds: Option<u64>,
+}
+
+impl<'a> TransactWriteItems<'a> {
+    /// Appends one action, as the SDK's `transact_items` does.
+    pub fn transact_items(mut self, item: TransactWriteItem) -> Self {
+        self.items.push(item);
+        self
+    }
+
+    /// Replaces the actions, as the SDK's `set_transact_items` does.
+    pub fn set_transact_items(mut self, items: Option<Vec<TransactWriteItem>>) -> Self {
+        self.items = items.unwrap_or_default();
+        self
+    }
+
+    /// The idempotency token: the same token and request run once, as with DynamoDB's `ClientRequestToken` (which
+    /// DynamoDB keeps 10 minutes; dynamo-saga keeps it as long as the transaction's records).
+    pub fn client_request_token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// The `Parent` item: transactions naming the same parent run one at a time, in the order they arrive.
+    pub fn parent(mut self, table_name: impl Into<String>, key: HashMap<String, AttributeValue>) -> Self {
+        self.parent = Some((table_name.into(), key));
+        self
+    }
+
+    /// `Options.LockWaitSeconds`: how long to wait for another transaction's lock before cancelling with
+    /// `TransactionConflict`; `None` waits until the deadline.
+    pub fn lock_wait_seconds(mut self, seconds: Option<u64>) -> Self {
+        self.lock_wait_seconds = Some(seconds);
+        self
+    }
+
+    /// `Options.DeadlineSeconds`: a transaction still pending this long after it began is rolled back.
+    pub fn deadline_seconds(mut self, seconds: u64) -> Self {
+        self.deadline_seconds = Some(seconds);
+        self
+    }
+
+    /// The request in DynamoDB JSON, as the CLI, the API and the state machine take it. Errors with
+    /// `ValidationError` naming the action when an item sets no action, or more than one.
+    pub fn to_request(&self) -> Result<Value, TxError> {
+        let items = self
+            .items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| crate::sdk::action_json(item).map_err(|m| TxError::invalid(Some(i), m)));
+        let mut request = Map::new();
+        request.insert("TransactItems".into(), Value::Array(items.collect::<Result<_, _>>()?));
+        if let Some(token) = &self.token {
+            request.insert("ClientRequestToken".into(), Value::String(token.clone()));
+        }
+        if let Some((table, key)) = &self.parent {
+            request.insert("Parent".into(), json!({"TableName": table, "Key": value::item_to_json(key)}));
+        }
+        let mut options = Map::new();
+        if let Some(wait) = self.lock_wait_seconds {
+            options.insert("LockWaitSeconds".into(), wait.map_or(Value::Null, Value::from));
+        }
+        if let Some(deadline) = self.deadline_seconds {
+            options.insert("DeadlineSeconds".into(), Value::from(deadline));
+        }
+        if !options.is_empty() {
+            request.insert("Options".into(), Value::Object(options));
+        }
+        Ok(Value::Object(request))
+    }
+
+    /// Runs the transaction to its end ([`Coordinator::run`]). A cancellation is `TxError::Canceled`, whose
+    /// [`crate::Cancellation::to_sdk`] is the SDK's `TransactionCanceledException`.
+    pub async fn send(self) -> Result<Committed, TxError> {
+        let request = self.to_request()?;
+        self.coordinator.run(&request).await
     }
 }

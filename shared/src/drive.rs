@@ -19,15 +19,16 @@
 //! means an older transaction is making progress, and the oldest always commits, so a retried transaction only gets
 //! older relative to newcomers: it is never starved. Only the deadline ends the retries.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use tracing::{info, warn};
 
 use crate::error::{CancellationReason, TxError};
 use crate::phase::{self, resume::Step, Contention, Outcome, Release};
 use crate::records::{self, Decision, Header, TxState};
-use crate::store::{Meter, Store};
+use crate::store::{Meter, Store, Usage};
 
 /// What a transaction waiting for another's lock has seen so far. The state machine carries it between Lambda calls
 /// as `Contention`, so a wait spanning many calls still measures the holder's progress and the time waited.
@@ -74,6 +75,19 @@ pub async fn run_step(s: &Store, tx_id: &str, step: Step) -> Result<crate::phase
     }
 }
 
+/// The result of a committed transaction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Committed {
+    pub transaction_id: String,
+    pub state: TxState,
+    pub actions: usize,
+    pub batches: usize,
+    /// DynamoDB calls and capacity, summed over every phase run (recorded on the header).
+    pub usage: Usage,
+    pub elapsed_ms: u64,
+}
+
 /// Runs transactions' steps and resolves the contention they meet. Cheap to clone (the store's client is shared).
 #[derive(Debug, Clone)]
 pub struct Driver {
@@ -90,6 +104,70 @@ impl Driver {
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// Runs a whole transaction: submit it (a request one `TransactWriteItems` call can carry is carried out in that
+    /// call, see `phase::direct`), or begin it and drive it to its end, starting another attempt whenever one is rolled
+    /// back by another transaction's need. Errors with `TransactionCanceled` (and the reasons) when it rolled back:
+    /// by its own conditions, a wait past `LockWaitSeconds`, or the deadline.
+    pub async fn run(&self, body: &Value) -> Result<Committed, TxError> {
+        let started = Instant::now();
+        let begun = Box::pin(phase::begin::submit(&self.store, body, None, None)).await?;
+        if begun.created && begun.state == TxState::Committed {
+            // Carried out in one call: the result carries the capacity that call consumed, which its header cannot.
+            return Ok(Committed {
+                transaction_id: begun.transaction_id,
+                state: begun.state,
+                actions: begun.actions,
+                batches: begun.batches,
+                usage: begun.usage,
+                elapsed_ms: started.elapsed().as_millis() as u64,
+            });
+        }
+        self.drive(&begun.transaction_id).await
+    }
+
+    /// Drives an existing transaction from wherever it stopped to its end, as its driver: an attempt rolled back by
+    /// another transaction's need is followed by another.
+    pub async fn drive(&self, tx_id: &str) -> Result<Committed, TxError> {
+        let started = Instant::now();
+        let h = Box::pin(self.drive_until(tx_id, true, |_, _| false)).await?;
+        finished(&h, started)
+    }
+
+    /// Rolls a transaction back unless it has committed (no other attempt follows), and drives it to its end.
+    pub async fn cancel(&self, tx_id: &str, why: &str) -> Result<(), TxError> {
+        let m = Meter::default();
+        let h = records::read_header(&self.store, &m, tx_id).await?;
+        if h.state == TxState::Pending {
+            records::decide_rollback(&self.store, &m, tx_id, Some(h.attempt), &Decision::aborted(why)).await?;
+        }
+        let h = records::read_header(&self.store, &m, tx_id).await?;
+        if h.retry_pending {
+            records::give_up(&self.store, &m, &h, why).await?;
+        }
+        Box::pin(self.drive_until(tx_id, false, |_, _| false)).await.map(|_| ())
+    }
+
+    /// Drives a pending transaction until every item is locked, meeting other transactions' locks as [`drive`]
+    /// does (and starting another attempt when one is rolled back by another's need); it then holds every lock and
+    /// has changed nothing. Errors with `TransactionCanceled` when it was rolled back instead (by its own condition,
+    /// a wait past its limits, or the deadline), after finishing that rollback.
+    ///
+    /// [`drive`]: Driver::drive
+    pub async fn drive_locks(&self, tx_id: &str) -> Result<Header, TxError> {
+        let started = Instant::now();
+        let h = Box::pin(
+            self.drive_until(tx_id, true, |h, step| h.state == TxState::Pending && !matches!(step, Step::Lock(_))),
+        )
+        .await?;
+        match (h.state, finished(&h, started)) {
+            (TxState::Pending, _) => Ok(h),
+            (_, Err(e)) => Err(e),
+            (_, Ok(_)) => {
+                Err(TxError::Internal(format!("transaction {tx_id} committed while its locks were being taken")))
+            }
+        }
     }
 
     /// Runs steps until `stop` says so or the transaction has finished; returns the header last read. `own`: this is
@@ -416,4 +494,18 @@ fn give_up_waiting<'c>(me: &Header, contentions: impl Iterator<Item = &'c Conten
     }
     d.failed.sort_by_key(|(i, _)| *i);
     d
+}
+
+fn finished(h: &Header, started: Instant) -> Result<Committed, TxError> {
+    match h.state {
+        TxState::Committed => Ok(Committed {
+            transaction_id: h.id.clone(),
+            state: h.state,
+            actions: h.actions,
+            batches: h.batches,
+            usage: h.usage,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        }),
+        _ => Err(h.rollback_error().unwrap_or_else(|| Decision::default().error(&h.id, h.actions))),
+    }
 }

@@ -44,7 +44,7 @@
 //! ## The API
 //!
 //! - [`Coordinator`] runs a transaction in-process, from its request to its end: [`Coordinator::transact_write_items`]
-//!   takes the SDK's `TransactWriteItem`s ([`sdk`]), [`Coordinator::run`] the same request in DynamoDB JSON (what the
+//!   takes the SDK's `TransactWriteItem`s ([`TransactWriteItems`]), [`Coordinator::run`] the same request in DynamoDB JSON (what the
 //!   CLI, the API and the state machine take).
 //! - [`Config`] and [`Store`]: the transactions table, the tables transactions may write, limits ([`config`]).
 //! - [`TxError`] ([`error`]): stable error names; a cancellation ([`Cancellation`]) names each action's reason and
@@ -100,10 +100,10 @@
 //!
 //! ## Where things live
 //!
-//! - [`coordinator`]: the in-process driver; [`sdk`]: the request built from the SDK's types, and a cancellation as
-//!   the SDK's exception.
-//! - `drive`: running a transaction's steps and resolving the contention they meet (wound-wait), for the coordinator
-//!   and the Lambdas' contract (`step`).
+//! - [`coordinator`]: the in-process driver and its builder; [`sdk`]: the SDK's types as DynamoDB JSON, and a
+//!   cancellation as the SDK's exception.
+//! - `drive`: running a transaction's steps and resolving the contention they meet (wound-wait), for the coordinator,
+//!   read locks, the sweeper and the Lambdas' contract (`step`).
 //! - `step`, `stage`, `sweeper`: the phase Lambdas' contract with the state machine, the staging API, the sweeper.
 //! - `constants`: every attribute name, record key, limit and environment variable.
 //! - [`error`]: [`error::TxError`] with stable names (`ValidationError`, `TransactionCanceled`, `Contended`, ...).
@@ -165,9 +165,9 @@ pub mod step;
 pub mod sweeper;
 
 pub use config::Config;
-pub use coordinator::{Committed, Coordinator};
+pub use coordinator::{Committed, Coordinator, TransactWriteItems};
 pub use error::{Cancellation, CancellationReason, TxError};
 pub use phase::{Outcome, Report};
 pub use records::{Header, TxState};
-pub use sdk::TransactWriteItems;
+
 pub use store::{Store, Usage};

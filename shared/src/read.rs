@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::CommittedReads;
 use crate::constants::*;
-use crate::coordinator::Coordinator;
+use crate::drive::Driver;
 use crate::error::TxError;
 use crate::items::{flag, lock_holder, strip_reserved};
 use crate::phase::begin;
@@ -128,18 +128,18 @@ pub struct ReadLock {
     /// Each requested key's item as committed when every lock was held (none when it does not exist), in request
     /// order.
     pub items: Vec<Option<Item>>,
-    coordinator: Coordinator,
+    driver: Driver,
 }
 
 /// Takes a read lock on `keys` (table, key) and reads them. `options` are the request's `Options`
 /// (`LockWaitSeconds`, `DeadlineSeconds`). Errors with `TransactionCanceled` when the lock could not be taken (the
 /// wait ran out, or an older transaction took an item first), having released whatever it held.
 pub async fn lock_for_read(
-    coordinator: &Coordinator,
+    store: &Store,
     keys: Vec<(String, Item)>,
     options: Option<serde_json::Value>,
 ) -> Result<ReadLock, TxError> {
-    let store = coordinator.store();
+    let driver = Driver::new(store.clone());
     let checks: Vec<serde_json::Value> = keys
         .iter()
         .map(|(table, key)| {
@@ -153,7 +153,7 @@ pub async fn lock_for_read(
         body["Options"] = o;
     }
     let id = begin::begin(store, &body).await?.transaction_id;
-    coordinator.drive_locks(&id).await?;
+    driver.drive_locks(&id).await?;
     let m = Meter::default();
     let reads = keys.into_iter().map(|(table, key)| {
         let m = &m;
@@ -163,7 +163,7 @@ pub async fn lock_for_read(
         }
     });
     let items = futures::future::try_join_all(reads).await;
-    let lock = ReadLock { transaction_id: id, items: Vec::new(), coordinator: coordinator.clone() };
+    let lock = ReadLock { transaction_id: id, items: Vec::new(), driver };
     match items {
         Ok(items) => Ok(ReadLock { items, ..lock }),
         Err(e) => {
@@ -176,7 +176,7 @@ pub async fn lock_for_read(
 impl ReadLock {
     /// Whether this read lock still holds every item (no older transaction has rolled it back).
     pub async fn held(&self) -> Result<bool, TxError> {
-        let h = records::read_header(self.coordinator.store(), &Meter::default(), &self.transaction_id).await?;
+        let h = records::read_header(self.driver.store(), &Meter::default(), &self.transaction_id).await?;
         Ok(h.state == TxState::Pending && !h.finished())
     }
 
@@ -184,9 +184,9 @@ impl ReadLock {
     /// False when it no longer holds its items.
     pub async fn refresh(&self) -> Result<bool, TxError> {
         let m = Meter::default();
-        let h = records::read_header(self.coordinator.store(), &m, &self.transaction_id).await?;
+        let h = records::read_header(self.driver.store(), &m, &self.transaction_id).await?;
         records::update_header(
-            self.coordinator.store(),
+            self.driver.store(),
             &m,
             &self.transaction_id,
             records::Expect { state: TxState::Pending, attempt: Some(h.attempt), touched_at: None },
@@ -200,13 +200,13 @@ impl ReadLock {
     /// Lets every item go by rolling the transaction back (nothing was changed, so nothing is restored). Safe to
     /// call after an older transaction has rolled it back, and twice.
     pub async fn release(self) -> Result<(), TxError> {
-        self.coordinator.cancel(&self.transaction_id, "a read lock ends by rolling back").await
+        self.driver.cancel(&self.transaction_id, "a read lock ends by rolling back").await
     }
 }
 
 /// Locks `keys`, reads them, and lets them go.
 async fn read_locked(store: &Store, keys: Vec<(String, Item)>) -> Result<Vec<Option<Item>>, TxError> {
-    let lock = lock_for_read(&Coordinator::new(store.clone()), keys, None).await?;
+    let lock = lock_for_read(store, keys, None).await?;
     let items = lock.items.clone();
     lock.release().await?;
     Ok(items)

@@ -1,143 +1,18 @@
-//! The library in `aws-sdk-dynamodb`'s own terms: a request built from the SDK's [`TransactWriteItem`] values, in
-//! the shape of `client.transact_write_items()`, and a cancellation turned into the SDK's
-//! [`TransactionCanceledException`], so a caller matches its reasons as it matches DynamoDB's. DynamoDB JSON stays what the CLI, the API and the state machine take:
-//! [`TransactWriteItems::to_request`] gives it.
+//! The library in `aws-sdk-dynamodb`'s own terms: the SDK's [`TransactWriteItem`] values as the DynamoDB JSON the
+//! protocol runs (for [`crate::Coordinator::transact_write_items`], the builder in the shape of
+//! `client.transact_write_items()`), and a cancellation turned into the SDK's [`TransactionCanceledException`], so a
+//! caller matches its reasons as it matches DynamoDB's.
 
 use aws_sdk_dynamodb::types::error::TransactionCanceledException;
 use aws_sdk_dynamodb::types::{self as sdk, AttributeValue, TransactWriteItem};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 
-use crate::coordinator::{Committed, Coordinator};
-use crate::error::{Cancellation, CancellationReason, TxError};
+use crate::error::{Cancellation, CancellationReason};
 use crate::value;
 
-/// A transaction being built, as `client.transact_write_items()` builds one; [`TransactWriteItems::send`] runs it
-/// through [`Coordinator::run`]. Made by [`Coordinator::transact_write_items`].
-#[derive(Debug, Clone)]
-pub struct TransactWriteItems<'a> {
-    coordinator: &'a Coordinator,
-    items: Vec<TransactWriteItem>,
-    token: Option<String>,
-    parent: Option<(String, HashMap<String, AttributeValue>)>,
-    lock_wait_seconds: Option<Option<u64>>,
-    deadline_seconds: Option<u64>,
-}
-
-impl Coordinator {
-    /// A transaction of any number of the SDK's `TransactWriteItem`s, built as `client.transact_write_items()` builds
-    /// one:
-    ///
-    /// ```no_run
-    /// # async fn example(saga: dynamo_saga::Coordinator) -> Result<(), dynamo_saga::TxError> {
-    /// use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
-    ///
-    /// let mut tx = saga.transact_write_items().client_request_token("order-1001");
-    /// for i in 0..250 {
-    ///     let update = Update::builder()
-    ///         .table_name("Inventory")
-    ///         .key("pk", AttributeValue::S(format!("widget-{i}")))
-    ///         .update_expression("SET #s = :sold")
-    ///         .condition_expression("#s = :available")
-    ///         .expression_attribute_names("#s", "status")
-    ///         .expression_attribute_values(":sold", AttributeValue::S("SOLD".into()))
-    ///         .expression_attribute_values(":available", AttributeValue::S("AVAILABLE".into()))
-    ///         .build()
-    ///         .expect("table, key and update expression are set");
-    ///     tx = tx.transact_items(TransactWriteItem::builder().update(update).build());
-    /// }
-    /// let committed = tx.send().await?;
-    /// println!("{} committed {} actions", committed.transaction_id, committed.actions);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn transact_write_items(&self) -> TransactWriteItems<'_> {
-        TransactWriteItems {
-            coordinator: self,
-            items: Vec::new(),
-            token: None,
-            parent: None,
-            lock_wait_seconds: None,
-            deadline_seconds: None,
-        }
-    }
-}
-
-impl<'a> TransactWriteItems<'a> {
-    /// Appends one action, as the SDK's `transact_items` does.
-    pub fn transact_items(mut self, item: TransactWriteItem) -> Self {
-        self.items.push(item);
-        self
-    }
-
-    /// Replaces the actions, as the SDK's `set_transact_items` does.
-    pub fn set_transact_items(mut self, items: Option<Vec<TransactWriteItem>>) -> Self {
-        self.items = items.unwrap_or_default();
-        self
-    }
-
-    /// The idempotency token: the same token and request run once, as with DynamoDB's `ClientRequestToken` (which
-    /// DynamoDB keeps 10 minutes; dynamo-saga keeps it as long as the transaction's records).
-    pub fn client_request_token(mut self, token: impl Into<String>) -> Self {
-        self.token = Some(token.into());
-        self
-    }
-
-    /// The `Parent` item: transactions naming the same parent run one at a time, in the order they arrive.
-    pub fn parent(mut self, table_name: impl Into<String>, key: HashMap<String, AttributeValue>) -> Self {
-        self.parent = Some((table_name.into(), key));
-        self
-    }
-
-    /// `Options.LockWaitSeconds`: how long to wait for another transaction's lock before cancelling with
-    /// `TransactionConflict`; `None` waits until the deadline.
-    pub fn lock_wait_seconds(mut self, seconds: Option<u64>) -> Self {
-        self.lock_wait_seconds = Some(seconds);
-        self
-    }
-
-    /// `Options.DeadlineSeconds`: a transaction still pending this long after it began is rolled back.
-    pub fn deadline_seconds(mut self, seconds: u64) -> Self {
-        self.deadline_seconds = Some(seconds);
-        self
-    }
-
-    /// The request in DynamoDB JSON, as the CLI, the API and the state machine take it. Errors with
-    /// `ValidationError` naming the action when an item sets no action, or more than one.
-    pub fn to_request(&self) -> Result<Value, TxError> {
-        let items =
-            self.items.iter().enumerate().map(|(i, item)| action_json(item).map_err(|m| TxError::invalid(Some(i), m)));
-        let mut request = Map::new();
-        request.insert("TransactItems".into(), Value::Array(items.collect::<Result<_, _>>()?));
-        if let Some(token) = &self.token {
-            request.insert("ClientRequestToken".into(), Value::String(token.clone()));
-        }
-        if let Some((table, key)) = &self.parent {
-            request.insert("Parent".into(), json!({"TableName": table, "Key": value::item_to_json(key)}));
-        }
-        let mut options = Map::new();
-        if let Some(wait) = self.lock_wait_seconds {
-            options.insert("LockWaitSeconds".into(), wait.map_or(Value::Null, Value::from));
-        }
-        if let Some(deadline) = self.deadline_seconds {
-            options.insert("DeadlineSeconds".into(), Value::from(deadline));
-        }
-        if !options.is_empty() {
-            request.insert("Options".into(), Value::Object(options));
-        }
-        Ok(Value::Object(request))
-    }
-
-    /// Runs the transaction to its end ([`Coordinator::run`]). A cancellation is `TxError::Canceled`, whose
-    /// [`Cancellation::to_sdk`] is the SDK's `TransactionCanceledException`.
-    pub async fn send(self) -> Result<Committed, TxError> {
-        let request = self.to_request()?;
-        self.coordinator.run(&request).await
-    }
-}
-
 /// One action in DynamoDB JSON: the one of `ConditionCheck`, `Put`, `Delete` and `Update` the item sets.
-fn action_json(item: &TransactWriteItem) -> Result<Value, String> {
+pub(crate) fn action_json(item: &TransactWriteItem) -> Result<Value, String> {
     let mut set = Vec::new();
     if let Some(c) = item.condition_check() {
         let mut b = common(c.table_name(), c.expression_attribute_names(), c.expression_attribute_values());

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
 use crate::constants::*;
-use crate::coordinator::Coordinator;
+use crate::drive::Driver;
 use crate::error::TxError;
 use crate::records::{self, Decision, TxState};
 use crate::store::{Meter, Store};
@@ -200,8 +200,8 @@ impl Sweeper {
             }
             None => {
                 let left = self.budget.saturating_sub(started.elapsed());
-                let coordinator = Coordinator::new(self.store.clone());
-                let outcome = match tokio::time::timeout(left, coordinator.drive(id)).await {
+                let driver = Driver::new(self.store.clone());
+                let outcome = match tokio::time::timeout(left, driver.drive(id)).await {
                     Ok(Ok(done)) => format!("{:?}", done.state),
                     Ok(Err(TxError::Canceled(_) | TxError::Aborted(_))) => "RolledBack".to_string(),
                     Ok(Err(e)) => return Err(e),
