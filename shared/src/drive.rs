@@ -308,16 +308,7 @@ impl Driver {
             Some(ref h) if h.id > me.id && c.action.is_some() => {
                 info!(tx_id = %me.id, holder = %h.id, "rolling back a younger transaction that holds our lock");
                 let d = Decision::wound(&me.id, Box::pin(self.action_of(&m, &h.id, c)).await?, &c.item);
-                Box::pin(records::decide_rollback(
-                    s,
-                    &m,
-                    &h.id,
-                    Some(if c.locked { holder_attempt } else { h.attempt }),
-                    &d,
-                ))
-                .await?;
-                self.help(&h.id, help_budget).await?;
-                return Ok(Resolution::Retry);
+                return self.roll_back_holder(&m, h, c, holder_attempt, &d, help_budget).await;
             }
             Some(ref h) => {
                 let (version, lease_ms) = watched.unwrap_or_default();
@@ -347,16 +338,7 @@ impl Driver {
                             ),
                         ),
                     };
-                    Box::pin(records::decide_rollback(
-                        s,
-                        &m,
-                        &h.id,
-                        Some(if c.locked { holder_attempt } else { h.attempt }),
-                        &d,
-                    ))
-                    .await?;
-                    self.help(&h.id, help_budget).await?;
-                    return Ok(Resolution::Retry);
+                    return self.roll_back_holder(&m, h, c, holder_attempt, &d, help_budget).await;
                 }
             }
             // A parent lock held by someone outside this protocol: only waiting helps.
@@ -391,6 +373,23 @@ impl Driver {
             action: c.action,
             item: c.item.clone(),
         }))
+    }
+
+    /// Decides the holder's attempt rolled back with `d` (the attempt its lock names, or for a queue row its current
+    /// one), then helps it to the end of that attempt.
+    async fn roll_back_holder(
+        &self,
+        m: &Meter,
+        h: &Header,
+        c: &Contention,
+        holder_attempt: u32,
+        d: &Decision,
+        help_budget: Option<Duration>,
+    ) -> Result<Resolution, TxError> {
+        let attempt = if c.locked { holder_attempt } else { h.attempt };
+        Box::pin(records::decide_rollback(&self.store, m, &h.id, Some(attempt), d)).await?;
+        self.help(&h.id, help_budget).await?;
+        Ok(Resolution::Retry)
     }
 
     /// Gives up waiting: decides this attempt of `me` rolled back with `TransactionConflict` on each contended action
