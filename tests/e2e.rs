@@ -842,3 +842,90 @@ async fn the_api_runs_what_it_is_sent_intact_and_refuses_bad_bodies() {
         cases.len()
     ));
 }
+
+/// When a refusal still happens, through the API: an index added after lock checked the writes makes DynamoDB refuse
+/// one committed write at apply; the execution `POST /transactions/{id}/resume` starts fails `RecoveryNeeded`, and
+/// `GET /transactions/{id}` names the refused write and DynamoDB's message. Once the index is gone, resuming again
+/// applies it, exactly once, and finishes the transaction.
+#[tokio::test]
+async fn a_refused_write_is_shown_by_the_status_api_and_resumed_through_the_api_once_mended() {
+    use dynamo_saga::Coordinator;
+    let env = Env::on_stack("resume").await;
+    let st = stack().await;
+    let sfn = st.sfn_client();
+    let keys: Vec<String> = (0..101).map(|i| format!("r{i:03}")).collect();
+    harness::put_all(&env.client, &env.a, keys.iter().map(|k| json!({"pk": sv(k), "n": nv(0)}))).await;
+    let items: Vec<Value> = keys
+        .iter()
+        .map(|k| {
+            let set = if k == "r050" { "SET g = :one ADD n :one" } else { "ADD n :one" };
+            json!({"Update": {"TableName": env.a, "Key": {"pk": sv(k)}, "UpdateExpression": set,
+                "ExpressionAttributeValues": {":one": nv(1)}}})
+        })
+        .collect();
+    let begun = st.invoke("saga-begin", &json!({"TransactItems": items})).await.expect("begins");
+    let id = begun["TransactionId"].as_str().unwrap().to_string();
+    Coordinator::new(env.store.clone()).drive_locks(&id).await.expect("lock checks every write as the table is");
+    harness::add_string_index(&env.client, &env.a, "by-g", "g").await;
+
+    let api = |method: &str, resource: &str| {
+        let event = json!({"httpMethod": method, "resource": resource, "path": resource.replace("{id}", &id),
+            "pathParameters": {"id": id}, "body": null});
+        let function = if method == "GET" { "saga-status" } else { "saga-stage" };
+        async move {
+            let out = st.invoke(function, &event).await.expect("the API answers");
+            (out["statusCode"].as_u64().unwrap(), serde_json::from_str::<Value>(out["body"].as_str().unwrap()).unwrap())
+        }
+    };
+    let ended = |arn: String| {
+        let sfn = sfn.clone();
+        async move {
+            for _ in 0..600 {
+                let d = sfn.describe_execution().execution_arn(&arn).send().await.unwrap();
+                if d.status().as_str() != "RUNNING" {
+                    return (
+                        d.status().as_str().to_string(),
+                        d.error().unwrap_or("").to_string(),
+                        d.cause().unwrap_or("").to_string(),
+                    );
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            panic!("{arn} still runs after 2 minutes");
+        }
+    };
+
+    let (code, out) = api("POST", "/transactions/{id}/resume").await;
+    assert_eq!(code, 200, "{out}");
+    let arn = out["ExecutionArn"].as_str().expect("an execution started").to_string();
+    assert!(arn.contains(&format!(":resume-{id}-")), "{arn}");
+    let (status, error, cause) = ended(arn).await;
+    assert_eq!((status.as_str(), error.as_str()), ("FAILED", "RecoveryNeeded"), "{cause}");
+    assert!(cause.contains("ApplyRejected"), "{cause}");
+    let (code, s) = api("GET", "/transactions/{id}").await;
+    assert_eq!((code, s["State"].as_str(), s["Finished"].as_bool()), (200, Some("COMMITTED"), Some(false)), "{s}");
+    assert!(s["Refused"]["Action"].as_str().unwrap().contains("r050"), "{s}");
+    assert!(!s["Refused"]["Message"].as_str().unwrap().is_empty(), "{s}");
+    let raw = env.get(&env.a, json!({"pk": sv("r050")})).await.unwrap();
+    assert_eq!(raw["n"], nv(0), "the refused write is not applied: {raw}");
+    assert_eq!(env.get(&env.a, json!({"pk": sv("r000")})).await.unwrap()["n"], nv(1), "the rest is");
+
+    harness::drop_index(&env.client, &env.a, "by-g").await;
+    let (code, out) = api("POST", "/transactions/{id}/resume").await;
+    assert_eq!(code, 200, "{out}");
+    let (status, error, cause) = ended(out["ExecutionArn"].as_str().unwrap().to_string()).await;
+    assert_eq!(status, "SUCCEEDED", "{error} {cause}");
+    let (_, s) = api("GET", "/transactions/{id}").await;
+    assert_eq!(
+        (s["State"].as_str(), s["Finished"].as_bool(), s.get("Refused")),
+        (Some("COMMITTED"), Some(true), None),
+        "{s}"
+    );
+    for k in &keys {
+        assert_eq!(env.get(&env.a, json!({"pk": sv(k)})).await.unwrap()["n"], nv(1), "{k} applied once");
+    }
+    // A finished transaction has nothing to resume: no execution starts.
+    let (code, out) = api("POST", "/transactions/{id}/resume").await;
+    assert_eq!((code, out.get("ExecutionArn")), (200, None), "{out}");
+    env.assert_clean().await;
+}

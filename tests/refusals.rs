@@ -689,3 +689,64 @@ async fn the_precommit_check_stops_a_write_no_rule_of_the_library_refuses() {
         }
     }
 }
+
+/// When a refusal still happens: an index added after lock checked the writes (its key a string, which one update
+/// then sets to a number) makes DynamoDB refuse that committed write at apply. The rest is applied, the refused item
+/// keeps its lock, a committed read of it shows the committed write, and the status names the write and DynamoDB's
+/// message. Once the index is gone, resuming the transaction (what `dynamo-saga resume` does in-process) applies the
+/// write exactly once and finishes it.
+#[tokio::test]
+async fn an_index_added_after_lock_is_refused_at_apply_shown_by_status_and_resumed_once_mended() {
+    use dynamo_saga::phase::begin;
+    use dynamo_saga::read::{self, Isolation};
+    use dynamo_saga::status::status;
+    use dynamo_saga::{Config, TxState};
+    use harness::{nv, sv};
+
+    let env = Env::with("late-index", |c| Config { direct: false, ..c }).await;
+    for k in ["k0", "k1", "k2"] {
+        env.put(&env.a, json!({"pk": sv(k), "n": nv(0)})).await;
+    }
+    let add = |k: &str, set: &str| {
+        json!({"Update": {"TableName": env.a, "Key": {"pk": sv(k)}, "UpdateExpression": format!("ADD n :one{set}"),
+            "ExpressionAttributeValues": {":one": nv(1)}}})
+    };
+    let mut refused = add("k1", " SET g = :one");
+    refused["Update"]["UpdateExpression"] = json!("SET g = :one ADD n :one");
+    let request = json!({"TransactItems": [add("k0", ""), refused, add("k2", "")]});
+    let id = begin::begin(&env.store, &request).await.unwrap().transaction_id;
+    let saga = Coordinator::new(env.store.clone());
+    saga.drive_locks(&id).await.expect("lock checks every write against the table as it is");
+
+    harness::add_string_index(&env.client, &env.a, "by-g", "g").await;
+    let e = saga.drive(&id).await.unwrap_err();
+    let TxError::ApplyRejected { action, message, .. } = &e else { panic!("{e:?}") };
+    assert!(action.contains("k1"), "{e}");
+    let s = status(&env.store, &id).await.unwrap();
+    assert_eq!((s.state, s.finished), (TxState::Committed, false));
+    let r = s.refused.expect("the status names the refused write");
+    assert_eq!((r.action.as_str(), r.message.as_str()), (action.as_str(), message.as_str()));
+    let n_of = |item: Option<dynamo_saga::value::Item>| item.and_then(|i| i.get("n").cloned());
+    for (k, n) in [("k0", "1"), ("k1", "0"), ("k2", "1")] {
+        let raw = env.get(&env.a, json!({"pk": sv(k)})).await.unwrap();
+        assert_eq!(raw["n"], json!({"N": n}), "{k}: the rest is applied, the refused write is not: {raw}");
+    }
+    let key = dynamo_saga::value::item_from_json(&json!({"pk": sv("k1")})).unwrap();
+    // A committed read shows the committed write, evaluated as lock checked it.
+    let read = read::get_item(&env.store, &env.a, key.clone(), Isolation::Committed).await.unwrap().unwrap();
+    assert_eq!((read["n"].as_n().unwrap().as_str(), read["g"].as_n().unwrap().as_str()), ("1", "1"), "{read:?}");
+    // A second try meets the same refusal and applies nothing twice.
+    assert!(matches!(saga.drive(&id).await, Err(TxError::ApplyRejected { .. })));
+
+    harness::drop_index(&env.client, &env.a, "by-g").await;
+    let done = saga.drive(&id).await.expect("resumed once mended, it commits");
+    assert_eq!(done.state, TxState::Committed);
+    let s = status(&env.store, &id).await.unwrap();
+    assert!(s.finished && s.refused.is_none(), "{s:?}");
+    for k in ["k0", "k1", "k2"] {
+        let key = dynamo_saga::value::item_from_json(&json!({"pk": sv(k)})).unwrap();
+        let item = read::get_item(&env.store, &env.a, key, Isolation::Committed).await.unwrap();
+        assert_eq!(n_of(item), Some(aws_sdk_dynamodb::types::AttributeValue::N("1".into())), "{k}: applied once");
+    }
+    env.assert_clean().await;
+}

@@ -292,6 +292,7 @@ def main():
         expect("SweeperFunction", event("sweeper.json"), ok_with("Examined", "Failed"), "sweeper.json")
         expect("StageFunction", event("api-stage-create.json"), http_status(201), "api-stage-create.json")
         expect("StatusFunction", event("api-get-status.json"), http_status(404), "api-get-status.json (a sample id)")
+        expect("StageFunction", event("api-resume.json"), http_status(404), "api-resume.json (a sample id)")
         expect("BeginFunction", event("begin.json"), ok_with("TransactionId"), "begin.json again (the same token)")
 
     print(f"{'function':<18} {'bootstrap':>11} {'zip':>11} {'init ms (least)':>16} {'invoke ms (least)':>18}")

@@ -19,7 +19,7 @@ use dynamo_saga::read::{self, Isolation};
 use dynamo_saga::status::{self, Status};
 use dynamo_saga::sweeper::{StateMachine, Sweeper};
 use dynamo_saga::value::{item_from_json, item_to_json};
-use dynamo_saga::{phase, stage, Config, Coordinator, Store, TxError, TxState};
+use dynamo_saga::{phase, stage, start, Config, Coordinator, Store, TxError, TxState};
 use serde_json::{json, Value};
 
 /// Submit a transaction and follow it, read its status, read an item at an isolation level, or sweep.
@@ -71,6 +71,18 @@ enum Command {
         /// committed, uncommitted or read-lock.
         #[arg(long, default_value = "committed", value_parser = Isolation::from_str)]
         isolation: Isolation,
+    },
+    /// Carry an open transaction on to its end: in this process, or in a new execution of the state machine when one
+    /// is given (or SAGA_STATE_MACHINE_ARN is set). After ApplyRejected, mend what `status` shows as refused first.
+    Resume {
+        /// The transaction id.
+        id: String,
+        /// Start a new execution of this state machine (default: SAGA_STATE_MACHINE_ARN) and return.
+        #[arg(long, value_name = "ARN", conflicts_with = "in_process")]
+        state_machine: Option<String>,
+        /// Drive it in this process even when a state machine is set.
+        #[arg(long)]
+        in_process: bool,
     },
     /// Finish abandoned transactions once, as the scheduled sweeper does.
     Sweep {
@@ -197,6 +209,10 @@ fn print_status(json: bool, s: &Status) {
     }
     if let Some(arn) = &s.execution_arn {
         println!("  execution {arn}");
+    }
+    if let Some(r) = &s.refused {
+        println!("  DynamoDB refused to apply {} (batch {}): {}", r.action, r.batch, r.message);
+        println!("  the item stays locked: mend what DynamoDB refuses, then `dynamo-saga resume {}`", s.transaction_id);
     }
     if let Some(c) = &s.cancellation {
         println!("  {}", c.message);
@@ -431,6 +447,32 @@ async fn show_status(a: &Args, id: &str) -> Result<i32, Failure> {
     Ok(0)
 }
 
+async fn resume(a: &Args, id: &str, state_machine_arn: Option<&str>, in_process: bool) -> Result<i32, Failure> {
+    status::check_id(id)?;
+    let store = store(a).await?;
+    let sm = if in_process { None } else { state_machine(state_machine_arn).await };
+    if let Some(sm) = sm {
+        let resumed = start::resume(&store, &sm, id).await?;
+        if a.json {
+            print_json(&serde_json::to_value(&resumed).expect("resumed"));
+        } else {
+            match &resumed.execution_arn {
+                Some(arn) => println!("transaction {id}: {}, resumed by execution {arn}", resumed.state.as_str()),
+                None => println!("transaction {id}: {}, finished: nothing to resume", resumed.state.as_str()),
+            }
+        }
+        return Ok(0);
+    }
+    let outcome = Coordinator::new(store.clone()).drive(id).await;
+    let s = status::status(&store, id).await?;
+    print_status(a.json, &s);
+    match outcome {
+        Ok(_) => Ok(0),
+        Err(TxError::Canceled(_) | TxError::Aborted(_)) => Ok(1),
+        Err(e) => Err(e.into()),
+    }
+}
+
 async fn get(a: &Args, table: &str, key: &str, isolation: Isolation) -> Result<i32, Failure> {
     let bad_key = |m: String| Failure(2, m);
     let key: Value = serde_json::from_str(key).map_err(|e| bad_key(format!("KEY is not valid JSON: {e}")))?;
@@ -488,6 +530,9 @@ async fn run(a: Args) -> Result<i32, Failure> {
             submit(&a, file, state_machine.as_deref(), *in_process, *no_follow).await
         }
         Command::Status { id } => show_status(&a, id).await,
+        Command::Resume { id, state_machine, in_process } => {
+            resume(&a, id, state_machine.as_deref(), *in_process).await
+        }
         Command::Get { item_table, key, isolation } => get(&a, item_table, key, *isolation).await,
         Command::Sweep { older_than, max, state_machine } => {
             sweep(&a, *older_than, *max, state_machine.as_deref()).await

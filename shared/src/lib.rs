@@ -168,6 +168,6 @@ pub use config::Config;
 pub use coordinator::{Committed, Coordinator, TransactWriteItems};
 pub use error::{Cancellation, CancellationReason, TxError};
 pub use phase::{Outcome, Report};
-pub use records::{Header, TxState};
+pub use records::{Attempt, Header, Refusal, TxState};
 
 pub use store::{Store, Usage};

@@ -301,6 +301,23 @@ pub struct Header {
     /// The attempts rolled back and followed by another, oldest first.
     #[serde(default)]
     pub attempts: Vec<Attempt>,
+    /// The last write of this committed transaction DynamoDB refused to apply, when one was.
+    #[serde(default)]
+    pub refused: Option<Refusal>,
+}
+
+/// A committed write DynamoDB refused at apply (`ApplyRejected`): the item keeps its lock until the write is applied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Refusal {
+    /// The batch that holds it.
+    pub batch: usize,
+    /// The action: its place in the request, its kind, table and key.
+    pub action: String,
+    /// DynamoDB's message.
+    pub message: String,
+    /// When it was refused (ms since the epoch).
+    pub at_ms: u64,
 }
 
 impl Header {
@@ -385,6 +402,7 @@ impl Header {
                 .transpose()
                 .map_err(|_| bad(H_ATTEMPTS))?
                 .unwrap_or_default(),
+            refused: s(H_REFUSED).map(|r| serde_json::from_str(&r)).transpose().map_err(|_| bad(H_REFUSED))?,
             id,
         })
     }
@@ -398,6 +416,8 @@ fn first_protocol() -> u32 {
 pub const H_LOCK_WAIT: &str = "lockWaitSeconds";
 /// Header: write requests made, summed over phase runs.
 pub const H_WRITES: &str = "ddbWrites";
+/// Header: the last committed write DynamoDB refused to apply ([`Refusal`], JSON).
+pub const H_REFUSED: &str = "refused";
 
 pub fn header_key(tx_id: &str) -> Item {
     HashMap::from([(TX_PK.to_string(), s(tx_id)), (TX_SK.to_string(), s(SK_HEADER))])
@@ -685,4 +705,18 @@ pub(crate) fn stamp_usage(header: &mut Item, m: &Meter) {
 pub(crate) async fn put_header(store: &Store, m: &Meter, mut header: Item) -> Result<bool, TxError> {
     stamp_usage(&mut header, m);
     Ok(matches!(store.put_record_if_absent(m, header, None).await?, Written::Done(_)))
+}
+
+/// Records on the committed header that DynamoDB refused to apply `action` of `batch`, for `status` and the runbook.
+pub async fn note_refusal(
+    store: &Store,
+    m: &Meter,
+    h: &Header,
+    batch: usize,
+    action: &str,
+    message: &str,
+) -> Result<(), TxError> {
+    let r = Refusal { batch, action: action.to_string(), message: message.to_string(), at_ms: now_ms() };
+    let r = serde_json::to_string(&r).expect("a refusal serialises");
+    update_header(store, m, &h.id, TxState::Committed, &[(H_REFUSED, s(r))], None, &m.usage()).await.map(|_| ())
 }

@@ -86,11 +86,47 @@ pub async fn start(store: &Store, sm: &StateMachine, body: &Value) -> Result<Sta
             let detail = aws_sdk_sfn::error::DisplayErrorContext(&e);
             let message =
                 format!("transaction {id} is begun, but StartExecution failed (call again to start it): {detail}");
-            match e.code() {
-                Some("ThrottlingException" | "ExecutionLimitExceeded") => Err(TxError::Throttled(message)),
-                _ => Err(TxError::Internal(message)),
-            }
+            Err(start_failed(e.code(), message))
         }
+    }
+}
+
+/// Resumes transaction `tx_id` in a new execution of `sm` (named `resume-<id>-<ULID>`), for a transaction whose
+/// execution ended before it did: after `RecoveryNeeded`, once what DynamoDB refused is mended (its status's
+/// `Refused`), or to finish it sooner than the sweeper would. Every phase is safe to run from several executions at
+/// once, so resuming one whose execution still runs costs calls, nothing else. A transaction that has finished starts
+/// nothing and answers its state.
+pub async fn resume(store: &Store, sm: &StateMachine, tx_id: &str) -> Result<Started, TxError> {
+    let h = records::read_header(store, &Meter::default(), tx_id).await?;
+    if h.finished() {
+        return Ok(Started { transaction_id: h.id, execution_arn: None, state: h.state });
+    }
+    let name = format!("resume-{tx_id}-{}", ulid::Ulid::new());
+    let sent = sm
+        .client
+        .start_execution()
+        .state_machine_arn(&sm.arn)
+        .name(&name)
+        .input(json!({ "TransactionId": tx_id }).to_string())
+        .send()
+        .await;
+    match sent {
+        Ok(out) => {
+            Ok(Started { transaction_id: h.id, execution_arn: Some(out.execution_arn().to_string()), state: h.state })
+        }
+        Err(e) => {
+            let message =
+                format!("StartExecution failed (call again): {}", aws_sdk_sfn::error::DisplayErrorContext(&e));
+            Err(start_failed(e.code(), message))
+        }
+    }
+}
+
+/// A `StartExecution` that failed: `Throttled` when Step Functions asks to slow down, which callers retry.
+fn start_failed(code: Option<&str>, message: String) -> TxError {
+    match code {
+        Some("ThrottlingException" | "ExecutionLimitExceeded") => TxError::Throttled(message),
+        _ => TxError::Internal(message),
     }
 }
 

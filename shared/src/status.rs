@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Cancellation, TxError};
 use crate::phase::resume::{next_step, Step};
-use crate::records::{self, Attempt, Header, TxState};
+use crate::records::{self, Attempt, Header, Refusal, TxState};
 use crate::store::{Meter, Store, Usage};
 
 /// Batches done by each phase, out of [`Status::batches`].
@@ -69,6 +69,10 @@ pub struct Status {
     pub execution_arn: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client_request_token: Option<String>,
+    /// The committed write DynamoDB refused to apply (`ApplyRejected`), while it stays unapplied: mend what it
+    /// refuses, then resume the transaction (docs/operations.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<Refusal>,
 }
 
 impl From<&Header> for Status {
@@ -102,15 +106,25 @@ impl From<&Header> for Status {
             elapsed_ms: end.saturating_sub(h.created_at),
             execution_arn: h.execution_arn.clone(),
             client_request_token: h.client_request_token.clone(),
+            refused: h
+                .refused
+                .clone()
+                .filter(|r| h.state == TxState::Committed && !h.finished() && h.applied <= r.batch),
         }
     }
 }
 
-/// The status of transaction `tx_id`; `TransactionNotFound` when there is none (or its records have expired).
-pub async fn status(store: &Store, tx_id: &str) -> Result<Status, TxError> {
+/// `ValidationError` unless `tx_id` has the shape of a transaction id (a ULID: 26 letters and digits).
+pub fn check_id(tx_id: &str) -> Result<(), TxError> {
     if tx_id.len() != 26 || !tx_id.chars().all(|c| c.is_ascii_alphanumeric()) {
         return Err(TxError::invalid(None, format!("{tx_id:?} is not a transaction id (26 letters and digits)")));
     }
+    Ok(())
+}
+
+/// The status of transaction `tx_id`; `TransactionNotFound` when there is none (or its records have expired).
+pub async fn status(store: &Store, tx_id: &str) -> Result<Status, TxError> {
+    check_id(tx_id)?;
     let h = records::read_header(store, &Meter::default(), tx_id).await?;
     Ok(Status::from(&h))
 }

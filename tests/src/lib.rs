@@ -389,6 +389,59 @@ pub async fn create_table(client: &Client, name: &str, keys: &[(&str, &str)]) {
     req.send().await.unwrap();
 }
 
+/// Adds to `table` a global secondary index `index` keyed by the string attribute `attr`: a change of the table after
+/// lock checked a transaction's writes, which DynamoDB then judges at apply.
+pub async fn add_string_index(client: &Client, table: &str, index: &str, attr: &str) {
+    use aws_sdk_dynamodb::types::{
+        CreateGlobalSecondaryIndexAction, GlobalSecondaryIndexUpdate, Projection, ProjectionType,
+    };
+    let create = CreateGlobalSecondaryIndexAction::builder()
+        .index_name(index)
+        .key_schema(KeySchemaElement::builder().attribute_name(attr).key_type(KeyType::Hash).build().unwrap())
+        .projection(Projection::builder().projection_type(ProjectionType::KeysOnly).build())
+        .build()
+        .unwrap();
+    client
+        .update_table()
+        .table_name(table)
+        .attribute_definitions(
+            AttributeDefinition::builder().attribute_name(attr).attribute_type(ScalarAttributeType::S).build().unwrap(),
+        )
+        .global_secondary_index_updates(GlobalSecondaryIndexUpdate::builder().create(create).build())
+        .send()
+        .await
+        .unwrap();
+    wait_for_index(client, table, index, true).await;
+}
+
+/// Waits until index `index` of `table` is active (`present`) or gone.
+async fn wait_for_index(client: &Client, table: &str, index: &str, present: bool) {
+    for _ in 0..600 {
+        let t = client.describe_table().table_name(table).send().await.unwrap();
+        let gsi = t.table().map(|t| t.global_secondary_indexes()).unwrap_or_default();
+        let status = gsi.iter().find(|g| g.index_name() == Some(index)).and_then(|g| g.index_status().cloned());
+        match (present, status) {
+            (true, Some(aws_sdk_dynamodb::types::IndexStatus::Active)) | (false, None) => return,
+            _ => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+        }
+    }
+    panic!("index {index} of {table} is not {} after a minute", if present { "active" } else { "gone" });
+}
+
+/// Removes global secondary index `index` from `table`.
+pub async fn drop_index(client: &Client, table: &str, index: &str) {
+    use aws_sdk_dynamodb::types::{DeleteGlobalSecondaryIndexAction, GlobalSecondaryIndexUpdate};
+    let delete = DeleteGlobalSecondaryIndexAction::builder().index_name(index).build().unwrap();
+    client
+        .update_table()
+        .table_name(table)
+        .global_secondary_index_updates(GlobalSecondaryIndexUpdate::builder().delete(delete).build())
+        .send()
+        .await
+        .unwrap();
+    wait_for_index(client, table, index, false).await;
+}
+
 /// The transactions table as `template.yaml` defines it: `id` + `sk`, and the sparse open-transactions index.
 pub async fn create_tx_table(client: &Client, name: &str) {
     let key = |n: &str, t: KeyType| KeySchemaElement::builder().attribute_name(n).key_type(t).build().unwrap();

@@ -6,6 +6,10 @@
 //!   execution starts; a call repeated with the same `ClientRequestToken` gets the same two. `GET /transactions/{id}`
 //!   then tells how it goes. Needs `SAGA_STATE_MACHINE_ARN`.
 //!
+//! - `POST /transactions/{id}/resume`: starts a new execution for a transaction whose execution ended before it did
+//!   (after `RecoveryNeeded`, once what DynamoDB refused is mended: `GET /transactions/{id}` shows it as `Refused`).
+//!   200 `{"TransactionId", "ExecutionArn", "State"}`; for a finished transaction, no `ExecutionArn`.
+//!
 //! Staging, for transactions larger than one request:
 //!
 //! - `POST /transactions/staged` with `{"ClientRequestToken"?, "Parent"?, "Options"?}`: 201 `{"TransactionId"}`.
@@ -61,6 +65,16 @@ async fn route(store: &Store, runner: Option<&StateMachine>, event: &Value) -> R
             }
             let started = start::start(store, runner, &body).await?;
             Ok((200, serde_json::to_value(started).expect("serialisable")))
+        }
+        ("POST", "/transactions/{id}/resume") => {
+            let id = param("id");
+            // An id that names no transaction is 404 whatever else is wrong.
+            dynamo_saga::status::status(store, &id).await?;
+            let runner = runner.ok_or_else(|| {
+                TxError::Internal("SAGA_STATE_MACHINE_ARN is not set: this function cannot start executions".into())
+            })?;
+            let resumed = start::resume(store, runner, &id).await?;
+            Ok((200, serde_json::to_value(resumed).expect("serialisable")))
         }
         ("POST", "/transactions/staged") => {
             let id = stage::create(store, &body).await?;

@@ -138,6 +138,7 @@ async fn apply_committed(store: &Store, m: Meter, h: Header, batch: usize) -> Re
             1 => message.clone(),
             k => format!("{message} (and {} more actions of batch {batch})", k - 1),
         };
+        crate::records::note_refusal(store, &m, &h, batch, action, &message).await?;
         return Err(TxError::ApplyRejected { tx_id: h.id.clone(), action: action.clone(), message });
     }
     let outcome = progress(store, &m, &h, H_APPLIED, batch + 1).await?.unwrap_or(Outcome::Done);
