@@ -114,6 +114,7 @@
 //! - `expr`: a parser for condition and update expressions, so bad expressions are rejected before any write.
 //! - `eval`: an evaluator of update expressions: whether DynamoDB accepts an update, and the item it stores.
 //! - `judge`: DynamoDB's own verdict on writes, asked without writing.
+//! - `pace`: how many DynamoDB writes a process keeps in flight, halved when DynamoDB throttles.
 //! - `store`: every DynamoDB call, with capacity accounting and test-only fault injection.
 //! - [`read`]: reads at the uncommitted and committed isolation levels, and a condition for writers outside the
 //!   protocol.
@@ -148,8 +149,8 @@ macro_rules! internal_modules {
 }
 
 internal_modules!(
-    billing, calls, constants, drive, eval, expr, items, judge, metrics, phase, plan, records, request, store, stored,
-    value
+    billing, calls, constants, drive, eval, expr, items, judge, metrics, pace, phase, plan, records, request, store,
+    stored, value
 );
 
 /// The Lambda functions' and the CLI's drivers (the state machine's Task contract, the staging API, the sweeper): only

@@ -24,6 +24,7 @@ use crate::config::Config;
 use crate::error::TxError;
 use crate::eval::IndexKey;
 use crate::request::TableSchema;
+use crate::pace::{Pace, Watch};
 use crate::value::{item_size, Item};
 
 /// DynamoDB calls and capacity one phase run used.
@@ -148,6 +149,8 @@ pub struct Store {
     indexes: Arc<Mutex<HashMap<String, Vec<billing::Index>>>>,
     faults: Option<Arc<Faults>>,
     billing: Option<Arc<Mutex<Bill>>>,
+    /// How many single-item writes may be in flight at once, adapted to throttling ([`Pace`]).
+    pace: Arc<Pace>,
 }
 
 /// What DynamoDB reported a call consumed (DynamoDB Local gives only the total).
@@ -178,7 +181,14 @@ fn map_err<E: ProvideErrorMetadata + std::fmt::Debug, R: std::fmt::Debug>(
 }
 
 impl Store {
+    /// A store on a client built elsewhere, as it is: its in-flight limit stays `SAGA_IN_FLIGHT`, since the client
+    /// does not tell it of throttling ([`Store::from_conf`] does).
     pub fn new(client: Client, cfg: Config) -> Self {
+        let pace = Pace::new(cfg.concurrency);
+        Self::paced(client, cfg, pace)
+    }
+
+    fn paced(client: Client, cfg: Config, pace: Arc<Pace>) -> Self {
         Self {
             client,
             cfg: Arc::new(cfg),
@@ -186,21 +196,38 @@ impl Store {
             indexes: Arc::default(),
             faults: None,
             billing: None,
+            pace,
         }
     }
 
-    /// A client from the standard AWS configuration chain (profile, region, `AWS_ENDPOINT_URL_DYNAMODB`), with the
-    /// SDK's standard retry mode given more attempts, since throttling is the one error worth retrying in place.
+    /// A client from the standard AWS configuration chain (profile, region, `AWS_ENDPOINT_URL_DYNAMODB`), set up as
+    /// [`Store::from_conf`] sets it up.
     pub async fn connect(cfg: Config) -> Self {
-        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(8))
-            .load()
-            .await;
-        let mut conf = aws_sdk_dynamodb::config::Builder::from(&sdk);
+        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
+        Self::from_conf(aws_sdk_dynamodb::config::Builder::from(&sdk), cfg)
+    }
+
+    /// A store whose client is built from `conf` the way throttling needs it: the SDK's standard retry mode (12
+    /// attempts) with a short, jittered first wait of up to 25 ms, doubling up to 5 s, so that a throttled write
+    /// costs tens of milliseconds rather than the default's second; and an in-flight limit that halves when DynamoDB
+    /// throttles and grows back to `SAGA_IN_FLIGHT` while calls succeed ([`Pace`]). With `SAGA_CALL_LOG` set, the
+    /// client also logs its calls ([`crate::calls`]).
+    pub fn from_conf(conf: aws_sdk_dynamodb::config::Builder, cfg: Config) -> Self {
+        let pace = Pace::new(cfg.concurrency);
+        let retry = aws_sdk_dynamodb::config::retry::RetryConfig::standard()
+            .with_max_attempts(12)
+            .with_initial_backoff(std::time::Duration::from_millis(25))
+            .with_max_backoff(std::time::Duration::from_secs(5));
+        let mut conf = conf.retry_config(retry).interceptor(Watch(pace.clone()));
         if let Some(log) = crate::calls::CallLog::from_env() {
             conf = conf.interceptor(log);
         }
-        Self::new(Client::from_conf(conf.build()), cfg)
+        Self::paced(Client::from_conf(conf.build()), cfg, pace)
+    }
+
+    /// The in-flight limit of this store's single-item writes, shared by its clones.
+    pub fn pace(&self) -> &Arc<Pace> {
+        &self.pace
     }
 
     /// A copy of this store that stops working (every call fails with [`TxError::InjectedFault`]) once it has sent
@@ -607,7 +634,10 @@ impl Store {
         self.before_write()?;
         let keys = [key];
         let before = self.probe(&keys).await?;
-        match send.await {
+        let slot = self.pace.slot().await;
+        let sent = send.await;
+        drop(slot);
+        match sent {
             Sent::Done(attributes, cc) => {
                 m.record(true, &cc);
                 self.charge_write(&keys, before, true, false, Some(reported(&cc))).await?;

@@ -93,13 +93,16 @@ pub async fn client() -> Client {
 
 /// A client for the DynamoDB Local at `endpoint`.
 pub fn client_for(endpoint: &str) -> Client {
-    let conf = aws_sdk_dynamodb::Config::builder()
+    Client::from_conf(conf_for(endpoint).build())
+}
+
+/// The client settings of [`client_for`], for [`Store::from_conf`] to finish.
+pub fn conf_for(endpoint: &str) -> aws_sdk_dynamodb::config::Builder {
+    aws_sdk_dynamodb::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .endpoint_url(endpoint)
         .region(Region::new("us-east-1"))
         .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
-        .build();
-    Client::from_conf(conf)
 }
 
 /// One test's world: its own transactions table and two data tables, `a` (pk) and `b` (pk + sk).
