@@ -244,6 +244,21 @@ impl Stack {
         crate::sfn_api::client_for(&self.sfn)
     }
 
+    /// Waits (up to 2 minutes) for execution `arn` of the local Step Functions endpoint to end: its status, output,
+    /// error and cause.
+    pub async fn ended(&self, arn: &str) -> (String, String, String, String) {
+        let sfn = self.sfn_client();
+        for _ in 0..600 {
+            let d = sfn.describe_execution().execution_arn(arn).send().await.unwrap();
+            if d.status().as_str() != "RUNNING" {
+                let text = |t: Option<&str>| t.unwrap_or("").to_string();
+                return (d.status().as_str().to_string(), text(d.output()), text(d.error()), text(d.cause()));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        panic!("{arn} still runs after 2 minutes");
+    }
+
     /// Invokes a function through the local Lambda Invoke API, as `aws lambda invoke` or `sam local invoke` would.
     pub async fn invoke(&self, function: &str, payload: &Value) -> Result<Value, FunctionError> {
         let url = format!("{}/2015-03-31/functions/{function}/invocations", self.lambda);
