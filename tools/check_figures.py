@@ -281,6 +281,10 @@ SUITE_LINES = [
     (r"the API \(POST /transactions, Lambda proxy\): a (?P<bodyKB>\d+) KB body .*; (?P<invalidBodies>\d+) invalid bodies "
      r"answered 4xx, (?P<executions>\d+) executions started, (?P<writes>\d+) writes",
      lambda d: "api"),
+    (r"throttling: (?P<updates>\d+) updates in-process with a tenth of (?P<writes>\d+) writes throttled "
+     r"\((?P<throttled>\d+)\): committed, each item once; (?P<ms>\d+) ms against (?P<plainMs>\d+) ms unthrottled through "
+     r"the same proxy \((?P<ratio>[\d.]+)x\)",
+     lambda d: "throttling"),
     (r"update evaluator vs DynamoDB Local, refusals by kind: (?P<kinds>\{.*\})",
      lambda d: "eval"),
     (r"update evaluator vs DynamoDB Local: (?P<updates>\d+) random updates \(seed (?P<seed>\d+)\) in (?P<s>[\d.]+) s, "
@@ -297,7 +301,8 @@ SUITE_LINES = [
 # run together (two test binaries appending at once), and is split there.
 LINE_STARTS = ["10,000 actions through the state machine", "Begin carrying a request", "bad input through",
                "committed reads (", "concurrency: ", "crash crash-", "crash recovered by", "parity with native",
-               "refusal catalogue through", "shop (", "status API during", "the API (POST", "update evaluator vs",
+               "refusal catalogue through", "shop (", "status API during", "the API (POST", "throttling: ",
+               "update evaluator vs",
                "wound-wait: ", "writes near DynamoDB's limits"]
 SPLIT = re.compile(r"(?<=\S)(?=" + "|".join(re.escape(s) for s in LINE_STARTS) + ")")
 
