@@ -452,7 +452,7 @@ async fn resume(a: &Args, id: &str, state_machine_arn: Option<&str>, in_process:
     let store = store(a).await?;
     let sm = if in_process { None } else { state_machine(state_machine_arn).await };
     if let Some(sm) = sm {
-        let resumed = start::resume(&store, &sm, id).await?;
+        let resumed = start::resume(&store, Some(&sm), id).await?;
         if a.json {
             print_json(&serde_json::to_value(&resumed).expect("resumed"));
         } else {

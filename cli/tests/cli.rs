@@ -1,6 +1,6 @@
 //! The `dynamo-saga` command against the local stack: `submit` through the real state machine (behind a local
-//! Step Functions endpoint) and in-process, `status`, `get` at each isolation level, `sweep`, and bad arguments,
-//! each with its exit code.
+//! Step Functions endpoint) and in-process, `status`, `resume`, `get` at each isolation level, `sweep`, and bad
+//! arguments, each with its exit code.
 
 use std::process::Output;
 
@@ -309,5 +309,48 @@ async fn status_shows_the_attempts_and_who_rolled_back_each() {
     assert_eq!((s["State"].as_str(), s["Attempt"].as_u64()), (Some("COMMITTED"), Some(2)), "{s}");
     assert_eq!(s["Attempts"][0]["RolledBackBy"].as_str(), Some(older.as_str()), "{s}");
     assert_eq!(env.get(&env.a, json!({"pk": sv("w0")})).await.unwrap()["v"], nv(2));
+    env.assert_clean().await;
+}
+
+#[tokio::test]
+async fn resume_carries_an_open_transaction_on_in_process_and_through_the_state_machine() {
+    let env = Env::on_stack("cliresume").await;
+    let keys: Vec<String> = ["r0", "r1", "r2", "r3"].map(String::from).to_vec();
+    seed(&env, &keys).await;
+    let a = dynamo_saga::phase::begin::begin(&env.store, &updates(&env, &keys[..2])).await.unwrap().transaction_id;
+    let b = dynamo_saga::phase::begin::begin(&env.store, &updates(&env, &keys[2..])).await.unwrap().transaction_id;
+
+    // In this process: driven to its end, its status printed.
+    let out = cli(&env.tx_table, &["--json", "resume", &a, "--in-process"], None).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let s = stdout_json(&out);
+    assert_eq!((s["State"].as_str(), s["Finished"].as_bool()), (Some("COMMITTED"), Some(true)), "{s}");
+    // Finished: nothing to resume, no execution started.
+    let out = cli(&env.tx_table, &["--json", "resume", &a, "--state-machine", STATE_MACHINE_ARN], None).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout_json(&out).get("ExecutionArn"), None);
+
+    // Through the state machine: a new execution, named for resuming, which commits it.
+    let out = cli(&env.tx_table, &["--json", "resume", &b, "--state-machine", STATE_MACHINE_ARN], None).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let arn = stdout_json(&out)["ExecutionArn"].as_str().unwrap().to_string();
+    assert!(arn.contains(&format!(":resume-{b}-")), "{arn}");
+    let mut s = Value::Null;
+    for _ in 0..300 {
+        s = stdout_json(&cli(&env.tx_table, &["--json", "status", &b], None).await);
+        if s["Finished"] == true {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!((s["State"].as_str(), s["Finished"].as_bool()), (Some("COMMITTED"), Some(true)), "{s}");
+    for k in &keys {
+        assert_eq!(env.get(&env.a, json!({"pk": sv(k)})).await.unwrap()["v"], nv(1), "{k}");
+    }
+
+    let unknown = cli(&env.tx_table, &["resume", "01JDQ4W5Z3ZC4V8Y9B7Q2X1N6M"], None).await;
+    assert_eq!(unknown.status.code(), Some(3), "{}", stderr(&unknown));
+    let bad = cli(&env.tx_table, &["resume", "not-an-id"], None).await;
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
     env.assert_clean().await;
 }

@@ -29,6 +29,21 @@ pub struct StateMachine {
     pub arn: String,
 }
 
+impl StateMachine {
+    /// Starts execution `name` for transaction `tx_id` (input `{"TransactionId"}`), as Step Functions answers it.
+    pub async fn start_for(
+        &self,
+        tx_id: &str,
+        name: &str,
+    ) -> Result<
+        aws_sdk_sfn::operation::start_execution::StartExecutionOutput,
+        aws_sdk_sfn::error::SdkError<aws_sdk_sfn::operation::start_execution::StartExecutionError>,
+    > {
+        let input = json!({ "TransactionId": tx_id }).to_string();
+        self.client.start_execution().state_machine_arn(&self.arn).name(name).input(input).send().await
+    }
+}
+
 /// What [`start`] did.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "PascalCase")]
@@ -63,15 +78,7 @@ pub async fn start(store: &Store, sm: &StateMachine, body: &Value) -> Result<Sta
             (begun.transaction_id, begun.state, ended)
         }
     };
-    let sent = sm
-        .client
-        .start_execution()
-        .state_machine_arn(&sm.arn)
-        .name(&id)
-        .input(json!({ "TransactionId": id }).to_string())
-        .send()
-        .await;
-    match sent {
+    match sm.start_for(&id, &id).await {
         Ok(out) => Ok(Started { transaction_id: id, execution_arn: Some(out.execution_arn().to_string()), state }),
         Err(e) if e.as_service_error().is_some_and(|s| s.is_execution_already_exists()) => {
             let execution_arn = Some(execution_arn(&sm.arn, &id));
@@ -95,22 +102,15 @@ pub async fn start(store: &Store, sm: &StateMachine, body: &Value) -> Result<Sta
 /// execution ended before it did: after `RecoveryNeeded`, once what DynamoDB refused is mended (its status's
 /// `Refused`), or to finish it sooner than the sweeper would. Every phase is safe to run from several executions at
 /// once, so resuming one whose execution still runs costs calls, nothing else. A transaction that has finished starts
-/// nothing and answers its state.
-pub async fn resume(store: &Store, sm: &StateMachine, tx_id: &str) -> Result<Started, TxError> {
+/// nothing and answers its state. `TransactionNotFound` for an unknown id, whether or not a state machine is given;
+/// `InternalError` for an open transaction when none is.
+pub async fn resume(store: &Store, sm: Option<&StateMachine>, tx_id: &str) -> Result<Started, TxError> {
     let h = records::read_header(store, &Meter::default(), tx_id).await?;
     if h.finished() {
         return Ok(Started { transaction_id: h.id, execution_arn: None, state: h.state });
     }
-    let name = format!("resume-{tx_id}-{}", ulid::Ulid::new());
-    let sent = sm
-        .client
-        .start_execution()
-        .state_machine_arn(&sm.arn)
-        .name(&name)
-        .input(json!({ "TransactionId": tx_id }).to_string())
-        .send()
-        .await;
-    match sent {
+    let sm = sm.ok_or_else(|| TxError::Internal("no state machine is set: nothing can start an execution".into()))?;
+    match sm.start_for(tx_id, &format!("resume-{tx_id}-{}", ulid::Ulid::new())).await {
         Ok(out) => {
             Ok(Started { transaction_id: h.id, execution_arn: Some(out.execution_arn().to_string()), state: h.state })
         }

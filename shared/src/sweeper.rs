@@ -177,16 +177,7 @@ impl Sweeper {
             Some(sm) => {
                 let h = records::read_header(&self.store, &m, id).await?;
                 let name = format!("recover-{id}-v{}", h.version);
-                let input = serde_json::json!({ "TransactionId": id }).to_string();
-                let arn = match sm
-                    .client
-                    .start_execution()
-                    .state_machine_arn(&sm.arn)
-                    .name(&name)
-                    .input(input)
-                    .send()
-                    .await
-                {
+                let arn = match sm.start_for(id, &name).await {
                     Ok(out) => out.execution_arn,
                     Err(e) if e.as_service_error().is_some_and(|s| s.is_execution_already_exists()) => name,
                     Err(e) => {

@@ -68,11 +68,7 @@ async fn route(store: &Store, runner: Option<&StateMachine>, event: &Value) -> R
         }
         ("POST", "/transactions/{id}/resume") => {
             let id = param("id");
-            // An id that names no transaction is 404 whatever else is wrong.
-            dynamo_saga::status::status(store, &id).await?;
-            let runner = runner.ok_or_else(|| {
-                TxError::Internal("SAGA_STATE_MACHINE_ARN is not set: this function cannot start executions".into())
-            })?;
+            dynamo_saga::status::check_id(&id)?;
             let resumed = start::resume(store, runner, &id).await?;
             Ok((200, serde_json::to_value(resumed).expect("serialisable")))
         }
