@@ -13,7 +13,7 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::parent::{beat_parent, new_rvn, unlock_parent};
+use super::parent::{beat_parent, new_rvn, parent_lock_names, unlock_parent};
 use super::{
     concurrently, decided, evaluate, header_in, now, ph, progress, queue, release_item, release_key, used, Contention,
     Outcome, Release, Report,
@@ -21,7 +21,7 @@ use super::{
 use crate::config::PrecommitCheck;
 use crate::constants::{
     ATTR_GONE, ATTR_LOCK, ATTR_LOCKED_AT, ATTR_STONE, ATTR_TOMBSTONE, ATTR_TRANSIENT, H_LOCKED, H_LOCK_STARTED,
-    MAX_TRANSACT_ACTIONS, PARENT_LEASE, PARENT_LOCKED_AT, PARENT_LOCK_TOKEN, PARENT_RVN,
+    MAX_TRANSACT_ACTIONS,
 };
 use crate::error::{CancellationReason, TxError};
 use crate::items::lock_holder;
@@ -522,14 +522,11 @@ async fn lock_parent_once(store: &Store, m: &Meter, owner: &str, p: &Parent) -> 
         .expression_attribute_names(ph::TOMBSTONE, ATTR_TOMBSTONE)
         .expression_attribute_names(ph::STONE, ATTR_STONE)
         .expression_attribute_names(ph::PK, pk)
-        .expression_attribute_names(ph::PARENT_TOKEN, PARENT_LOCK_TOKEN)
-        .expression_attribute_names(ph::PARENT_AT, PARENT_LOCKED_AT)
-        .expression_attribute_names(ph::PARENT_LEASE, PARENT_LEASE)
-        .expression_attribute_names(ph::PARENT_RVN, PARENT_RVN)
         .expression_attribute_values(ph::TX, s(owner))
         .expression_attribute_values(ph::NOW, now())
         .expression_attribute_values(ph::LEASE, n(store.cfg.lease.as_secs()))
         .expression_attribute_values(ph::RVN, new_rvn());
+    let req = parent_lock_names(req);
     let missing = || {
         ItemLock::Failed(CancellationReason::new(
             CancellationReason::CONDITIONAL_CHECK_FAILED,

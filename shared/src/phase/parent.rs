@@ -7,9 +7,19 @@ use super::{ph, queue};
 use crate::constants::{PARENT_LEASE, PARENT_LOCKED_AT, PARENT_LOCK_TOKEN, PARENT_RVN};
 use crate::error::TxError;
 use crate::records::{self, Header};
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
+
 use crate::request::{Action, Parent};
 use crate::store::{Meter, Store};
 use crate::value::{n, s};
+
+/// `req` with the names of the parent lock's four attributes (token, time, lease, record version number).
+pub(crate) fn parent_lock_names(req: UpdateItemFluentBuilder) -> UpdateItemFluentBuilder {
+    req.expression_attribute_names(ph::PARENT_TOKEN, PARENT_LOCK_TOKEN)
+        .expression_attribute_names(ph::PARENT_AT, PARENT_LOCKED_AT)
+        .expression_attribute_names(ph::PARENT_LEASE, PARENT_LEASE)
+        .expression_attribute_names(ph::PARENT_RVN, PARENT_RVN)
+}
 
 /// Lets go of the parent lock (token, time, lease and record version number) while `holder` (an attempt's lock
 /// value) holds it.
@@ -27,11 +37,8 @@ pub(crate) async fn unlock_parent(store: &Store, m: &Meter, p: &Parent, holder: 
             ph::PARENT_RVN
         ))
         .condition_expression(format!("{} = {}", ph::PARENT_TOKEN, ph::TX))
-        .expression_attribute_names(ph::PARENT_TOKEN, PARENT_LOCK_TOKEN)
-        .expression_attribute_names(ph::PARENT_AT, PARENT_LOCKED_AT)
-        .expression_attribute_names(ph::PARENT_LEASE, PARENT_LEASE)
-        .expression_attribute_names(ph::PARENT_RVN, PARENT_RVN)
         .expression_attribute_values(ph::TX, s(holder));
+    let req = parent_lock_names(req);
     store.update(m, req).await.map(|_| ())
 }
 
