@@ -91,7 +91,7 @@ impl Config {
             retention: Duration::from_secs(7 * 24 * 3600),
             default_deadline: Duration::from_secs(900),
             default_lock_wait: Duration::from_secs(60),
-            concurrency: 16,
+            concurrency: 256,
             max_deadline: Duration::from_secs(MAX_DEADLINE_SECONDS),
             metrics_namespace: None,
             max_request_bytes: None,
@@ -323,7 +323,7 @@ mod tests {
 
     #[test]
     fn the_in_flight_limit_is_a_setting() {
-        assert_eq!(from(&[(ENV_TX_TABLE, "tx")]).concurrency, 16);
+        assert_eq!(from(&[(ENV_TX_TABLE, "tx")]).concurrency, 256);
         assert_eq!(from(&[(ENV_TX_TABLE, "tx"), (ENV_IN_FLIGHT, "64")]).concurrency, 64);
         let refuse = |v: &str| {
             Config::from_vars(|k| {

@@ -147,6 +147,10 @@ pub const T_TX: &str = "txId";
 
 // ---- Limits ----
 
+/// The batches one lock or apply run takes at once: their items are written side by side (up to `SAGA_IN_FLIGHT` at
+/// a time), and one header write records them all, so a transaction of 2,000 actions waits for the round trips of
+/// its slowest writes, not of twenty batches one after another.
+pub const RUN_BATCHES: usize = 20;
 /// DynamoDB's TransactWriteItems action limit.
 pub const MAX_TRANSACT_ACTIONS: usize = 100;
 /// DynamoDB's TransactWriteItems aggregate size limit.

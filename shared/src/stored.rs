@@ -72,6 +72,26 @@ pub async fn read_plan(store: &Store, m: &Meter, tx_id: &str) -> Result<Plan, Tx
     }
 }
 
+/// `part` of the actions of every batch of `run`, read side by side: each with its batch and its lock-order position.
+pub async fn read_batches(
+    store: &Store,
+    m: &Meter,
+    tx_id: &str,
+    plan: &Plan,
+    run: std::ops::Range<usize>,
+    part: plan::Part,
+) -> Result<Vec<(usize, usize, Action)>, TxError> {
+    let reads = run.map(|b| async move {
+        let actions = read_batch(store, m, tx_id, plan, b, part).await?;
+        Ok::<_, TxError>(actions.into_iter().map(move |(pos, a)| (b, pos, a)))
+    });
+    let mut out = Vec::new();
+    for batch in futures::future::join_all(reads).await {
+        out.extend(batch?);
+    }
+    Ok(out)
+}
+
 /// `part` of the actions of batch `b` (see [`plan::Part`]), in lock order, each with its lock-order position.
 pub async fn read_batch(
     store: &Store,

@@ -14,9 +14,9 @@ use aws_smithy_types::config_bag::{Storable, StoreReplace};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// When one request attempt went out.
+/// When one request attempt went out, and its operation.
 #[derive(Debug, Clone)]
-struct SentAt(Instant);
+struct SentAt(Instant, String);
 
 impl Storable for SentAt {
     type Storer = StoreReplace<Self>;
@@ -24,11 +24,24 @@ impl Storable for SentAt {
 
 /// Notes every request attempt of the client it is added to, as (sent, answered).
 #[derive(Debug, Clone, Default)]
-pub struct Tracer(Arc<Mutex<Vec<(Instant, Instant)>>>);
+pub struct Tracer(Arc<Mutex<Vec<Traced>>>);
+
+/// One request attempt: when it went out, when its answer came back, and its operation (`UpdateItem`, ...).
+#[derive(Debug, Clone)]
+pub struct Traced {
+    pub sent: Instant,
+    pub answered: Instant,
+    pub operation: String,
+}
 
 impl Tracer {
     /// Every request attempt so far, as (sent, answered).
     pub fn calls(&self) -> Vec<(Instant, Instant)> {
+        self.traced().iter().map(|t| (t.sent, t.answered)).collect()
+    }
+
+    /// Every request attempt so far.
+    pub fn traced(&self) -> Vec<Traced> {
         self.0.lock().expect("tracer lock").clone()
     }
 }
@@ -40,11 +53,13 @@ impl Intercept for Tracer {
 
     fn read_before_transmit(
         &self,
-        _: &BeforeTransmitInterceptorContextRef<'_>,
+        ctx: &BeforeTransmitInterceptorContextRef<'_>,
         _: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        cfg.interceptor_state().store_put(SentAt(Instant::now()));
+        let target = ctx.request().headers().get("x-amz-target").unwrap_or_default();
+        let operation = target.rsplit('.').next().unwrap_or_default().to_string();
+        cfg.interceptor_state().store_put(SentAt(Instant::now(), operation));
         Ok(())
     }
 
@@ -54,8 +69,9 @@ impl Intercept for Tracer {
         _: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        if let Some(SentAt(sent)) = cfg.load::<SentAt>() {
-            self.0.lock().expect("tracer lock").push((*sent, Instant::now()));
+        if let Some(SentAt(sent, operation)) = cfg.load::<SentAt>() {
+            let t = Traced { sent: *sent, answered: Instant::now(), operation: operation.clone() };
+            self.0.lock().expect("tracer lock").push(t);
         }
         Ok(())
     }

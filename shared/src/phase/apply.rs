@@ -1,4 +1,4 @@
-//! apply: the requested writes of one batch.
+//! apply: the requested writes: a run of batches at once (protocol 2), or one batch (protocol 1).
 //!
 //! Protocol 2, after the commit: each item is written once, the caller's write and the unlock together, conditioned
 //! on this attempt's lock (a `Put` replaces the item, which drops the lock; an `Update` removes the lock attributes
@@ -33,7 +33,7 @@ use super::{
 };
 use crate::constants::{
     ATTR_APPLIED, ATTR_LOCK, ATTR_LOCKED_AT, H_APPLIED, H_ATTEMPT, H_STATE, PARENT_LEASE, PARENT_LOCKED_AT,
-    PARENT_LOCK_TOKEN, PARENT_RVN,
+    PARENT_LOCK_TOKEN, PARENT_RVN, RUN_BATCHES,
 };
 use crate::error::{CancellationReason, TxError};
 use crate::expr::{self, ClauseKind};
@@ -117,31 +117,33 @@ pub async fn apply(store: &Store, tx_id: &str, batch: usize) -> Result<Report, T
     Ok(Report::new(outcome, &m))
 }
 
-/// Protocol 2: applies and unlocks every item of `batch` of the committed transaction `h`.
+/// Protocol 2: applies and unlocks every item of the batches of the run from `batch` ([`RUN_BATCHES`] at most, all
+/// at once) of the committed transaction `h`, then records them applied with one header write.
 async fn apply_committed(store: &Store, m: Meter, h: Header, batch: usize) -> Result<Report, TxError> {
     if h.applied > batch {
         return Ok(Report::new(Outcome::Done, &m));
     }
     let plan = crate::stored::read_plan(store, &m, &h.id).await?;
-    let actions = crate::stored::read_batch(store, &m, &h.id, &plan, batch, Part::Whole).await?;
-    let refused = concurrently(actions, store.cfg.concurrency, |(_, a)| {
+    let run = batch..(batch + RUN_BATCHES).min(h.batches);
+    let actions = crate::stored::read_batches(store, &m, &h.id, &plan, run.clone(), Part::Whole).await?;
+    let refused = concurrently(actions, store.cfg.concurrency, |(b, _, a)| {
         let (m, h) = (&m, &h);
-        async move { Ok(apply_item(store, m, h, &a).await?.map(|message| (a.describe(), message))) }
+        async move { Ok(apply_item(store, m, h, &a).await?.map(|message| (b, a.describe(), message))) }
     })
     .await?;
-    let refused: Vec<(String, String)> = refused.into_iter().flatten().collect();
-    if let Some((action, message)) = refused.first() {
-        for (action, message) in &refused {
+    let refused: Vec<(usize, String, String)> = refused.into_iter().flatten().collect();
+    if let Some((batch, action, message)) = refused.first() {
+        for (_, action, message) in &refused {
             tracing::error!(tx_id = %h.id, action, message, "DynamoDB refused to apply a committed write; the item stays locked");
         }
         let message = match refused.len() {
             1 => message.clone(),
-            k => format!("{message} (and {} more actions of batch {batch})", k - 1),
+            k => format!("{message} (and {} more actions of batches {} to {})", k - 1, run.start, run.end - 1),
         };
-        crate::records::note_refusal(store, &m, &h, batch, action, &message).await?;
+        crate::records::note_refusal(store, &m, &h, *batch, action, &message).await?;
         return Err(TxError::ApplyRejected { tx_id: h.id.clone(), action: action.clone(), message });
     }
-    let outcome = progress(store, &m, &h, H_APPLIED, batch + 1).await?.unwrap_or(Outcome::Done);
+    let outcome = progress(store, &m, &h, H_APPLIED, run.end).await?.unwrap_or(Outcome::Done);
     Ok(Report::new(outcome, &m))
 }
 

@@ -1,4 +1,6 @@
-//! lock: take the parent lock (first batch) and every item's lock, batch by batch in lock order.
+//! lock: take the parent lock (first batch) and every item's lock. A run locks up to [`RUN_BATCHES`] batches at once,
+//! every item of them with up to `SAGA_IN_FLIGHT` writes in flight, and then records them locked with one header
+//! write; a run that meets another transaction's lock records the batches before it.
 //!
 //! The caller's condition is evaluated here, in the same conditional write that takes the lock, on the item as it
 //! was before the transaction. An item that does not exist is created to hold the lock and marked transient; the
@@ -21,7 +23,7 @@ use super::{
 use crate::config::PrecommitCheck;
 use crate::constants::{
     ATTR_GONE, ATTR_LOCK, ATTR_LOCKED_AT, ATTR_STONE, ATTR_TOMBSTONE, ATTR_TRANSIENT, H_LOCKED, H_LOCK_STARTED,
-    MAX_TRANSACT_ACTIONS,
+    MAX_TRANSACT_ACTIONS, RUN_BATCHES,
 };
 use crate::error::{CancellationReason, TxError};
 use crate::items::lock_holder;
@@ -96,48 +98,52 @@ pub async fn lock(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
         }
     }
     let plan = crate::stored::read_plan(store, &m, tx_id).await?;
+    let run = batch..(batch + RUN_BATCHES).min(h.batches);
     let mut met = Met::default();
-    lock_batch(store, &m, &h, &plan, batch, &mut met).await?;
+    lock_run(store, &m, &h, &plan, run.clone(), &mut met).await?;
     let Met { mut failed, mut refused, mut contention } = met;
     if !failed.is_empty() || (!refused.is_empty() && contention.is_empty()) {
         // DynamoDB reports every failing condition of a transaction; for transactions it could have run itself, do
         // the same by evaluating the remaining batches too.
-        if h.actions <= MAX_TRANSACT_ACTIONS {
-            for b in batch + 1..plan.batch_count() {
-                let mut later = Met::default();
-                lock_batch(store, &m, &h, &plan, b, &mut later).await?;
-                failed.append(&mut later.failed);
-                refused.append(&mut later.refused);
-            }
+        if h.actions <= MAX_TRANSACT_ACTIONS && run.end < plan.batch_count() {
+            let mut later = Met::default();
+            lock_run(store, &m, &h, &plan, run.end..plan.batch_count(), &mut later).await?;
+            failed.append(&mut later.failed);
+            refused.append(&mut later.refused);
         }
         let reasons = if failed.is_empty() { refused } else { failed };
         return Ok(Report::new(decided(store, &m, &h, &Decision::actions(reasons)).await?, &m));
     }
-    if !contention.is_empty() {
-        contention.sort_by_key(|c| c.action);
-        let first = contention.remove(0);
-        let mut r = Report::new(Outcome::Contended(first), &m);
-        r.also_contended = contention;
-        return Ok(r);
-    }
-    if batch > 0 {
+    // The batches before the first one that met another transaction's lock are locked whole: the run after the wait
+    // starts there.
+    let done = contention.iter().map(|c| c.batch).min().unwrap_or(run.end);
+    if done > batch && batch > 0 {
         beat_parent(store, &m, &h).await?;
     }
-    if let Some(ended) = progress(store, &m, &h, H_LOCKED, batch + 1).await? {
+    let ended = if done > batch { progress(store, &m, &h, H_LOCKED, done).await? } else { None };
+    if let Some(ended) = ended {
         // The transaction was decided while this run was taking locks: whoever decided it may already have passed
         // these items, so let go of them here. Not after a commit of protocol 2: its locks are its items' "not
         // applied yet" marks, which only apply removes.
         if h.commits_first() && ended == (Outcome::Ended { state: TxState::Committed }) {
             return Ok(Report::new(ended, &m));
         }
-        let actions = crate::stored::read_batch(store, &m, tx_id, &plan, batch, Part::Heads).await?;
+        let actions = crate::stored::read_batches(store, &m, tx_id, &plan, run, Part::Heads).await?;
         let owner = h.owner();
-        concurrently(actions, store.cfg.concurrency, |(_, a)| {
+        concurrently(actions, store.cfg.concurrency, |(_, _, a)| {
             let (m, owner) = (&m, &owner);
             async move { release_item(store, m, owner, &a, Release::Keep).await }
         })
         .await?;
         return Ok(Report::new(ended, &m));
+    }
+    if !contention.is_empty() {
+        contention.sort_by_key(|c| c.contention.action);
+        let mut contention = contention.into_iter().map(|c| c.contention);
+        let first = contention.next().expect("a contention");
+        let mut r = Report::new(Outcome::Contended(first), &m);
+        r.also_contended = contention.collect();
+        return Ok(r);
     }
     Ok(Report::new(Outcome::Done, &m))
 }
@@ -150,26 +156,35 @@ struct Met {
     /// Updates DynamoDB would refuse (protocol 2).
     refused: Vec<(usize, CancellationReason)>,
     /// Items other transactions hold.
-    contention: Vec<Contention>,
+    contention: Vec<Held>,
 }
 
-/// Records that locking of `batch` has begun (so a rollback looks at it), then locks its items.
-async fn lock_batch(
+/// An item another transaction holds, and the batch it is in.
+struct Held {
+    batch: usize,
+    contention: Contention,
+}
+
+/// Records that locking of the batches of `run` has begun (so a rollback looks at them), then locks their items, all
+/// of them at once. The locks are taken in no order: item locks go by age (wound-wait,
+/// [`crate::drive::Driver::resolve`]), so of two transactions that each hold an item the other needs, the older rolls
+/// the younger back and only the younger ever waits, and no two transactions wait for each other.
+async fn lock_run(
     store: &Store,
     m: &Meter,
     h: &Header,
     plan: &crate::plan::Plan,
-    batch: usize,
+    run: std::ops::Range<usize>,
     met: &mut Met,
 ) -> Result<(), TxError> {
-    if h.lock_started <= batch
+    if h.lock_started < run.end
         && !records::update_header(
             store,
             m,
             &h.id,
             records::Expect::at(h),
             &[],
-            Some((H_LOCK_STARTED, batch + 1)),
+            Some((H_LOCK_STARTED, run.end)),
             &Default::default(),
         )
         .await?
@@ -179,8 +194,8 @@ async fn lock_batch(
             return Ok(());
         }
     }
-    let actions = crate::stored::read_batch(store, m, &h.id, plan, batch, Part::Heads).await?;
-    let results = concurrently(actions, store.cfg.concurrency, |(_, a)| async move {
+    let actions = crate::stored::read_batches(store, m, &h.id, plan, run, Part::Heads).await?;
+    let results = concurrently(actions, store.cfg.concurrency, |(batch, _, a)| async move {
         let r = match lock_item(store, m, h, &a).await {
             // DynamoDB refuses the lock write itself (the caller's condition, say, with a value it refuses): the
             // request's fault, named as `TransactWriteItems` names it, before anything can commit.
@@ -190,17 +205,17 @@ async fn lock_batch(
             }
             other => other?,
         };
-        Ok((a, r))
+        Ok((batch, a, r))
     })
     .await?;
     let mut judge = Vec::new();
-    for (a, r) in results {
+    for (batch, a, r) in results {
         match r {
             ItemLock::Locked => {}
             ItemLock::Judge => judge.push(a),
             ItemLock::Refused(reason) => met.refused.push((a.index, reason)),
             ItemLock::Failed(reason) => met.failed.push((a.index, reason)),
-            ItemLock::Contended(c) => met.contention.push(c),
+            ItemLock::Contended(contention) => met.contention.push(Held { batch, contention }),
         }
     }
     if !judge.is_empty() && met.failed.is_empty() && met.refused.is_empty() {

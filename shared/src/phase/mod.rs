@@ -214,13 +214,25 @@ fn refusal(a: &Action, before: Option<&Item>, schema: &crate::request::TableSche
     evaluate(a, before, schema).err().map(|e| format!("{}: {e}", a.describe()))
 }
 
-/// Runs `f` over `items` with at most `limit` in flight, keeping their order.
+/// Runs `f` over `items` with at most `limit` in flight, starting the next as soon as any one ends (a slow write holds
+/// one place, not the whole window), and returns the results in the order of `items`.
 async fn concurrently<T, R, F, Fut>(items: Vec<T>, limit: usize, f: F) -> Result<Vec<R>, TxError>
 where
     F: Fn(T) -> Fut,
     Fut: Future<Output = Result<R, TxError>>,
 {
-    futures::stream::iter(items.into_iter().map(f)).buffered(limit).collect::<Vec<_>>().await.into_iter().collect()
+    let f = &f;
+    let mut done: Vec<(usize, Result<R, TxError>)> = futures::stream::iter(items.into_iter().enumerate().map(
+        move |(i, item)| {
+            let run = f(item);
+            async move { (i, run.await) }
+        },
+    ))
+    .buffer_unordered(limit)
+    .collect()
+    .await;
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
 }
 
 /// How a transaction lets go of one item.

@@ -3,8 +3,9 @@
 //! Protocol 2 needs nothing undone but locks, so save writes no copy of any item. What DynamoDB will accept was
 //! checked before: begin checked each `Put`'s item and each tombstone against the table's index key types from the
 //! request it holds (the 400 KB limit when it parsed it), and lock evaluated each update on the item its lock write
-//! returned. Save confirms every batch is locked, beats the parent's lease, and records its progress, reading
-//! nothing but the header: a transaction is committed only after a run of save has seen every lock taken.
+//! returned. Save confirms every batch is locked, beats the parent's lease, and records every batch saved in one
+//! write, reading nothing but the header: a transaction is committed only after a run of save has seen every lock
+//! taken.
 //!
 //! Protocol 1 (transactions begun before protocol 2, which apply before they commit): a copy of each locked item
 //! about to change, written to the transactions table before it changes, and the same check of every update on the
@@ -52,7 +53,9 @@ pub async fn save(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
             }
         }
         beat_parent(store, &m, &h).await?;
-        let outcome = progress(store, &m, &h, H_SAVED, batch + 1).await?.unwrap_or(Outcome::Done);
+        // Lock checked every item: nothing is left to do batch by batch, and one write records them all saved.
+        let saved = if h.items_checked { h.batches } else { batch + 1 };
+        let outcome = progress(store, &m, &h, H_SAVED, saved).await?.unwrap_or(Outcome::Done);
         return Ok(Report::new(outcome, &m));
     }
     let plan = crate::stored::read_plan(store, &m, tx_id).await?;
