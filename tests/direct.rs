@@ -164,7 +164,7 @@ fn begin_input(body: &Value, execution: &str) -> Value {
 }
 
 fn budget() -> Budget {
-    Budget { until: std::time::Instant::now() + std::time::Duration::from_secs(30), max_batches: Budget::MAX_BATCHES }
+    Budget { until: std::time::Instant::now() + std::time::Duration::from_secs(30), max_steps: Budget::MAX_STEPS }
 }
 
 #[tokio::test]

@@ -13,8 +13,9 @@
 //! When it reaches [`crate::Config::execution_waits`] the transaction is cancelled as a wait past `LockWaitSeconds`
 //! is, so a Standard execution stays inside its 25,000 history events however long the wait may last.
 //!
-//! A phase call does as many batches of its own phase as fit in its budget, then names the next step. Calls are
-//! idempotent: a call for a phase the transaction has already left does nothing and names the step it is at.
+//! A phase call runs as many steps of its own phase as fit in its budget (a lock or apply step is a run of up to 20
+//! batches), then names the next step. Calls are idempotent: a call for a phase the transaction has already left does
+//! nothing and names the step it is at.
 
 use std::time::{Duration, Instant};
 
@@ -23,7 +24,7 @@ use serde_json::Value;
 use tracing::info;
 
 use crate::constants::H_EXECUTION;
-use crate::drive::{run_step, Driver, Resolution, Waiting};
+use crate::drive::{run_step_from, Driver, Resolution, Waiting};
 use crate::error::TxError;
 use crate::phase::resume::{self, Step};
 use crate::phase::{begin, rollback, Outcome};
@@ -76,13 +77,15 @@ impl Phase {
 /// How much one call may do.
 #[derive(Debug, Clone, Copy)]
 pub struct Budget {
-    /// Stop starting batches after this instant (the Lambda deadline less a margin for one batch).
+    /// Stop starting steps after this instant (the Lambda deadline less a margin for one step, which is at most a
+    /// run of [`crate::constants::RUN_BATCHES`] batches).
     pub until: Instant,
-    pub max_batches: usize,
+    /// The most steps one call runs.
+    pub max_steps: usize,
 }
 
 impl Budget {
-    pub const MAX_BATCHES: usize = 50;
+    pub const MAX_STEPS: usize = 50;
 
     /// Used when the deadline given is not a real one (`cargo lambda watch` sends a fixed `600000`).
     pub const FALLBACK: Duration = Duration::from_secs(50);
@@ -95,7 +98,7 @@ impl Budget {
         } else {
             Self::FALLBACK
         };
-        Self { until: Instant::now() + left, max_batches: Self::MAX_BATCHES }
+        Self { until: Instant::now() + left, max_steps: Self::MAX_STEPS }
     }
 
     fn left(&self) -> Duration {
@@ -191,23 +194,23 @@ pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) 
     let tx_id = tx_id.as_str();
     let driver = Driver::new(store.clone());
     let mut waiting = contention;
-    let mut batches = 0;
+    let mut steps = 0;
     loop {
         let (h, step) = resume::resume(store, tx_id).await?;
-        if phase == Phase::Release && (batches > 0 || step == Step::Finished) {
+        if phase == Phase::Release && (steps > 0 || step == Step::Finished) {
             if let Some(namespace) =
-                store.cfg.metrics_namespace.as_deref().filter(|_| batches > 0 && step == Step::Finished)
+                store.cfg.metrics_namespace.as_deref().filter(|_| steps > 0 && step == Step::Finished)
             {
                 // This call finished the transaction: its one metrics line (a repeated Release finds it finished).
                 println!("{}", crate::metrics::record(&h, namespace, crate::value::now_ms()));
             }
             return released(&h, step, waits);
         }
-        if !phase.owns(step) || batches >= budget.max_batches || (batches > 0 && budget.left().is_zero()) {
+        if !phase.owns(step) || steps >= budget.max_steps || (steps > 0 && budget.left().is_zero()) {
             return Ok(StepOutput::at(&h, step, waits));
         }
-        let report = run_step(store, tx_id, step).await?;
-        batches += 1;
+        let report = run_step_from(store, h.clone(), step).await?;
+        steps += 1;
         info!(tx_id, phase = phase.name(), ?step, outcome = ?report.outcome, calls = report.usage.calls, "step done");
         match report.outcome {
             Outcome::Contended(c) => {

@@ -151,7 +151,13 @@ pub struct Store {
     billing: Option<Arc<Mutex<Bill>>>,
     /// How many single-item writes may be in flight at once, adapted to throttling ([`Pace`]).
     pace: Arc<Pace>,
+    /// Plans this process wrote or read, by transaction id: a plan never changes once written, so each phase run
+    /// after the first in a process saves a read.
+    plans: Arc<Mutex<HashMap<String, Arc<crate::plan::Plan>>>>,
 }
+
+/// The most plans a store keeps; past it, it forgets them all and starts again.
+const PLANS_KEPT: usize = 64;
 
 /// What DynamoDB reported a call consumed (DynamoDB Local gives only the total).
 fn reported(cc: &[ConsumedCapacity]) -> f64 {
@@ -197,7 +203,22 @@ impl Store {
             faults: None,
             billing: None,
             pace,
+            plans: Arc::default(),
         }
+    }
+
+    /// The plan of `tx_id` if this process has written or read it.
+    pub(crate) fn known_plan(&self, tx_id: &str) -> Option<Arc<crate::plan::Plan>> {
+        self.plans.lock().expect("plans lock").get(tx_id).cloned()
+    }
+
+    /// Keeps the plan of `tx_id`, which is in the transactions table.
+    pub(crate) fn keep_plan(&self, tx_id: &str, plan: Arc<crate::plan::Plan>) {
+        let mut plans = self.plans.lock().expect("plans lock");
+        if plans.len() >= PLANS_KEPT {
+            plans.clear();
+        }
+        plans.insert(tx_id.to_string(), plan);
     }
 
     /// A client from the standard AWS configuration chain (profile, region, `AWS_ENDPOINT_URL_DYNAMODB`), set up as

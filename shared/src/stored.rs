@@ -3,6 +3,7 @@
 //! redo log every phase works from.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
@@ -55,21 +56,30 @@ pub async fn write_plan(
                 .build()
         })
         .collect();
-    store.batch_write(m, &store.cfg.tx_table, reqs).await
+    store.batch_write(m, &store.cfg.tx_table, reqs).await?;
+    store.keep_plan(tx_id, Arc::new(plan.clone()));
+    Ok(())
 }
 
-/// The plan, which never changes once written (an eventually consistent read, see [`Store::get_written`]).
-pub async fn read_plan(store: &Store, m: &Meter, tx_id: &str) -> Result<Plan, TxError> {
+/// The plan, which never changes once written: the one this process wrote or read before, or an eventually
+/// consistent read (see [`Store::get_written`]).
+pub async fn read_plan(store: &Store, m: &Meter, tx_id: &str) -> Result<Arc<Plan>, TxError> {
+    if let Some(plan) = store.known_plan(tx_id) {
+        return Ok(plan);
+    }
     let item = store
         .get_written(m, &store.cfg.tx_table, record_key(tx_id, SK_PLAN.into()))
         .await?
         .ok_or_else(|| TxError::Internal(format!("transaction {tx_id} has no plan record")))?;
-    match item.get(R_BODY) {
+    let plan: Plan = match item.get(R_BODY) {
         Some(AttributeValue::S(b)) => {
-            serde_json::from_str(b).map_err(|e| TxError::Internal(format!("plan record: {e}")))
+            serde_json::from_str(b).map_err(|e| TxError::Internal(format!("plan record: {e}")))?
         }
-        _ => Err(TxError::Internal("plan record has no body".into())),
-    }
+        _ => return Err(TxError::Internal("plan record has no body".into())),
+    };
+    let plan = Arc::new(plan);
+    store.keep_plan(tx_id, plan.clone());
+    Ok(plan)
 }
 
 /// `part` of the actions of every batch of `run`, read side by side: each with its batch and its lock-order position.

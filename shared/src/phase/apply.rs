@@ -59,6 +59,13 @@ enum Group {
 pub async fn apply(store: &Store, tx_id: &str, batch: usize) -> Result<Report, TxError> {
     let m = Meter::default();
     let h = records::read_header(store, &m, tx_id).await?;
+    apply_from(store, m, h, batch).await
+}
+
+/// [`apply`] from the header `h` its caller has just read.
+pub(crate) async fn apply_from(store: &Store, m: Meter, h: Header, batch: usize) -> Result<Report, TxError> {
+    let tx_id = h.id.clone();
+    let tx_id = tx_id.as_str();
     // Protocol 2 applies after the commit, protocol 1 before it.
     let applies_in = if h.commits_first() { TxState::Committed } else { TxState::Pending };
     if h.state != applies_in || h.finished() {

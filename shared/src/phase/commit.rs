@@ -10,13 +10,20 @@ use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem, Update};
 use super::{decided, now, ph, Outcome, Report};
 use crate::constants::{H_ATTEMPT, H_STATE, H_UPDATED_AT, H_VERSION, PARENT_LOCK_TOKEN};
 use crate::error::TxError;
-use crate::records::{self, Decision, TxState};
+use crate::records::{self, Decision, Header, TxState};
 use crate::store::{Meter, Store, Transacted};
 use crate::value::{n, s};
 
 pub async fn commit(store: &Store, tx_id: &str) -> Result<Report, TxError> {
     let m = Meter::default();
     let h = records::read_header(store, &m, tx_id).await?;
+    commit_from(store, m, h).await
+}
+
+/// [`commit`] from the header `h` its caller has just read.
+pub(crate) async fn commit_from(store: &Store, m: Meter, h: Header) -> Result<Report, TxError> {
+    let tx_id = h.id.clone();
+    let tx_id = tx_id.as_str();
     match h.state {
         TxState::Committed => return Ok(Report::new(Outcome::Done, &m)),
         TxState::RolledBack => return Ok(Report::new(Outcome::Ended { state: h.state }, &m)),

@@ -4,21 +4,28 @@
 //! Protocol 2 has unlocked every item at apply: complete records the items done, every batch at once, and leaves the
 //! parent lock and the header's end to release.
 
-use super::{concurrently, header_in, progress, release_item, Outcome, Release, Report};
+use super::{concurrently, in_state, progress, release_item, Outcome, Release, Report};
 use crate::constants::H_COMPLETED;
 use crate::error::TxError;
 use crate::plan::Part;
-use crate::records::TxState;
+use crate::records::{Header, TxState};
 use crate::request::Op;
 use crate::store::{Meter, Store};
 use crate::value::now_ms;
 
 pub async fn complete(store: &Store, tx_id: &str, batch: usize) -> Result<Report, TxError> {
     let m = Meter::default();
-    let h = match header_in(store, &m, tx_id, TxState::Committed).await? {
+    let h = crate::records::read_header(store, &m, tx_id).await?;
+    complete_from(store, m, h, batch).await
+}
+
+/// [`complete`] from the header `h` its caller has just read.
+pub(crate) async fn complete_from(store: &Store, m: Meter, h: Header, batch: usize) -> Result<Report, TxError> {
+    let h = match in_state(h, TxState::Committed) {
         Ok(h) => h,
-        Err(o) => return Ok(Report::new(o, &m)),
+        Err(state) => return Ok(Report::new(Outcome::Ended { state }, &m)),
     };
+    let tx_id = h.id.as_str();
     if h.completed > batch {
         return Ok(Report::new(Outcome::Done, &m));
     }

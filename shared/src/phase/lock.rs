@@ -17,7 +17,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::parent::{beat_parent, new_rvn, parent_lock_names, unlock_parent};
 use super::{
-    concurrently, decided, evaluate, header_in, now, ph, progress, queue, release_item, release_key, used, Contention,
+    concurrently, decided, evaluate, in_state, now, ph, progress, queue, release_item, release_key, used, Contention,
     Outcome, Release, Report,
 };
 use crate::config::PrecommitCheck;
@@ -48,10 +48,17 @@ enum ItemLock {
 
 pub async fn lock(store: &Store, tx_id: &str, batch: usize) -> Result<Report, TxError> {
     let m = Meter::default();
-    let h = match header_in(store, &m, tx_id, TxState::Pending).await? {
+    let h = records::read_header(store, &m, tx_id).await?;
+    lock_from(store, m, h, batch).await
+}
+
+/// [`lock`] from the header `h` its caller has just read.
+pub(crate) async fn lock_from(store: &Store, m: Meter, h: Header, batch: usize) -> Result<Report, TxError> {
+    let h = match in_state(h, TxState::Pending) {
         Ok(h) => h,
-        Err(o) => return Ok(Report::new(o, &m)),
+        Err(state) => return Ok(Report::new(Outcome::Ended { state }, &m)),
     };
+    let tx_id = h.id.as_str();
     if batch >= h.batches {
         return Err(TxError::Internal(format!("batch {batch} is out of range ({} batches)", h.batches)));
     }

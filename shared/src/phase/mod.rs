@@ -115,13 +115,13 @@ pub(crate) mod ph {
     pub const ATTEMPT_N: &str = ":_sagaAttempt";
 }
 
-/// Reads the header and checks the transaction is in `state`; otherwise the phase ends with nothing written.
-async fn header_in(store: &Store, m: &Meter, tx_id: &str, state: TxState) -> Result<Result<Header, Outcome>, TxError> {
-    let h = records::read_header(store, m, tx_id).await?;
+/// `h`, when the transaction is in `state` and unfinished; otherwise the state it is in, and the phase ends with
+/// nothing written.
+fn in_state(h: Header, state: TxState) -> Result<Header, TxState> {
     if h.state != state || h.finished() {
-        return Ok(Err(Outcome::Ended { state: h.state }));
+        return Err(h.state);
     }
-    Ok(Ok(h))
+    Ok(h)
 }
 
 /// Records a batch's progress on the header `h` was read from (the watermark only moves forward) together with the

@@ -8,13 +8,20 @@ use crate::constants::{
     H_WRITE_UNITS,
 };
 use crate::error::TxError;
-use crate::records::{self, TxState};
+use crate::records::{self, Header, TxState};
 use crate::store::{Meter, Store};
 use crate::value::{n, now_ms, s};
 
 pub async fn release(store: &Store, tx_id: &str) -> Result<Report, TxError> {
     let m = Meter::default();
     let h = records::read_header(store, &m, tx_id).await?;
+    release_from(store, m, h).await
+}
+
+/// [`release`] from the header `h` its caller has just read.
+pub(crate) async fn release_from(store: &Store, m: Meter, h: Header) -> Result<Report, TxError> {
+    let tx_id = h.id.clone();
+    let tx_id = tx_id.as_str();
     if h.finished() {
         return Ok(Report::new(Outcome::Done, &m));
     }

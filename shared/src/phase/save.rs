@@ -16,12 +16,12 @@
 //! consistent.
 
 use super::parent::beat_parent;
-use super::{decided, header_in, progress, refusal, Outcome, Report};
+use super::{decided, in_state, progress, refusal, Outcome, Report};
 use crate::constants::{ATTR_APPLIED, ATTR_STONE, ATTR_TRANSIENT, H_SAVED};
 use crate::error::{CancellationReason, TxError};
 use crate::items::{flag, lock_holder};
 use crate::plan::Part;
-use crate::records::{self, Decision, TxState};
+use crate::records::{self, Decision, Header, TxState};
 use crate::request::Action;
 use crate::store::{Meter, Store};
 use crate::stored::Image;
@@ -31,10 +31,17 @@ use std::collections::HashMap;
 
 pub async fn save(store: &Store, tx_id: &str, batch: usize) -> Result<Report, TxError> {
     let m = Meter::default();
-    let h = match header_in(store, &m, tx_id, TxState::Pending).await? {
+    let h = records::read_header(store, &m, tx_id).await?;
+    save_from(store, m, h, batch).await
+}
+
+/// [`save`] from the header `h` its caller has just read.
+pub(crate) async fn save_from(store: &Store, m: Meter, h: Header, batch: usize) -> Result<Report, TxError> {
+    let h = match in_state(h, TxState::Pending) {
         Ok(h) => h,
-        Err(o) => return Ok(Report::new(o, &m)),
+        Err(state) => return Ok(Report::new(Outcome::Ended { state }, &m)),
     };
+    let tx_id = h.id.as_str();
     if h.saved > batch {
         return Ok(Report::new(Outcome::Done, &m));
     }
