@@ -365,15 +365,17 @@ async fn committed_unapplied(env: &Env, tag: &str) -> (String, Vec<String>) {
 }
 
 /// A committed write DynamoDB refuses at apply (injected: a writer outside the protocol, ignoring the lock, turns the
-/// counter into a string after the commit). The transaction stays all-or-nothing: the rest of its batch is applied,
-/// the refused item keeps its lock (and later batches theirs), the apply fails with `ApplyRejected` naming it, the
+/// counter into a string after the commit). The transaction stays all-or-nothing: the rest of its apply run is
+/// applied, the refused item keeps its lock (and the batches of later runs theirs), the apply fails with `ApplyRejected` naming it, the
 /// transaction stays committed and open, and a committed read of the item reports the refusal rather than a value. Once the item is mended, the
 /// sweeper applies it, exactly once.
 #[tokio::test]
 async fn a_write_refused_after_the_commit_keeps_its_lock_until_dynamodb_accepts_it() {
     use dynamo_saga::read::{get_item, Isolation};
     use dynamo_saga::value::item_from_json;
-    let env = Env::new("rejected").await;
+    // Batches of 4 updates, so that the 120 make 30 batches: the first run of apply takes 20 of them, the refused
+    // item's among them, and the other 10 wait for the next.
+    let env = Env::with("rejected", |c| dynamo_saga::Config { batch_size: 5, ..c }).await;
     let (id, keys) = committed_unapplied(&env, "j").await;
     let victim = keys[60].clone();
     let set_n = |v: serde_json::Value| {
@@ -402,7 +404,7 @@ async fn a_write_refused_after_the_commit_keeps_its_lock_until_dynamodb_accepts_
     assert!(tx_id == &id && action.contains(&victim) && message.contains("ValidationException"), "{refused:?}");
     let h = dynamo_saga::records::read_header(&env.store, &Meter::default(), &id).await.unwrap();
     assert!(h.state == dynamo_saga::TxState::Committed && !h.finished() && h.applied < h.batches, "{h:?}");
-    // The refused item's batch is applied but for it; later batches wait, locked, and read committed as they will be.
+    // The refused item's run is applied but for it; later runs wait, locked, and read committed as they will be.
     let mut applied = 0;
     for k in &keys {
         let item = env.get(&env.a, json!({"pk": sv(k)})).await.unwrap();
@@ -415,7 +417,7 @@ async fn a_write_refused_after_the_commit_keeps_its_lock_until_dynamodb_accepts_
             assert_eq!(item["n"], nv(1), "applied: {item}");
             applied += 1;
         } else {
-            assert!(k > &victim && item["n"] == nv(0), "only batches after the refused one wait: {item}");
+            assert!(k > &victim && item["n"] == nv(0), "only runs after the refused one wait: {item}");
             let read =
                 get_item(&env.store, &env.a, item_from_json(&json!({"pk": sv(k)})).unwrap(), Isolation::Committed)
                     .await
@@ -424,7 +426,9 @@ async fn a_write_refused_after_the_commit_keeps_its_lock_until_dynamodb_accepts_
             assert_eq!(read["n"].as_n().unwrap(), "1", "a committed read of {k}");
         }
     }
-    assert_eq!(applied, env.store.cfg.batch_size - 2, "the rest of the refused item's batch is applied");
+    let run = dynamo_saga::constants::RUN_BATCHES * (env.store.cfg.batch_size - 1);
+    assert!(run < keys.len(), "some batches are left for the next run");
+    assert_eq!(applied, run - 1, "the rest of the refused item's run is applied");
     let key = item_from_json(&json!({"pk": sv(&victim)})).unwrap();
     let read = get_item(&env.store, &env.a, key.clone(), Isolation::Committed).await;
     assert!(matches!(read, Err(TxError::ApplyRejected { .. })), "a committed read cannot give a value: {read:?}");
