@@ -4,48 +4,12 @@
 //! in-flight limit: `pace.rs`).
 //! The wall time is reported beside the same transaction's through the same proxy without throttling.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
 use dynamo_saga::{Coordinator, Store, TxState};
+use harness::proxy::Proxy;
 use harness::{nv, sv, Env};
 use serde_json::{json, Value};
-
-/// The proxy in front of DynamoDB Local, stopped when dropped.
-struct Proxy {
-    child: Child,
-    url: String,
-}
-
-impl Proxy {
-    async fn start(throttle: f64) -> Proxy {
-        let target = harness::endpoint().await;
-        let script = harness::root().join("tools/ddb-proxy.mjs");
-        let mut child = Command::new("node")
-            .arg(script)
-            .args(["--target", &target, "--throttle", &throttle.to_string(), "--seed", "7"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("node runs tools/ddb-proxy.mjs");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("the proxy prints its URL");
-        Proxy { child, url: line.trim().to_string() }
-    }
-
-    async fn stats(&self) -> Value {
-        let out = Command::new("curl").args(["-s", &format!("{}/__proxy/stats", self.url)]).output().expect("curl");
-        serde_json::from_slice(&out.stdout).expect("the proxy's stats")
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 async fn run(env: &Env, proxy: &Proxy, tag: &str, n: usize) -> (u64, u64) {
     let keys: Vec<String> = (0..n).map(|i| format!("{tag}{i:05}")).collect();
@@ -78,10 +42,10 @@ async fn run(env: &Env, proxy: &Proxy, tag: &str, n: usize) -> (u64, u64) {
 async fn ten_thousand_updates_commit_with_a_tenth_of_the_writes_throttled() {
     let env = Env::new("throttle").await;
     let n = 10_000;
-    let plain = Proxy::start(0.0).await;
+    let plain = Proxy::start(0, 0.0).await;
     let (plain_ms, plain_throttled) = run(&env, &plain, "p", n).await;
     assert_eq!(plain_throttled, 0);
-    let busy = Proxy::start(0.1).await;
+    let busy = Proxy::start(0, 0.1).await;
     let (busy_ms, throttled) = run(&env, &busy, "t", n).await;
     let stats = busy.stats().await;
     let writes = stats["writes"].as_u64().unwrap();

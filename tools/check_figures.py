@@ -19,6 +19,9 @@ binding text that is no longer in its file.
   python3 tools/check_figures.py                   check (exit 1 on any disagreement)
   python3 tools/check_figures.py --self-test       show the check passes on a copy and fails on altered copies
   python3 tools/check_figures.py --list            every named figure, its value and its source
+  python3 tools/check_figures.py --rewrite         rewrite every figure that disagrees to its source's value (keeping
+                                                   the decimals written), list them, then check; read the prose
+                                                   around each after: a rewritten figure can change what it says
   python3 tools/check_figures.py write-report --out FILE --lines SAGA_REPORT --commit C --date YYYY-MM-DD
       --seconds N --name NAME [--iam-log calls.jsonl | --iam-calls N] [--iam-output FILE]
       [--artifacts .local/artifacts.json]
@@ -133,6 +136,11 @@ def bench_figures(bench, usd):
             chunked = rows.get((kind, n, "chunked"))
             if chunked and chunked.get("wallMs"):
                 f[p + "wallVsChunked"] = r["wallMs"] / chunked["wallMs"]
+        if r.get("modelledWallMs") is not None:
+            f[p + "modelledMs"] = r["modelledWallMs"]
+            chunked = rows.get((kind, n, "chunked"))
+            if chunked and chunked.get("modelledWallMs"):
+                f[p + "modelledVsChunked"] = r["modelledWallMs"] / chunked["modelledWallMs"]
     for kind in bench["kinds"]:
         for n in bench["sizes"]:
             saga, native = rows.get((kind, n, "saga")), rows.get((kind, n, "native"))
@@ -155,16 +163,39 @@ def bench_figures(bench, usd):
                   p + "durationS": s["durationMs"] / 1000, p + "standardUsd": s["usd"], p + "expressUsd": express,
                   p + "standardOverExpress": s["usd"] / express,
                   p + "standardUsdPer1000": s["usd"] * 1000 / n, p + "lambdaUsdPer1000": s["lambdaUsd"] * 1000 / n})
+        if s.get("modelledWallMs") is not None:
+            f[p + "modelledMs"] = s["modelledWallMs"]
         update = rows.get(("update", n, "saga"))
         if update and update.get("bill"):
             f[p + "totalUsdPer1000"] = dynamodb_usd(update["bill"]) * 1000 / n + (s["usd"] + s["lambdaUsd"]) * 1000 / n
 
-    for t in bench.get("roundTrips", []):
+    trips = bench.get("roundTrips", [])
+    for t in trips:
         m = METHOD[t["method"]]
-        p = f"roundTrips.{t['actions']}.{m}" + (f".{t['inFlight']}" if m == "saga" else "")
-        f[p] = t["roundTrips"]
-        f[p + ".calls"] = t["calls"]
-        f[p + ".wallMs"] = t["wallMs"]
+        names = [f"roundTrips.{t['actions']}.{m}" + (f".{t['inFlight']}" if m == "saga" else "")]
+        if t.get("default"):
+            names.append(f"roundTrips.{t['actions']}.saga.default")
+        chunked = next((c for c in trips if c["actions"] == t["actions"] and c["method"] == "chunked"), None)
+        for p in names:
+            f[p] = t["roundTrips"]
+            f[p + ".calls"] = t["calls"]
+            f[p + ".wallMs"] = t["wallMs"]
+            if "modelledWallMs" in t:
+                f[p + ".modelledMs"] = t["modelledWallMs"]
+                if chunked and chunked.get("modelledWallMs"):
+                    f[p + ".modelledVsChunked"] = t["modelledWallMs"] / chunked["modelledWallMs"]
+                for s in t.get("sensitivity", []):
+                    c = next((x for x in (chunked or {}).get("sensitivity", []) if x["perCallMs"] == s["perCallMs"]
+                              and x["perItemMs"] == s["perItemMs"]), None)
+                    q = f"{p}.modelled.{s['perCallMs']:g}+{s['perItemMs']:g}"
+                    f[q] = s["modelledWallMs"]
+                    if c and c["modelledWallMs"]:
+                        f[q + ".vsChunked"] = s["modelledWallMs"] / c["modelledWallMs"]
+            for key, name in (("plainMedianMs", "plainMedianMs"), ("proxyMedianMs", "proxyMedianMs")):
+                if t.get(key) is not None:
+                    f[p + "." + name] = t[key]
+                    if chunked and chunked.get(key):
+                        f[p + "." + name.replace("MedianMs", "VsChunked")] = t[key] / chunked[key]
 
     for c in bench.get("committedReads", []):
         p, reads = f"committedReads.{c['actions']}.{c['way']}.", c["reads"]
@@ -602,6 +633,75 @@ def main_check():
     return 0
 
 
+# -------------------------------------------------------------------------------------------------------- rewrite
+
+STRING_FIGURE = re.compile(r"(?:[0-9a-f]{7,40}|\d{4}-\d{2}-\d{2}(?: \d{2}:\d{2} UTC)?)$")
+
+
+def written_as(old, value):
+    """`value` written the way `old` was: as many decimals, thousands separated by commas."""
+    w = Decimal(old.replace(",", ""))
+    decimals = max(-w.as_tuple().exponent, 0)
+    return f"{value:,.{decimals}f}"
+
+
+def rewrite(root):
+    """Rewrites every bound figure that disagrees with its source to the source's value, keeping the decimals it was
+    written with. Returns the figures changed, as (file:line, old, new, name)."""
+    figures, _ = all_figures(root)
+    changed = []
+    for path in md_files(root):
+        rel = os.path.relpath(path, root)
+        lines = open(path, encoding="utf-8").read().split("\n")
+        fenced = False
+        for i, line in enumerate(lines):
+            if re.match(r"\s*(```|~~~)", line):
+                fenced = not fenced
+                continue
+            if fenced:
+                continue
+            masked = re.sub(r"`[^`]*`", lambda c: " " * len(c.group(0)), line)
+            # Right to left, so that earlier positions stay where they were.
+            for m in reversed(list(MARKER.finditer(masked))):
+                name = m.group(1)
+                if name not in figures:
+                    continue
+                value, _ = figures[name]
+                before = line[:m.start()]
+                if isinstance(value, str):
+                    w = STRING_FIGURE.search(before)
+                    if not w or w.group(0) == value:
+                        continue
+                    new = value
+                else:
+                    w = WRITTEN_NUMBER.search(before)
+                    if not w or agrees(w.group(1), value):
+                        continue
+                    new = written_as(w.group(1), value)
+                start, end = w.start(1 if w.re is WRITTEN_NUMBER else 0), w.end(1 if w.re is WRITTEN_NUMBER else 0)
+                changed.append((f"{rel}:{i + 1}", before[start:end], new, name))
+                line = line[:start] + new + line[end:]
+            lines[i] = line
+        open(path, "w", encoding="utf-8").write("\n".join(lines))
+    for rel, text, names in TEXT_BINDINGS:
+        path = os.path.join(root, rel)
+        content = open(path, encoding="utf-8").read()
+        found = list(binding_regex(text).finditer(content))
+        if len(found) != 1:
+            continue
+        m = found[0]
+        for g in reversed(range(1, len(names) + 1)):
+            name = names[g - 1]
+            if name not in figures or agrees(m.group(g), figures[name][0]):
+                continue
+            new = written_as(m.group(g), figures[name][0])
+            line = content.count("\n", 0, m.start(g)) + 1
+            changed.append((f"{rel}:{line}", m.group(g), new, name))
+            content = content[:m.start(g)] + new + content[m.end(g):]
+        open(path, "w", encoding="utf-8").write(content)
+    return changed
+
+
 # ------------------------------------------------------------------------------------------------------ self-test
 
 def copy_tree(dst):
@@ -681,6 +781,16 @@ def self_test():
         json.dump(bench, open(path, "w", encoding="utf-8"), indent=2)
     case("a measurement changed in docs/benchmarks.json", change_bench,
          lambda p, where: p.endswith("(update.10000.saga.wallMs)"))
+
+    def change_bench_and_rewrite(tmp):
+        change_bench(tmp)
+        path = os.path.join(tmp, BENCH_JSON)
+        bench = json.load(open(path, encoding="utf-8"))
+        bench["largest"]["sealMs"] *= 2
+        json.dump(bench, open(path, "w", encoding="utf-8"), indent=2)
+        names = {name for _, _, _, name in rewrite(tmp)}
+        assert {"update.10000.saga.wallMs", "largest.sealMs"} <= names, names
+    case("measurements changed, then --rewrite", change_bench_and_rewrite, None)
 
     def change_report(tmp):
         path = os.path.join(tmp, REPORT_MD)
@@ -797,6 +907,10 @@ def main(argv):
             value, source = figures[name]
             print(f"{name}\t{shown(value)}\t{source}")
         return 0
+    if argv[:1] == ["--rewrite"]:
+        for where, old, new, name in rewrite(ROOT):
+            print(f"{where}: {old} -> {new} ({name})")
+        return main_check()
     if argv[:1] == ["write-report"]:
         return main_write_report(argv[1:])
     if argv[:1] == ["publish-report"]:

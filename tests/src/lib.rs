@@ -7,6 +7,7 @@
 pub mod bad;
 pub mod bank;
 pub mod diagram;
+pub mod proxy;
 pub mod seed000;
 pub mod sfn_api;
 pub mod stack;

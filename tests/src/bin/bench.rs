@@ -19,6 +19,7 @@
 //! the state machine; and 16 transfers of 2 to 150 accounts, beyond native, by dynamo-saga both ways: transfers
 //! committed per second and the time each took to end.
 
+use harness::trips::{modelled_ms, Model, Tracer};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -144,6 +145,9 @@ struct Row {
     bill: Option<Bill>,
     /// From the plain pass.
     wall_ms: Option<f64>,
+    /// The plain pass's wall time under the reference latency model ([`Model::REFERENCE`]).
+    #[serde(default)]
+    modelled_wall_ms: Option<f64>,
     /// Why a figure is missing.
     note: Option<String>,
 }
@@ -160,6 +164,10 @@ struct MachineRow {
     /// The Lambda calls' cost at each function's deployed `MemorySize`, on the local stack's call times.
     #[serde(default)]
     lambda_usd: f64,
+    /// Under the reference latency model: the in-process run's modelled time at the default in-flight limit (the
+    /// round-trip pass) plus [`Model::LAMBDA_CALL_MS`] for each Lambda call.
+    #[serde(default)]
+    modelled_wall_ms: Option<f64>,
 }
 
 /// The largest transaction the template allows, staged through the API function and run through the state machine
@@ -237,7 +245,34 @@ struct TripRow {
     calls: usize,
     round_trips: usize,
     wall_ms: f64,
+    /// The traced run under the reference latency model ([`Model::REFERENCE`]).
+    #[serde(default)]
+    modelled_wall_ms: f64,
+    /// The same run under each model of [`Model::SENSITIVITY`].
+    #[serde(default)]
+    sensitivity: Vec<Modelled>,
+    /// The in-flight limit is the default (`SAGA_IN_FLIGHT` unset): the row a deployment gets.
+    #[serde(default)]
+    default: bool,
+    /// Three more runs on fresh items, on DynamoDB Local and through the delay proxy (`tools/ddb-proxy.mjs`,
+    /// [`PROXY_DELAY_MS`] added to each request): median wall times, for the baselines and the default limit.
+    #[serde(default)]
+    plain_median_ms: Option<f64>,
+    #[serde(default)]
+    proxy_median_ms: Option<f64>,
 }
+
+/// One run's wall time under one latency model.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Modelled {
+    #[serde(flatten)]
+    model: Model,
+    modelled_wall_ms: f64,
+}
+
+/// The network delay the delay proxy adds to each request.
+const PROXY_DELAY_MS: u64 = 5;
 
 /// Committed reads of items a committed transaction of updates has not applied yet, one way
 /// (`SAGA_COMMITTED_READS`): the reads, the same items read again, and the apply that then finishes the transaction.
@@ -279,6 +314,8 @@ struct Args {
     largest_actions: usize,
     /// In-flight limits the round-trip pass runs dynamo-saga with.
     in_flight: Vec<usize>,
+    /// A full run keeps the last run's largest transaction instead of leaving it out (`tools/bench.sh` runs it after).
+    keep_largest: bool,
 }
 
 fn args() -> Args {
@@ -292,10 +329,11 @@ fn args() -> Args {
         contention_only: false,
         largest_only: false,
         largest_actions: 100_000,
-        in_flight: vec![4, 16, 64],
+        in_flight: vec![16, 64, 256],
+        keep_largest: false,
     };
     let mut it = std::env::args().skip(1);
-    let usage = "usage: bench [--sizes 10,100,1000,10000] [--kinds update,insert,delete,check] [--item-bytes 940] [--seed000-max N] [--in-flight 4,16,64] [--out DIR] [--functions-only | --contention-only | --largest-only [--largest-actions 100000]]";
+    let usage = "usage: bench [--sizes 10,100,1000,10000] [--kinds update,insert,delete,check] [--item-bytes 940] [--seed000-max N] [--in-flight 16,64,256] [--out DIR] [--functions-only | --contention-only | --largest-only [--largest-actions 100000] | --keep-largest]";
     while let Some(flag) = it.next() {
         let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value\n{usage}"));
         match flag.as_str() {
@@ -320,6 +358,7 @@ fn args() -> Args {
             "--functions-only" => a.functions_only = true,
             "--contention-only" => a.contention_only = true,
             "--largest-only" => a.largest_only = true,
+            "--keep-largest" => a.keep_largest = true,
             "--largest-actions" => a.largest_actions = value().parse().expect("a number of actions"),
             "-h" | "--help" => {
                 println!("{usage}");
@@ -412,7 +451,7 @@ async fn run(env: &Env, store: &Store, method: Method, body: &Value, tx_name: &s
 }
 
 async fn measure(env: &Env, a: &Args, kind: Kind, n: usize, method: Method) -> Row {
-    let mut row = Row { kind, actions: n, method, bill: None, wall_ms: None, note: None };
+    let mut row = Row { kind, actions: n, method, bill: None, wall_ms: None, modelled_wall_ms: None, note: None };
     if method == Method::Native && n > 100 {
         row.note = Some("TransactWriteItems takes at most 100 actions".into());
         return row;
@@ -431,14 +470,26 @@ async fn measure(env: &Env, a: &Args, kind: Kind, n: usize, method: Method) -> R
             return row;
         }
     }
-    // The timing pass, on fresh items and a plain store.
+    // The timing pass, on fresh items and a plain store whose client notes every request for the latency model.
     let body = prepare(env, kind, n, &format!("{}-time", method.tag()), a.item_bytes).await;
+    let tracer = Tracer::default();
+    let store = traced_store(env, &tracer, env.store.cfg.concurrency);
     let started = Instant::now();
-    match run(env, &env.store, method, &body, &format!("{}-{}-{n}-time", kind.name(), method.tag())).await {
-        Ok(()) => row.wall_ms = Some(started.elapsed().as_secs_f64() * 1000.0),
+    match run(env, &store, method, &body, &format!("{}-{}-{n}-time", kind.name(), method.tag())).await {
+        Ok(()) => {
+            row.wall_ms = Some(started.elapsed().as_secs_f64() * 1000.0);
+            row.modelled_wall_ms = Some(modelled_ms(&tracer.traced(), Model::REFERENCE));
+        }
         Err(e) => row.note = Some(e),
     }
     row
+}
+
+/// A store like `env`'s whose client notes every request in `tracer`, with `in_flight` requests at most in flight.
+fn traced_store(env: &Env, tracer: &Tracer, in_flight: usize) -> Store {
+    let client =
+        aws_sdk_dynamodb::Client::from_conf(env.client.config().to_builder().interceptor(tracer.clone()).build());
+    Store::new(client, dynamo_saga::Config { concurrency: in_flight, ..(*env.store.cfg).clone() })
 }
 
 /// Updates of `n` items through the state machine on the local stack.
@@ -465,24 +516,27 @@ async fn machine(n: usize, bytes: usize) -> MachineRow {
         duration_ms: ex.duration_ms,
         usd: ex.transitions as f64 * USD_PER_TRANSITION,
         lambda_usd,
+        modelled_wall_ms: None,
     }
 }
 
 /// The round-trip pass: `n` updates run by `method` on a store whose client notes when each DynamoDB request went
 /// out and when its answer came back, with `in_flight` requests at most in flight per phase call.
 async fn round_trips(env: &Env, n: usize, method: Method, in_flight: usize, bytes: usize) -> TripRow {
-    let tracer = harness::trips::Tracer::default();
-    let client =
-        aws_sdk_dynamodb::Client::from_conf(env.client.config().to_builder().interceptor(tracer.clone()).build());
-    let cfg = dynamo_saga::Config { concurrency: in_flight, ..(*env.store.cfg).clone() };
-    let store = Store::new(client, cfg);
+    let tracer = Tracer::default();
+    let store = traced_store(env, &tracer, in_flight);
     let body = prepare(env, Kind::Update, n, &format!("{}-trip{in_flight}", method.tag()), bytes).await;
     let started = Instant::now();
     run(env, &store, method, &body, &format!("update-{}-{n}-trip{in_flight}", method.tag()))
         .await
         .unwrap_or_else(|e| panic!("{n} updates, {}: {e}", method.name()));
     let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let traced = tracer.traced();
     let calls = tracer.calls();
+    let sensitivity = Model::SENSITIVITY
+        .iter()
+        .map(|&model| Modelled { model, modelled_wall_ms: modelled_ms(&traced, model) })
+        .collect();
     TripRow {
         actions: n,
         method,
@@ -490,7 +544,32 @@ async fn round_trips(env: &Env, n: usize, method: Method, in_flight: usize, byte
         calls: calls.len(),
         round_trips: harness::trips::critical_path(&calls),
         wall_ms,
+        modelled_wall_ms: modelled_ms(&traced, Model::REFERENCE),
+        sensitivity,
+        default: method == Method::Saga && in_flight == default_in_flight(),
+        plain_median_ms: None,
+        proxy_median_ms: None,
     }
+}
+
+/// `SAGA_IN_FLIGHT`'s default.
+fn default_in_flight() -> usize {
+    dynamo_saga::Config::new("t").concurrency
+}
+
+/// The median wall time of three runs of `n` updates by `method` on `store`, each on fresh items.
+async fn median_of_3(env: &Env, store: &Store, n: usize, method: Method, tag: &str, bytes: usize) -> f64 {
+    let mut ms = Vec::new();
+    for i in 0..3 {
+        let body = prepare(env, Kind::Update, n, &format!("{}-{tag}{i}", method.tag()), bytes).await;
+        let started = Instant::now();
+        run(env, store, method, &body, &format!("update-{}-{n}-{tag}{i}", method.tag()))
+            .await
+            .unwrap_or_else(|e| panic!("{n} updates, {}: {e}", method.name()));
+        ms.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    ms.sort_by(f64::total_cmp);
+    ms[1]
 }
 
 /// The committed-read pass: `n` updates driven to their commit and stopped before apply, then 100 of their items
@@ -928,29 +1007,76 @@ fn reads_markdown(rows: &[ReadRow]) -> String {
 }
 
 fn trips_markdown(rows: &[TripRow]) -> String {
-    let mut md = String::from(
-        "## Round trips on the critical path\n\nUpdates of existing items, run once more on fresh items by a client that notes when \
+    let mut md = format!(
+        "## Round trips on the critical path, and a latency model\n\nUpdates of existing items, run once more on fresh items by a client that notes when \
          each DynamoDB request went out and when its answer came back (`tests/src/trips.rs`). The critical path is the longest \
          chain of requests each sent after the one before it was answered: what a transaction waits for whatever DynamoDB's \
          latency, since requests sent side by side count once. dynamo-saga runs in-process at each in-flight limit \
-         (`SAGA_IN_FLIGHT`, the template's `InFlightLimit`, default 16: the most requests one phase call has in flight); \
+         (`SAGA_IN_FLIGHT`, the template's `InFlightLimit`, default {default}: the most requests one phase call has in flight); \
          chunked sends its calls one after another. Each run is on a new client, so dynamo-saga's count includes one \
-         `DescribeTable` of the table, which a warm process has cached (the second call at 10 updates). Wall time is on DynamoDB Local, about a millisecond a request; at 5 to 10 ms \
-         a request in a Region, the round trips dominate.\n\n\
-         | actions | way | in-flight limit | DynamoDB calls | round trips on the critical path | wall time (ms) |\n\
-         | ---: | --- | ---: | ---: | ---: | ---: |\n",
+         `DescribeTable` of the table, which a warm process has cached. Wall time is on DynamoDB Local, one Java process \
+         sharing this machine's cores with the client: its CPU per request, which a Region does not have, is most of it.\n\n\
+         Two views of a real network. **Modelled**: the same traced run, each request weighed by a latency model instead of \
+         timed, on the heaviest chain of requests each sent after the one before it was answered (`modelled_ms`); the client's \
+         own work and DynamoDB Local's CPU drop out. AWS publishes no latency per operation, so the model is stated: the \
+         reference is {call} ms a request, plus {item} ms an item for a call that carries many (`TransactWriteItems`, \
+         `BatchWriteItem`, `BatchGetItem`); the sensitivity table shows how the result moves with it. **Through the delay \
+         proxy**: `tools/ddb-proxy.mjs` in front of DynamoDB Local adds {delay} ms to every request; median of 3 runs, beside \
+         the median of 3 without it.\n\n\
+         | actions | way | in-flight limit | DynamoDB calls | round trips on the critical path | wall time (ms) | modelled (ms) | modelled vs chunked | median, DynamoDB Local (ms) | median, through the proxy (ms) | proxy vs chunked |\n\
+         | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+        default = default_in_flight(),
+        call = Model::REFERENCE.per_call_ms,
+        item = Model::REFERENCE.per_item_ms,
+        delay = PROXY_DELAY_MS,
     );
+    let chunked = |n: usize| rows.iter().find(|r| r.actions == n && r.method == Method::Chunked);
+    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
+        _ => "-".into(),
+    };
+    let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0}"));
     for r in rows {
-        let limit = if r.method == Method::Saga { r.in_flight.to_string() } else { "-".into() };
+        let limit = match (r.method, r.default) {
+            (Method::Saga, true) => format!("{} (default)", r.in_flight),
+            (Method::Saga, false) => r.in_flight.to_string(),
+            _ => "-".into(),
+        };
+        let c = chunked(r.actions);
         md.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {:.0} |\n",
+            "| {} | {} | {} | {} | {} | {:.0} | {:.0} | {} | {} | {} | {} |\n",
             r.actions,
             r.method.name(),
             limit,
             r.calls,
             r.round_trips,
-            r.wall_ms
+            r.wall_ms,
+            r.modelled_wall_ms,
+            ratio(Some(r.modelled_wall_ms), c.map(|c| c.modelled_wall_ms)),
+            ms(r.plain_median_ms),
+            ms(r.proxy_median_ms),
+            ratio(r.proxy_median_ms, c.and_then(|c| c.proxy_median_ms)),
         ));
+    }
+    md.push_str("\nModelled wall time of dynamo-saga at the default limit against chunked's, under each model (ms a request + ms an item):\n\n| actions |");
+    for m in Model::SENSITIVITY {
+        md.push_str(&format!(" {} + {} |", m.per_call_ms, m.per_item_ms));
+    }
+    md.push_str("\n| ---: |");
+    md.push_str(&" ---: |".repeat(Model::SENSITIVITY.len()));
+    md.push('\n');
+    for r in rows.iter().filter(|r| r.default) {
+        let Some(c) = chunked(r.actions) else { continue };
+        md.push_str(&format!("| {} |", r.actions));
+        for (mine, theirs) in r.sensitivity.iter().zip(&c.sensitivity) {
+            md.push_str(&format!(
+                " {:.0} / {:.0} ({}) |",
+                mine.modelled_wall_ms,
+                theirs.modelled_wall_ms,
+                ratio(Some(mine.modelled_wall_ms), Some(theirs.modelled_wall_ms))
+            ));
+        }
+        md.push('\n');
     }
     md.push('\n');
     md
@@ -1050,10 +1176,11 @@ fn markdown(a: &Args, report: &Report, when: &str) -> String {
     );
     for kind in &a.kinds {
         md.push_str(&format!("## {}\n\n", kind.title()));
-        md.push_str("| actions | way | DynamoDB calls | writes per action | write units | write units per action | read units | read units per action | non-transactional write units: billed (DynamoDB Local) | read units: billed (DynamoDB Local) | DynamoDB USD per 1,000 actions | wall time (ms) | wall time vs chunked |\n");
-        md.push_str("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+        md.push_str("| actions | way | DynamoDB calls | writes per action | write units | write units per action | read units | read units per action | non-transactional write units: billed (DynamoDB Local) | read units: billed (DynamoDB Local) | DynamoDB USD per 1,000 actions | wall time (ms) | wall time vs chunked | modelled wall time (ms) | modelled vs chunked |\n");
+        md.push_str("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
         for &n in &a.sizes {
             let chunked = by(rows, *kind, n, Method::Chunked).and_then(|r| r.wall_ms);
+            let chunked_modelled = by(rows, *kind, n, Method::Chunked).and_then(|r| r.modelled_wall_ms);
             for m in Method::all() {
                 let Some(r) = by(rows, *kind, n, m) else { continue };
                 let (calls, writes, w, wpa, rd) = match &r.bill {
@@ -1080,11 +1207,16 @@ fn markdown(a: &Args, report: &Report, when: &str) -> String {
                     (Some(w), Some(c)) if c > 0.0 => format!("{:.2}x", w / c),
                     _ => "-".into(),
                 };
+                let modelled = r.modelled_wall_ms.map_or("-".into(), |w| format!("{w:.0}"));
+                let modelled_ratio = match (r.modelled_wall_ms, chunked_modelled) {
+                    (Some(w), Some(c)) if c > 0.0 => format!("{:.2}x", w / c),
+                    _ => "-".into(),
+                };
                 let mut way = m.name().to_string();
                 if let Some(note) = &r.note {
                     way = format!("{way} ({note})");
                 }
-                md.push_str(&format!("| {n} | {way} | {calls} | {writes} | {w} | {wpa} | {rd} | {rpa} | {plain_w} | {plain_r} | {usd} | {wall} | {ratio} |\n"));
+                md.push_str(&format!("| {n} | {way} | {calls} | {writes} | {w} | {wpa} | {rd} | {rpa} | {plain_w} | {plain_r} | {usd} | {wall} | {ratio} | {modelled} | {modelled_ratio} |\n"));
             }
         }
         md.push('\n');
@@ -1096,16 +1228,17 @@ fn markdown(a: &Args, report: &Report, when: &str) -> String {
             GB-second, in 100 ms steps at the smallest memory step (64 MB), priced here on the wall time measured on the local \
             stack (debug functions on DynamoDB Local: real Lambda and DynamoDB would be faster, so cheaper). Neither includes \
             the Lambda invocations or DynamoDB.\n\n");
-        md.push_str("| actions | state transitions | history events | Lambda calls | wall time (ms) | STANDARD cost per transaction (USD) | EXPRESS cost per transaction (USD) | STANDARD / EXPRESS |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+        md.push_str("| actions | state transitions | history events | Lambda calls | wall time (ms) | modelled wall time (ms) | STANDARD cost per transaction (USD) | EXPRESS cost per transaction (USD) | STANDARD / EXPRESS |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
         for r in machine {
             let express = express_usd(r.duration_ms);
             md.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {:.6} | {:.7} | {:.0}x |\n",
+                "| {} | {} | {} | {} | {} | {} | {:.6} | {:.7} | {:.0}x |\n",
                 r.actions,
                 r.transitions,
                 r.history_events,
                 r.lambda_calls,
                 r.duration_ms,
+                r.modelled_wall_ms.map_or("-".into(), |w| format!("{w:.0}")),
                 r.usd,
                 express,
                 r.usd / express
@@ -1344,8 +1477,10 @@ async fn measure_reads(a: &Args) -> Vec<ReadRow> {
     out
 }
 
-/// Updates at each size: native and chunked once, dynamo-saga at each in-flight limit, on a tracing client.
+/// Updates at each size: native and chunked once, dynamo-saga at each in-flight limit, on a tracing client; then the
+/// baselines and the default limit three times more on DynamoDB Local and three times through the delay proxy.
 async fn measure_trips(a: &Args) -> Vec<TripRow> {
+    let proxy = harness::proxy::Proxy::start(PROXY_DELAY_MS, 0.0).await;
     let mut out = Vec::new();
     for &n in &a.sizes {
         let env = Env::new(&format!("bench-trips-{n}")).await;
@@ -1353,17 +1488,33 @@ async fn measure_trips(a: &Args) -> Vec<TripRow> {
         if n <= 100 {
             ways.insert(0, (Method::Native, 1));
         }
-        ways.extend(a.in_flight.iter().map(|l| (Method::Saga, *l)));
+        let mut limits = a.in_flight.clone();
+        if !limits.contains(&default_in_flight()) {
+            limits.push(default_in_flight());
+        }
+        ways.extend(limits.iter().map(|l| (Method::Saga, *l)));
         for (m, limit) in ways {
-            let r = round_trips(&env, n, m, limit, a.item_bytes).await;
+            let mut r = round_trips(&env, n, m, limit, a.item_bytes).await;
+            if m != Method::Saga || r.default {
+                let plain = Store::new(
+                    env.client.clone(),
+                    dynamo_saga::Config { concurrency: limit, ..(*env.store.cfg).clone() },
+                );
+                r.plain_median_ms = Some(median_of_3(&env, &plain, n, m, "plain", a.item_bytes).await);
+                let through = Store::new(harness::client_for(&proxy.url), plain.cfg.as_ref().clone());
+                r.proxy_median_ms = Some(median_of_3(&env, &through, n, m, "proxy", a.item_bytes).await);
+            }
             eprintln!(
-                "round trips {:>6} updates {:<12} in flight {:>3}: {} calls, {} on the critical path, {:.0} ms",
+                "round trips {:>6} updates {:<12} in flight {:>3}: {} calls, {} on the critical path, {:.0} ms, modelled {:.0} ms, median {} ms plain, {} ms through the proxy",
                 n,
                 m.name(),
                 limit,
                 r.calls,
                 r.round_trips,
-                r.wall_ms
+                r.wall_ms,
+                r.modelled_wall_ms,
+                r.plain_median_ms.map_or("-".into(), |v| format!("{v:.0}")),
+                r.proxy_median_ms.map_or("-".into(), |v| format!("{v:.0}")),
             );
             out.push(r);
         }
@@ -1414,6 +1565,12 @@ async fn measure_all(a: &Args) -> (Vec<Row>, Vec<MachineRow>) {
     (rows, machine_rows)
 }
 
+/// The largest transaction of the report at `path`, if it has one.
+fn last_largest(path: &std::path::Path) -> Option<LargestRun> {
+    let text = std::fs::read_to_string(path).ok()?;
+    serde_json::from_str::<Report>(&text).ok()?.largest
+}
+
 #[tokio::main]
 async fn main() {
     let mut a = args();
@@ -1436,8 +1593,12 @@ async fn main() {
         a.item_bytes = r.item_bytes;
         r
     } else {
-        let (rows, state_machine) = measure_all(&a).await;
+        let (rows, mut state_machine) = measure_all(&a).await;
         let round_trips = measure_trips(&a).await;
+        for m in &mut state_machine {
+            let in_process = round_trips.iter().find(|r| r.default && r.actions == m.actions);
+            m.modelled_wall_ms = in_process.map(|r| r.modelled_wall_ms + m.lambda_calls as f64 * Model::LAMBDA_CALL_MS);
+        }
         let committed_reads = measure_reads(&a).await;
         let mut total = Bill::default();
         for b in rows.iter().filter_map(|r| r.bill.as_ref()) {
@@ -1451,7 +1612,7 @@ async fn main() {
             rows,
             state_machine,
             contention: Vec::new(),
-            largest: None,
+            largest: if a.keep_largest { last_largest(&json_path) } else { None },
             functions: Vec::new(),
             non_transactional_cross_check: total,
             round_trips,
