@@ -49,7 +49,7 @@ REPORT_MD = "docs/test-report.md"
 BENCH_RS = "tests/src/bin/bench.rs"
 TEMPLATE = "template.yaml"
 ASL = "statemachine/transaction.asl.json"
-MARKER = re.compile(r"<!--\s*fig:\s*([A-Za-z0-9_.\-]+)\s*-->")
+MARKER = re.compile(r"<!--\s*fig:\s*([A-Za-z0-9_.+\-]+)\s*-->")
 NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
 WRITTEN_NUMBER = re.compile(r"(" + NUMBER + r")\s*$")
 
@@ -62,9 +62,8 @@ TEXT_BINDINGS = [
      ["largest.actions", "largest.phasePeakMinMib", "largest.phasePeakMaxMib"]),
     (TEMPLATE, "a phase call of 50 batches took up to {} s, Lock's and Apply's with about {} s of CPU on average.",
      ["largest.phaseSlowestCallS", "largest.lockCpuSPerCall"]),
-    (ASL, "= {} calls, about {} x 7 + 4 = {} events (the benchmark's {} updates took {} calls and {} history events)",
-     ["largest.lambdaCalls", "largest.lambdaCalls", "largest.historyEvents", "largest.actions", "largest.lambdaCalls",
-      "largest.historyEvents"]),
+    (ASL, "(the benchmark's {} updates took {} calls and {} history events)",
+     ["largest.actions", "largest.lambdaCalls", "largest.historyEvents"]),
 ]
 
 

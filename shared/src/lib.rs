@@ -67,17 +67,17 @@
 //!
 //! 1. **begin** (`phase::begin`) validates everything (`request`), sorts the actions into one global lock order
 //!    and cuts them into batches (`plan`), and writes the records. Nothing else is written for a bad request.
-//! 2. **lock** (`phase::lock`) takes the parent lock (when a `Parent` is given) and then each item's lock, batch by
-//!    batch, in the same conditional write that evaluates the caller's condition on the item as it was. The write
-//!    returns that item, and each update is evaluated on it (`eval`): one DynamoDB would refuse decides
-//!    `ROLLED_BACK` with `ValidationError` on its action. A missing item is created to hold its lock and marked
-//!    transient; so is a tombstone, which the lock item keeps and a condition sees as absent.
+//! 2. **lock** (`phase::lock`) takes the parent lock (when a `Parent` is given) and then each item's lock, a run of up
+//!    to 20 batches at once, in the same conditional write that evaluates the caller's condition on the item as it
+//!    was. The write returns that item, and each update is evaluated on it (`eval`): one DynamoDB would refuse
+//!    decides `ROLLED_BACK` with `ValidationError` on its action. A missing item is created to hold its lock and
+//!    marked transient; so is a tombstone, which the lock item keeps and a condition sees as absent.
 //! 3. **save** (`phase::save`) is the barrier before the commit: every batch locked by this attempt. The items that
 //!    replace others (each `Put`, each tombstone) were checked by begin, from the request, against the size limit and
 //!    the table's index key types; nothing has been written but locks, so nothing is copied.
 //! 4. **commit** (`phase::commit`) is one conditional header write, `PENDING` -> `COMMITTED`: the commit point.
-//! 5. **apply** (`phase::apply`) writes each item once: the caller's write and the unlock together, conditioned on
-//!    the lock, so a missing lock means "applied" and nothing happens twice.
+//! 5. **apply** (`phase::apply`) writes each item once, a run of batches at once: the caller's write and the unlock
+//!    together, conditioned on the lock, so a missing lock means "applied" and nothing happens twice.
 //! 6. **complete** (`phase::complete`) records the items done.
 //! 7. **rollback** (`phase::rollback`) decides `ROLLED_BACK` if still pending and lets go of every lock, deleting
 //!    every transient item (putting back a tombstone it kept).
