@@ -536,16 +536,22 @@ def agrees(written, value):
     return abs(float(w) - value) <= 0.5 * 10 ** -decimals * (1 + 1e-9) + 1e-12
 
 
-def check_markdown(path, rel, figures, problems, used):
-    """Markers in fenced code blocks and inline code spans are examples, not bindings."""
-    n, fenced = 0, False
-    for i, line in enumerate(open(path, encoding="utf-8").read().split("\n"), 1):
+def prose_lines(lines):
+    """(index, line) of each line outside fenced code blocks, its inline code spans blanked: markers there are
+    examples, not bindings."""
+    fenced = False
+    for i, line in enumerate(lines):
         if re.match(r"\s*(```|~~~)", line):
             fenced = not fenced
             continue
-        if fenced:
-            continue
-        line = re.sub(r"`[^`]*`", lambda c: " " * len(c.group(0)), line)
+        if not fenced:
+            yield i, re.sub(r"`[^`]*`", lambda c: " " * len(c.group(0)), line)
+
+
+def check_markdown(path, rel, figures, problems, used):
+    n = 0
+    for i, line in prose_lines(open(path, encoding="utf-8").read().split("\n")):
+        i += 1
         for m in MARKER.finditer(line):
             name, before = m.group(1), line[:m.start()]
             n += 1
@@ -652,14 +658,8 @@ def rewrite(root):
     for path in md_files(root):
         rel = os.path.relpath(path, root)
         lines = open(path, encoding="utf-8").read().split("\n")
-        fenced = False
-        for i, line in enumerate(lines):
-            if re.match(r"\s*(```|~~~)", line):
-                fenced = not fenced
-                continue
-            if fenced:
-                continue
-            masked = re.sub(r"`[^`]*`", lambda c: " " * len(c.group(0)), line)
+        for i, masked in prose_lines(lines):
+            line = lines[i]
             # Right to left, so that earlier positions stay where they were.
             for m in reversed(list(MARKER.finditer(masked))):
                 name = m.group(1)
