@@ -235,15 +235,21 @@ impl Store {
     /// client also logs its calls ([`crate::calls`]).
     pub fn from_conf(conf: aws_sdk_dynamodb::config::Builder, cfg: Config) -> Self {
         let pace = Pace::new(cfg.concurrency);
-        let retry = aws_sdk_dynamodb::config::retry::RetryConfig::standard()
-            .with_max_attempts(12)
-            .with_initial_backoff(std::time::Duration::from_millis(25))
-            .with_max_backoff(std::time::Duration::from_secs(5));
-        let mut conf = conf.retry_config(retry).interceptor(Watch(pace.clone()));
+        let mut conf = conf.retry_config(Self::retry_config()).interceptor(Watch(pace.clone()));
         if let Some(log) = crate::calls::CallLog::from_env() {
             conf = conf.interceptor(log);
         }
         Self::paced(Client::from_conf(conf.build()), cfg, pace)
+    }
+
+    /// The retries [`Store::from_conf`] gives its client: the SDK's standard mode, 12 attempts, a jittered first wait
+    /// of up to 25 ms, doubling up to 5 s. They cover throttling and DynamoDB's transient errors (an
+    /// `InternalServerError` included); every write the protocol sends is safe to send again.
+    pub fn retry_config() -> aws_sdk_dynamodb::config::retry::RetryConfig {
+        aws_sdk_dynamodb::config::retry::RetryConfig::standard()
+            .with_max_attempts(12)
+            .with_initial_backoff(std::time::Duration::from_millis(25))
+            .with_max_backoff(std::time::Duration::from_secs(5))
     }
 
     /// The in-flight limit of this store's single-item writes, shared by its clones.
