@@ -76,8 +76,9 @@ pub async fn run_step(s: &Store, tx_id: &str, step: Step) -> Result<crate::phase
 }
 
 /// Runs the step [`phase::resume::next_step`] gave for the header `h` the caller has just read: the phase starts from
-/// that header instead of reading it again (one round trip fewer a step). Every write a phase makes is conditional on
-/// the header's version, so a header that has moved on since is met as a failed condition, as a fresh read would be.
+/// that header instead of reading it again (one round trip fewer a step). Every header write a phase makes is
+/// conditional on the state and attempt it read, so a header that has moved on since is met as a failed condition, and
+/// the phase reads it again, as it would after a fresh read.
 pub async fn run_step_from(s: &Store, h: Header, step: Step) -> Result<crate::phase::Report, TxError> {
     let m = crate::store::Meter::default();
     match step {

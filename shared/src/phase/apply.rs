@@ -33,7 +33,7 @@ use super::{
 };
 use crate::constants::{
     ATTR_APPLIED, ATTR_LOCK, ATTR_LOCKED_AT, H_APPLIED, H_ATTEMPT, H_STATE, PARENT_LEASE, PARENT_LOCKED_AT,
-    PARENT_LOCK_TOKEN, PARENT_RVN, RUN_BATCHES,
+    PARENT_LOCK_TOKEN, PARENT_RVN,
 };
 use crate::error::{CancellationReason, TxError};
 use crate::expr::{self, ClauseKind};
@@ -124,14 +124,14 @@ pub(crate) async fn apply_from(store: &Store, m: Meter, h: Header, batch: usize)
     Ok(Report::new(outcome, &m))
 }
 
-/// Protocol 2: applies and unlocks every item of the batches of the run from `batch` ([`RUN_BATCHES`] at most, all
+/// Protocol 2: applies and unlocks every item of the batches of the run from `batch` ([`RUN_BATCHES`](crate::constants::RUN_BATCHES) at most, all
 /// at once) of the committed transaction `h`, then records them applied with one header write.
 async fn apply_committed(store: &Store, m: Meter, h: Header, batch: usize) -> Result<Report, TxError> {
     if h.applied > batch {
         return Ok(Report::new(Outcome::Done, &m));
     }
     let plan = crate::stored::read_plan(store, &m, &h.id).await?;
-    let run = batch..(batch + RUN_BATCHES).min(h.batches);
+    let run = super::run_from(batch, h.batches);
     let actions = crate::stored::read_batches(store, &m, &h.id, &plan, run.clone(), Part::Whole).await?;
     let refused = concurrently(actions, store.cfg.concurrency, |(b, _, a)| {
         let (m, h) = (&m, &h);

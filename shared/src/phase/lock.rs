@@ -1,4 +1,4 @@
-//! lock: take the parent lock (first batch) and every item's lock. A run locks up to [`RUN_BATCHES`] batches at once,
+//! lock: take the parent lock (first batch) and every item's lock. A run locks up to [`RUN_BATCHES`](crate::constants::RUN_BATCHES) batches at once,
 //! every item of them with up to `SAGA_IN_FLIGHT` writes in flight, and then records them locked with one header
 //! write; a run that meets another transaction's lock records the batches before it.
 //!
@@ -23,7 +23,7 @@ use super::{
 use crate::config::PrecommitCheck;
 use crate::constants::{
     ATTR_GONE, ATTR_LOCK, ATTR_LOCKED_AT, ATTR_STONE, ATTR_TOMBSTONE, ATTR_TRANSIENT, H_LOCKED, H_LOCK_STARTED,
-    MAX_TRANSACT_ACTIONS, RUN_BATCHES,
+    MAX_TRANSACT_ACTIONS,
 };
 use crate::error::{CancellationReason, TxError};
 use crate::items::lock_holder;
@@ -105,7 +105,7 @@ pub(crate) async fn lock_from(store: &Store, m: Meter, h: Header, batch: usize) 
         }
     }
     let plan = crate::stored::read_plan(store, &m, tx_id).await?;
-    let run = batch..(batch + RUN_BATCHES).min(h.batches);
+    let run = super::run_from(batch, h.batches);
     let mut met = Met::default();
     lock_run(store, &m, &h, &plan, run.clone(), &mut met).await?;
     let Met { mut failed, mut refused, mut contention } = met;

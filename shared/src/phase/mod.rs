@@ -115,6 +115,11 @@ pub(crate) mod ph {
     pub const ATTEMPT_N: &str = ":_sagaAttempt";
 }
 
+/// The batches a lock or apply run from `batch` takes: up to [`crate::constants::RUN_BATCHES`] of the `batches`.
+fn run_from(batch: usize, batches: usize) -> std::ops::Range<usize> {
+    batch..(batch + crate::constants::RUN_BATCHES).min(batches)
+}
+
 /// `h`, when the transaction is in `state` and unfinished; otherwise the state it is in, and the phase ends with
 /// nothing written.
 fn in_state(h: Header, state: TxState) -> Result<Header, TxState> {
