@@ -22,11 +22,12 @@ venv="$root/.local/venv"
 node_dir="$root/.local/iam-sim"
 
 install() {
-  if ! { [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import samtranslator' 2>/dev/null; }; then
+  # The translator reads templates with PyYAML, which it does not list among its requirements (aws-sam-cli brings it).
+  if ! { [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import samtranslator, yaml' 2>/dev/null; }; then
     echo "iam-sim: installing aws-sam-translator into .local/venv" >&2
     command -v python3 >/dev/null || { echo "iam-sim: python3 is required" >&2; exit 2; }
     [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check aws-sam-translator
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check aws-sam-translator pyyaml
   fi
   # The lock file pins every package and its integrity hash; a changed lock file reinstalls.
   if ! cmp -s tools/iam/package-lock.json "$node_dir/package-lock.json" || [ ! -d "$node_dir/node_modules/@cloud-copilot/iam-simulate" ]; then
