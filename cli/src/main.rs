@@ -405,7 +405,7 @@ async fn submit(
             }
         }
         None => {
-            let begun = phase::begin::submit(&store, &body, None, None).await?;
+            let begun = phase::begin::submit_here(&store, &body).await?;
             let id = begun.transaction_id.clone();
             if !a.json && begun.batches == 0 {
                 eprintln!("transaction {id}: {} actions in one TransactWriteItems call", begun.actions);

@@ -151,6 +151,8 @@ pub const T_TX: &str = "txId";
 /// a time), and one header write records them all, so a transaction of 2,000 actions waits for the round trips of
 /// its slowest writes, not of twenty batches one after another.
 pub const RUN_BATCHES: usize = 20;
+/// Keys of each table begin reads, of a request's own, to guess whether its items exist (`phase::begin`).
+pub const EXISTENCE_SAMPLE: usize = 16;
 /// DynamoDB's TransactWriteItems action limit.
 pub const MAX_TRANSACT_ACTIONS: usize = 100;
 /// DynamoDB's TransactWriteItems aggregate size limit.

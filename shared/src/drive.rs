@@ -92,6 +92,22 @@ pub async fn run_step_from(s: &Store, h: Header, step: Step) -> Result<crate::ph
     }
 }
 
+/// Runs the step [`phase::resume::next_step`] gave for the header `h`, as [`run_step_from`] does, joining to it the
+/// steps after it that would only write the header, in one header write: save and commit
+/// ([`phase::commit::with_save`]), and the last apply run, complete and release ([`phase::release::with_apply`]). What
+/// a driver that runs every phase itself does (the in-process coordinator); the state machine's Lambdas run one phase
+/// each.
+pub async fn run_joined(s: &Store, h: Header, step: Step) -> Result<crate::phase::Report, TxError> {
+    let m = crate::store::Meter::default();
+    match step {
+        Step::Save(_) if phase::commit::with_save(&h) => Box::pin(phase::commit::save_and_commit(s, m, h)).await,
+        Step::Apply(b) if phase::release::with_apply(&h, phase::run_end(b, h.batches)) => {
+            Box::pin(phase::apply::apply_and_finish(s, m, h, b)).await
+        }
+        other => run_step_from(s, h, other).await,
+    }
+}
+
 /// The result of a committed transaction.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
@@ -129,7 +145,7 @@ impl Driver {
     /// by its own conditions, a wait past `LockWaitSeconds`, or the deadline.
     pub async fn run(&self, body: &Value) -> Result<Committed, TxError> {
         let started = Instant::now();
-        let begun = Box::pin(phase::begin::submit(&self.store, body, None, None)).await?;
+        let begun = Box::pin(phase::begin::submit_here(&self.store, body)).await?;
         if begun.created && begun.state == TxState::Committed {
             // Carried out in one call: the result carries the capacity that call consumed, which its header cannot.
             return Ok(Committed {
@@ -141,7 +157,9 @@ impl Driver {
                 elapsed_ms: started.elapsed().as_millis() as u64,
             });
         }
-        self.drive(&begun.transaction_id).await
+        // Begin's header write is where the first step starts.
+        let h = Box::pin(self.steps(&begun.transaction_id, true, |_, _| false)).await?;
+        finished(&h, started)
     }
 
     /// Drives an existing transaction from wherever it stopped to its end, as its driver: an attempt rolled back by
@@ -196,14 +214,21 @@ impl Driver {
         own: bool,
         stop: impl Fn(&Header, &Step) -> bool,
     ) -> Result<Header, TxError> {
+        // The first step starts from the header as it is, not from one this process wrote before.
+        records::forget_written(&self.store, tx_id);
+        Box::pin(self.steps(tx_id, own, stop)).await
+    }
+
+    /// [`Driver::drive_until`], its first step starting from the header as this process last wrote it, if it has.
+    async fn steps(&self, tx_id: &str, own: bool, stop: impl Fn(&Header, &Step) -> bool) -> Result<Header, TxError> {
         let mut waiting: Option<Waiting> = None;
         let mut attempt = 0u32;
         loop {
-            let (h, step) = Box::pin(phase::resume::resume(&self.store, tx_id)).await?;
+            let (h, step) = Box::pin(phase::resume::resume_written(&self.store, tx_id)).await?;
             if step == Step::Finished || stop(&h, &step) || (step == Step::Retry && !own) {
                 return Ok(h);
             }
-            let report = run_step_from(&self.store, h.clone(), step).await?;
+            let report = run_joined(&self.store, h.clone(), step).await?;
             match report.outcome {
                 Outcome::Contended(c) => {
                     match Box::pin(self.resolve_all(&h, &c, &report.also_contended, waiting.as_ref(), None)).await? {
@@ -469,7 +494,7 @@ impl Driver {
         let m = Meter::default();
         warn!(tx_id = %me.id, holder = %c.holder, item = %c.item, "clearing a lock left by an ended attempt");
         match (&c.key, c.action, &me.parent) {
-            (Some((table, key)), _, _) => phase::release_key(s, &m, &c.holder, table, key, Release::Keep).await,
+            (Some((table, key)), _, _) => phase::release_key(s, &m, &c.holder, table, key, Release::Keep, None).await.map(|_| ()),
             (None, Some(_), _) => Ok(()),
             (None, None, Some(p)) => phase::parent::unlock_parent(s, &m, p, &c.holder).await,
             (None, None, None) => Ok(()),

@@ -29,7 +29,7 @@ use crate::config::CommittedReads;
 use crate::constants::*;
 use crate::drive::Driver;
 use crate::error::TxError;
-use crate::items::{flag, lock_holder, strip_reserved};
+use crate::items::{flag, lock_holder, strip_reserved, LockId};
 use crate::phase::begin;
 use crate::records::{self, TxState};
 use crate::request::{is_tombstone, Op};
@@ -302,10 +302,15 @@ async fn resolve(
             return Ok(as_is);
         }
         return match crate::stored::find_action(store, m, holder, table, &key).await? {
+            // A lock that carries another id than the one its batch was recorded locked with was taken by a lock write
+            // that landed after apply wrote the item: the item is as the transaction left it.
+            Some((batch, _, a)) if h.lock_id(batch, a.index).is_some_and(|id| LockId::of(&item) != Some(id)) => {
+                Ok(as_is)
+            }
             Some((batch, _, a)) if batch >= h.applied && !h.finished() => match store.cfg.committed_reads {
                 CommittedReads::Evaluate => committed_value(store, m, h, &a, as_is).await,
                 CommittedReads::Apply => {
-                    if let Some(message) = crate::phase::apply::apply_item(store, m, h, &a).await? {
+                    if let Some(message) = crate::phase::apply::apply_item(store, m, h, batch, &a).await? {
                         return Err(TxError::ApplyRejected { tx_id: h.id.clone(), action: a.describe(), message });
                     }
                     // Applied, by this read or by apply: the item as it is now, which another transaction may hold.

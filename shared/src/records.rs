@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::constants::*;
 use crate::error::{Abort, Cancellation, CancellationReason, TxError};
+use crate::items::{LockId, LockIds};
 use crate::request::Parent;
 use crate::store::{Meter, Store, Usage, Written};
 use crate::value::{n, now_ms, s, Item};
@@ -304,6 +305,17 @@ pub struct Header {
     /// The last write of this committed transaction DynamoDB refused to apply, when one was.
     #[serde(default)]
     pub refused: Option<Refusal>,
+    /// The lock pass that last claimed the lock phase (`lockPass`, see [`crate::items::LockId`]); none on a
+    /// transaction begun before lock writes carried ids, whose locks carry none.
+    #[serde(default)]
+    pub lock_pass: Option<u64>,
+    /// The ids the locks of the batches recorded locked carry (`lockIds`).
+    #[serde(default)]
+    pub lock_ids: LockIds,
+    /// Tables most of whose items the request names did not exist when begin looked (`absentTables`): lock's first
+    /// write to one of their items expects it absent.
+    #[serde(default)]
+    pub absent_tables: Vec<String>,
 }
 
 /// A committed write DynamoDB refused at apply (`ApplyRejected`): the item keeps its lock until the write is applied.
@@ -346,6 +358,11 @@ impl Header {
     /// The value this attempt's locks carry (see `owner`).
     pub fn owner(&self) -> String {
         owner(&self.id, self.attempt)
+    }
+    /// The id the lock of action `index` of `batch` carries, once that batch was recorded locked; none for a
+    /// transaction begun before lock writes carried ids.
+    pub fn lock_id(&self, batch: usize, index: usize) -> Option<LockId> {
+        self.lock_pass.and(self.lock_ids.id_of(batch, index))
     }
 
     pub(crate) fn from_item(item: &Item) -> Result<Self, TxError> {
@@ -403,6 +420,17 @@ impl Header {
                 .map_err(|_| bad(H_ATTEMPTS))?
                 .unwrap_or_default(),
             refused: s(H_REFUSED).map(|r| serde_json::from_str(&r)).transpose().map_err(|_| bad(H_REFUSED))?,
+            lock_pass: u(H_LOCK_PASS),
+            absent_tables: s(H_ABSENT_TABLES)
+                .map(|r| serde_json::from_str(&r))
+                .transpose()
+                .map_err(|_| bad(H_ABSENT_TABLES))?
+                .unwrap_or_default(),
+            lock_ids: s(H_LOCK_IDS)
+                .map(|r| serde_json::from_str(&r))
+                .transpose()
+                .map_err(|_| bad(H_LOCK_IDS))?
+                .unwrap_or_default(),
             id,
         })
     }
@@ -418,6 +446,14 @@ pub const H_LOCK_WAIT: &str = "lockWaitSeconds";
 pub const H_WRITES: &str = "ddbWrites";
 /// Header: the last committed write DynamoDB refused to apply ([`Refusal`], JSON).
 pub const H_REFUSED: &str = "refused";
+/// Header: the lock pass that last claimed the lock phase, a number above every earlier one of the transaction (the
+/// epoch milliseconds it started at, or one more than the last); absent on a transaction begun before lock writes
+/// carried ids ([`LockId`]).
+pub const H_LOCK_PASS: &str = "lockPass";
+/// Header: the ids the locks of the batches recorded locked carry ([`LockIds`], JSON).
+pub const H_LOCK_IDS: &str = "lockIds";
+/// Header: the tables most of whose items the request names did not exist when begin looked (JSON list).
+pub const H_ABSENT_TABLES: &str = "absentTables";
 
 pub fn header_key(tx_id: &str) -> Item {
     HashMap::from([(TX_PK.to_string(), s(tx_id)), (TX_SK.to_string(), s(SK_HEADER))])
@@ -460,6 +496,8 @@ pub struct HeaderWrite<'a> {
     pub watermark: Option<(&'a str, usize)>,
     /// Attributes that must exist (true) or must not (false).
     pub require: Vec<(&'a str, bool)>,
+    /// Attributes that must hold a value, or (`None`) be absent.
+    pub equal: Vec<(&'a str, Option<AttributeValue>)>,
 }
 
 /// One conditional header write (see [`update_header`]). It always moves the version, which waiters watch. It moves
@@ -518,6 +556,16 @@ pub async fn write_header(
         cond.push_str(&format!(" AND {}(#q{i})", if *exists { "attribute_exists" } else { "attribute_not_exists" }));
         req = req.expression_attribute_names(format!("#q{i}"), *k);
     }
+    for (i, (k, v)) in w.equal.iter().enumerate() {
+        req = req.expression_attribute_names(format!("#e{i}"), *k);
+        match v {
+            Some(v) => {
+                cond.push_str(&format!(" AND #e{i} = :e{i}"));
+                req = req.expression_attribute_values(format!(":e{i}"), v.clone());
+            }
+            None => cond.push_str(&format!(" AND attribute_not_exists(#e{i})")),
+        }
+    }
     if !w.remove.is_empty() {
         let names: Vec<String> = (0..w.remove.len()).map(|i| format!("#r{i}")).collect();
         expr.push_str(&format!(" REMOVE {}", names.join(", ")));
@@ -542,8 +590,17 @@ pub async fn write_header(
         .expression_attribute_values(":calls", n(usage.calls))
         .expression_attribute_values(":writes", n(usage.writes))
         .expression_attribute_values(":ru", n(usage.read_units))
-        .expression_attribute_values(":wu", n(usage.write_units));
-    Ok(matches!(store.update(m, req).await?, Written::Done(_)))
+        .expression_attribute_values(":wu", n(usage.write_units))
+        .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew);
+    match store.update(m, req).await? {
+        Written::Done(header) => {
+            if let Some(header) = header {
+                store.keep_header(tx_id, header);
+            }
+            Ok(true)
+        }
+        Written::ConditionFailed(_) => Ok(false),
+    }
 }
 
 /// Adds to the time attempt `h` has waited for other transactions' locks, whatever state it is in now (a wait can
@@ -668,6 +725,7 @@ pub async fn restart(store: &Store, m: &Meter, h: &Header) -> Result<bool, TxErr
             H_PARENT_TICKET,
             H_WAITED,
             H_WAIT_FOR,
+            H_LOCK_IDS,
         ],
         require: vec![(H_RETRY, true), (H_FINISHED_AT, false)],
         ..HeaderWrite::default()
@@ -704,7 +762,34 @@ pub(crate) fn stamp_usage(header: &mut Item, m: &Meter) {
 /// Writes a transaction's first header, with the usage so far; false when the transaction has one already.
 pub(crate) async fn put_header(store: &Store, m: &Meter, mut header: Item) -> Result<bool, TxError> {
     stamp_usage(&mut header, m);
-    Ok(matches!(store.put_record_if_absent(m, header, None).await?, Written::Done(_)))
+    let id = match header.get(TX_PK) {
+        Some(AttributeValue::S(id)) => id.clone(),
+        _ => return Err(TxError::Internal("a header without an id".into())),
+    };
+    match store.put_record_if_absent(m, header.clone(), None).await? {
+        Written::Done(_) => {
+            store.keep_header(&id, header);
+            Ok(true)
+        }
+        Written::ConditionFailed(_) => Ok(false),
+    }
+}
+
+/// Forgets the header of `tx_id` this process last wrote ([`last_header`]): the next step starts from the header as
+/// it is.
+pub fn forget_written(store: &Store, tx_id: &str) {
+    store.take_header(tx_id);
+}
+
+/// The header of `tx_id` as this process's last write of it left it, when the process has not used it since;
+/// otherwise the header as it is (strongly consistent). What a driver starts its next step from: every header write
+/// a phase makes is conditional on the state and attempt it started from, so a header that has moved on since is met
+/// as a failed condition, and the phase reads it again.
+pub async fn last_header(store: &Store, m: &Meter, tx_id: &str) -> Result<Header, TxError> {
+    match store.take_header(tx_id) {
+        Some(item) => Header::from_item(&item),
+        None => read_header(store, m, tx_id).await,
+    }
 }
 
 /// Records on the committed header that DynamoDB refused to apply `action` of `batch`, for `status` and the runbook.

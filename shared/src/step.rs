@@ -182,6 +182,9 @@ pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) 
                 message: format!("{} expects {{\"TransactionId\": \"...\"}}: {e}", phase.name()),
             })
         })?;
+        // A call starts from the header as it is, not from one this process wrote in an earlier call (Begin's call
+        // starts from the header it has just written).
+        records::forget_written(store, &input.transaction_id);
         if input.abort {
             let why = Decision::aborted(abort_reason(input.error.as_ref()));
             let (h, _) = resume::resume(store, &input.transaction_id).await?;
@@ -196,7 +199,7 @@ pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) 
     let mut waiting = contention;
     let mut steps = 0;
     loop {
-        let (h, step) = resume::resume(store, tx_id).await?;
+        let (h, step) = resume::resume_written(store, tx_id).await?;
         if phase == Phase::Release && (steps > 0 || step == Step::Finished) {
             if let Some(namespace) =
                 store.cfg.metrics_namespace.as_deref().filter(|_| steps > 0 && step == Step::Finished)
@@ -224,7 +227,7 @@ pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) 
                         driver.give_up(&h, std::iter::once(&c).chain(&report.also_contended), &limit).await?;
                     }
                     Resolution::Wait(w) => {
-                        let (h, step) = resume::resume(store, tx_id).await?;
+                        let (h, step) = resume::resume_written(store, tx_id).await?;
                         let mut out = StepOutput::at(&h, step, waits);
                         if phase.owns(step) {
                             out.waits = waits + 1;

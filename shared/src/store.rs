@@ -108,23 +108,78 @@ pub enum Transacted {
     Rejected(String),
 }
 
+/// What a write sent once ([`Store::update_once`], [`Store::put_once`]) came to.
+#[derive(Debug)]
+pub enum Once {
+    /// DynamoDB's answer.
+    Known(Written),
+    /// No answer that says whether DynamoDB carried the write out (a timeout, a broken connection, a server error):
+    /// the request may still land, later, so nothing it carries can be trusted to be sent only once any more.
+    Unknown(String),
+}
+
 /// What a single-item write came to, before it is metered and billed.
 enum Sent {
     Done(Option<Item>, Vec<ConsumedCapacity>),
     ConditionFailed(Option<Item>),
+    /// Refused before DynamoDB carried it out (throttled, or in the way of a DynamoDB transaction): safe to send again.
+    Refused(TxError),
+    /// No answer that says whether it was carried out ([`Once::Unknown`]).
+    Unknown(String),
     Failed(TxError),
 }
 
+/// What [`Store::single_write`] came to.
+enum Answer {
+    Known(Written),
+    Refused(TxError),
+    Unknown(String),
+}
+
+impl Answer {
+    /// The answer of a write the SDK retries itself, which is never refused or unknown but as an error.
+    fn written(self, op: &'static str) -> Result<Written, TxError> {
+        match self {
+            Answer::Known(w) => Ok(w),
+            Answer::Refused(e) => Err(e),
+            Answer::Unknown(message) => Err(TxError::DynamoDb { op, message }),
+        }
+    }
+}
+
+/// Attempts of a write sent once that DynamoDB keeps refusing before carrying it out (throttling), as the client's
+/// own retries make ([`Store::retry_config`]).
+const ONCE_ATTEMPTS: u32 = 12;
+
+/// The outcome of one attempt of a write sent once; `None`: DynamoDB refused it before carrying it out, and it has
+/// been waited for (jittered) to be sent again.
+async fn answered_once(answer: Answer, tries: &mut u32) -> Result<Option<Once>, TxError> {
+    match answer {
+        Answer::Known(w) => Ok(Some(Once::Known(w))),
+        Answer::Unknown(message) => Ok(Some(Once::Unknown(message))),
+        Answer::Refused(e) if *tries + 1 >= ONCE_ATTEMPTS => Err(e),
+        Answer::Refused(_) => {
+            *tries += 1;
+            backoff(*tries).await;
+            Ok(None)
+        }
+    }
+}
+
 /// One conditional single-item write (`UpdateItem`, `PutItem` or `DeleteItem`), asking for the consumed capacity and
-/// for the item when the condition fails, which becomes [`Written::ConditionFailed`].
+/// for the item when the condition fails, which becomes [`Written::ConditionFailed`]. With `once`, the SDK sends it
+/// once, without retrying, and the answer says whether DynamoDB may have carried it out ([`Sent::Unknown`]).
 macro_rules! single_write {
-    ($store:expr, $m:expr, $req:expr, $key:expr, $op:literal, $condition_failed:path) => {{
+    ($store:expr, $m:expr, $req:expr, $key:expr, $op:literal, $condition_failed:path, $once:expr) => {{
         let send = async {
-            let r = $req
+            let req = $req
                 .return_consumed_capacity(ReturnConsumedCapacity::Total)
-                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-                .send()
-                .await;
+                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+            let r = if $once {
+                req.customize().config_override(Store::sent_once()).send().await
+            } else {
+                req.send().await
+            };
             match r {
                 Ok(o) => Sent::Done(o.attributes, o.consumed_capacity.into_iter().collect()),
                 Err(SdkError::ServiceError(se)) if se.err().is_conditional_check_failed_exception() => {
@@ -133,11 +188,34 @@ macro_rules! single_write {
                         _ => unreachable!("a conditional check failure"),
                     }
                 }
+                Err(e) if $once => sent_once($op, e),
                 Err(e) => Sent::Failed(map_err($op, e)),
             }
         };
         $store.single_write($m, $key, send).await
     }};
+}
+
+/// What the error of a write sent once says of it: refused before it was carried out (a client error: throttling,
+/// a conflict with a DynamoDB transaction, a request DynamoDB rejects), or of unknown outcome (a server error, a
+/// timeout, a connection that broke).
+fn sent_once<E: ProvideErrorMetadata + std::fmt::Debug>(
+    op: &'static str,
+    e: SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>,
+) -> Sent {
+    match &e {
+        SdkError::ServiceError(se) if se.raw().status().is_client_error() => match se.err().code() {
+            Some(
+                "ProvisionedThroughputExceededException"
+                | "ThrottlingException"
+                | "RequestLimitExceeded"
+                | "TransactionConflictException",
+            ) => Sent::Refused(map_err(op, e)),
+            _ => Sent::Failed(map_err(op, e)),
+        },
+        SdkError::ConstructionFailure(_) => Sent::Failed(map_err(op, e)),
+        _ => Sent::Unknown(format!("{op}: {}", map_err(op, e))),
+    }
 }
 
 #[derive(Clone)]
@@ -154,7 +232,22 @@ pub struct Store {
     /// Plans this process wrote or read, by transaction id: a plan never changes once written, so each phase run
     /// after the first in a process saves a read.
     plans: Arc<Mutex<HashMap<String, Arc<crate::plan::Plan>>>>,
+    /// Lock passes this process claimed and has not used yet, by transaction id (`phase::lock`): the next lock step
+    /// of the transaction in this process takes its pass from here instead of claiming one.
+    claims: Arc<Mutex<HashMap<String, u64>>>,
+    /// The header this process last wrote of each transaction, as the write left it: the driver's next step starts
+    /// from it instead of reading it again (`phase::resume`).
+    headers: Arc<Mutex<HashMap<String, Item>>>,
+    /// Request pages this process wrote or read, by transaction id and page number, and their bytes in all: pages
+    /// never change once written, so the phases of a transaction begun or run before in this process read none.
+    pages: Arc<Mutex<Pages>>,
 }
+
+/// Request pages by transaction id and page number, and their bytes in all.
+type Pages = (HashMap<(String, usize), Arc<Vec<u8>>>, usize);
+
+/// The most bytes of request pages a store keeps; past it, it forgets them all and starts again.
+const PAGE_BYTES_KEPT: usize = 64 * 1024 * 1024;
 
 /// The most plans a store keeps; past it, it forgets them all and starts again.
 const PLANS_KEPT: usize = 64;
@@ -204,7 +297,54 @@ impl Store {
             billing: None,
             pace,
             plans: Arc::default(),
+            claims: Arc::default(),
+            headers: Arc::default(),
+            pages: Arc::default(),
         }
+    }
+
+    /// Keeps `header`, the header item of `tx_id` as this process's write just left it.
+    pub(crate) fn keep_header(&self, tx_id: &str, header: Item) {
+        let mut headers = self.headers.lock().expect("headers lock");
+        if headers.len() >= PLANS_KEPT {
+            headers.clear();
+        }
+        headers.insert(tx_id.to_string(), header);
+    }
+
+    /// Takes the header item of `tx_id` this process last wrote, if it has not been taken since.
+    pub(crate) fn take_header(&self, tx_id: &str) -> Option<Item> {
+        self.headers.lock().expect("headers lock").remove(tx_id)
+    }
+
+    /// Keeps page `page` of `tx_id`'s request.
+    pub(crate) fn keep_page(&self, tx_id: &str, page: usize, bytes: Arc<Vec<u8>>) {
+        let mut pages = self.pages.lock().expect("pages lock");
+        if pages.1 + bytes.len() > PAGE_BYTES_KEPT {
+            *pages = Default::default();
+        }
+        pages.1 += bytes.len();
+        pages.0.insert((tx_id.to_string(), page), bytes);
+    }
+
+    /// Page `page` of `tx_id`'s request, if this process wrote or read it.
+    pub(crate) fn known_page(&self, tx_id: &str, page: usize) -> Option<Arc<Vec<u8>>> {
+        self.pages.lock().expect("pages lock").0.get(&(tx_id.to_string(), page)).cloned()
+    }
+
+    /// Keeps lock pass `pass`, which this process claimed for transaction `tx_id` and has not used, for the next lock
+    /// step of that transaction in this process.
+    pub(crate) fn keep_claim(&self, tx_id: &str, pass: u64) {
+        let mut claims = self.claims.lock().expect("claims lock");
+        if claims.len() >= PLANS_KEPT {
+            claims.clear();
+        }
+        claims.insert(tx_id.to_string(), pass);
+    }
+
+    /// Takes the lock pass this process kept for `tx_id`, if any: one lock step uses it, never two.
+    pub(crate) fn take_claim(&self, tx_id: &str) -> Option<u64> {
+        self.claims.lock().expect("claims lock").remove(tx_id)
     }
 
     /// The plan of `tx_id` if this process has written or read it.
@@ -235,16 +375,28 @@ impl Store {
     /// client also logs its calls ([`crate::calls`]).
     pub fn from_conf(conf: aws_sdk_dynamodb::config::Builder, cfg: Config) -> Self {
         let pace = Pace::new(cfg.concurrency);
-        let mut conf = conf.retry_config(Self::retry_config()).interceptor(Watch(pace.clone()));
+        let mut conf = Self::with_retries(conf).interceptor(Watch(pace.clone()));
         if let Some(log) = crate::calls::CallLog::from_env() {
             conf = conf.interceptor(log);
         }
         Self::paced(Client::from_conf(conf.build()), cfg, pace)
     }
 
+    /// `conf` with the retries [`Store::from_conf`] gives its client: [`Store::retry_config`], without the SDK's retry
+    /// quota. The in-flight limit bounds retries as it bounds first attempts, so the quota (a token bucket that a
+    /// burst of a hundred retries empties, after which nothing is retried) would only turn a busy moment into failed
+    /// phases.
+    pub fn with_retries(conf: aws_sdk_dynamodb::config::Builder) -> aws_sdk_dynamodb::config::Builder {
+        let partition = aws_sdk_dynamodb::config::retry::RetryPartition::custom("dynamo-saga")
+            .token_bucket(aws_sdk_dynamodb::config::retry::TokenBucket::unlimited())
+            .build();
+        conf.retry_config(Self::retry_config()).retry_partition(partition)
+    }
+
     /// The retries [`Store::from_conf`] gives its client: the SDK's standard mode, 12 attempts, a jittered first wait
     /// of up to 25 ms, doubling up to 5 s. They cover throttling and DynamoDB's transient errors (an
-    /// `InternalServerError` included); every write the protocol sends is safe to send again.
+    /// `InternalServerError` included): every write the protocol sends is safe to send again, but for lock writes,
+    /// which are sent once ([`Store::update_once`]).
     pub fn retry_config() -> aws_sdk_dynamodb::config::retry::RetryConfig {
         aws_sdk_dynamodb::config::retry::RetryConfig::standard()
             .with_max_attempts(12)
@@ -593,8 +745,10 @@ impl Store {
             req,
             key,
             "UpdateItem",
-            aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException
-        )
+            aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException,
+            false
+        )?
+        .written("UpdateItem")
     }
 
     pub async fn put(&self, m: &Meter, req: PutItemFluentBuilder) -> Result<Written, TxError> {
@@ -608,8 +762,10 @@ impl Store {
             req,
             key,
             "PutItem",
-            aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException
-        )
+            aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException,
+            false
+        )?
+        .written("PutItem")
     }
 
     /// Puts `record` into the transactions table unless a record with its key is there already: the "put if absent"
@@ -647,8 +803,63 @@ impl Store {
             req,
             key,
             "DeleteItem",
-            aws_sdk_dynamodb::operation::delete_item::DeleteItemError::ConditionalCheckFailedException
-        )
+            aws_sdk_dynamodb::operation::delete_item::DeleteItemError::ConditionalCheckFailedException,
+            false
+        )?
+        .written("DeleteItem")
+    }
+
+    /// An `UpdateItem` sent once: the SDK does not send it again after an error, so when its outcome is unknown
+    /// ([`Once::Unknown`]) no copy of it is left to land but the one sent. Throttling and conflicts with a DynamoDB
+    /// transaction, which DynamoDB refuses before carrying anything out, are sent again here after a jittered wait, up
+    /// to the client's 12 attempts ([`Store::retry_config`]). Lock writes are sent this way, so that a lock landing
+    /// late never carries the value apply trusts (`phase::lock`).
+    pub async fn update_once(&self, m: &Meter, req: UpdateItemFluentBuilder) -> Result<Once, TxError> {
+        let key = (req.get_table_name().clone().unwrap_or_default(), req.get_key().clone().unwrap_or_default());
+        let mut tries = 0u32;
+        loop {
+            let answer = single_write!(
+                self,
+                m,
+                req.clone(),
+                key.clone(),
+                "UpdateItem",
+                aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException,
+                true
+            )?;
+            if let Some(once) = answered_once(answer, &mut tries).await? {
+                return Ok(once);
+            }
+        }
+    }
+
+    /// A `PutItem` sent once, as [`Store::update_once`] sends an update.
+    pub async fn put_once(&self, m: &Meter, req: PutItemFluentBuilder) -> Result<Once, TxError> {
+        let key = match (&self.billing, req.get_table_name(), req.get_item()) {
+            (Some(_), Some(table), Some(item)) => self.key_of(table, item).await?,
+            _ => Default::default(),
+        };
+        let mut tries = 0u32;
+        loop {
+            let answer = single_write!(
+                self,
+                m,
+                req.clone(),
+                key.clone(),
+                "PutItem",
+                aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException,
+                true
+            )?;
+            if let Some(once) = answered_once(answer, &mut tries).await? {
+                return Ok(once);
+            }
+        }
+    }
+
+    /// The client settings of a write sent once: no retries by the SDK.
+    fn sent_once() -> aws_sdk_dynamodb::config::Builder {
+        aws_sdk_dynamodb::config::Builder::default()
+            .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
     }
 
     /// Sends one single-item write (built by [`single_write!`]), meters it and bills it.
@@ -657,7 +868,7 @@ impl Store {
         m: &Meter,
         key: (String, Item),
         send: impl std::future::Future<Output = Sent>,
-    ) -> Result<Written, TxError> {
+    ) -> Result<Answer, TxError> {
         self.before_write()?;
         let keys = [key];
         let before = self.probe(&keys).await?;
@@ -668,12 +879,20 @@ impl Store {
             Sent::Done(attributes, cc) => {
                 m.record(true, &cc);
                 self.charge_write(&keys, before, true, false, Some(reported(&cc))).await?;
-                Ok(Written::Done(attributes))
+                Ok(Answer::Known(Written::Done(attributes)))
             }
             Sent::ConditionFailed(item) => {
                 m.record(true, &[]);
                 self.charge_write(&keys, before, false, false, None).await?;
-                Ok(Written::ConditionFailed(item))
+                Ok(Answer::Known(Written::ConditionFailed(item)))
+            }
+            Sent::Refused(e) => {
+                m.record(true, &[]);
+                Ok(Answer::Refused(e))
+            }
+            Sent::Unknown(message) => {
+                m.record(true, &[]);
+                Ok(Answer::Unknown(message))
             }
             Sent::Failed(e) => {
                 m.record(true, &[]);

@@ -48,6 +48,7 @@ pub async fn write_plan(
         page.insert(ATTR_EXPIRES_AT.into(), exp.clone());
         reqs.push(page);
     }
+    let pages: Vec<Arc<Vec<u8>>> = stream.chunks(plan.page_bytes as usize).map(|c| Arc::new(c.to_vec())).collect();
     let reqs = reqs
         .into_iter()
         .map(|item| {
@@ -58,6 +59,9 @@ pub async fn write_plan(
         .collect();
     store.batch_write(m, &store.cfg.tx_table, reqs).await?;
     store.keep_plan(tx_id, Arc::new(plan.clone()));
+    for (p, bytes) in pages.into_iter().enumerate() {
+        store.keep_page(tx_id, p, bytes);
+    }
     Ok(())
 }
 
@@ -112,19 +116,28 @@ pub async fn read_batch(
     part: plan::Part,
 ) -> Result<Vec<(usize, Action)>, TxError> {
     let pages = plan.pages_of(b, part);
-    let keys: Vec<Item> = pages.clone().map(|p| record_key(tx_id, page_sk(p))).collect();
-    let mut got: HashMap<String, Vec<u8>> = HashMap::new();
-    // Pages never change once written: eventually consistent reads, at half the price (see Store::get_written).
-    for item in store.batch_get_written(m, &store.cfg.tx_table, keys, &[TX_PK, TX_SK]).await? {
-        if let (Some(AttributeValue::S(sk)), Some(AttributeValue::B(body))) = (item.get(TX_SK), item.get(R_BODY)) {
-            got.insert(sk.clone(), body.as_ref().to_vec());
+    let mut got: HashMap<usize, Arc<Vec<u8>>> =
+        pages.clone().filter_map(|p| Some((p, store.known_page(tx_id, p)?))).collect();
+    let keys: Vec<Item> =
+        pages.clone().filter(|p| !got.contains_key(p)).map(|p| record_key(tx_id, page_sk(p))).collect();
+    if !keys.is_empty() {
+        // Pages never change once written: eventually consistent reads, at half the price (see Store::get_written).
+        for item in store.batch_get_written(m, &store.cfg.tx_table, keys, &[TX_PK, TX_SK]).await? {
+            if let (Some(AttributeValue::S(sk)), Some(AttributeValue::B(body))) = (item.get(TX_SK), item.get(R_BODY)) {
+                if let Some(p) = sk.strip_prefix(SK_PAGE_PREFIX).and_then(|p| p.parse::<usize>().ok()) {
+                    let body = Arc::new(body.as_ref().to_vec());
+                    store.keep_page(tx_id, p, body.clone());
+                    got.insert(p, body);
+                }
+            }
         }
     }
     let mut bytes = Vec::new();
     for p in pages.clone() {
         bytes.extend(
-            got.remove(&page_sk(p))
-                .ok_or_else(|| TxError::Internal(format!("request page {p} of {tx_id} is missing")))?,
+            got.remove(&p)
+                .ok_or_else(|| TxError::Internal(format!("request page {p} of {tx_id} is missing")))?
+                .iter(),
         );
     }
     let actions = plan::decode_batch(plan, b, part, pages.start, &bytes).map_err(TxError::Internal)?;

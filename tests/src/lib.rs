@@ -98,15 +98,16 @@ pub fn client_for(endpoint: &str) -> Client {
 }
 
 /// The client settings of [`client_for`], for [`Store::from_conf`] to finish: the retries a deployed store's client
-/// has ([`Store::retry_config`]), which DynamoDB Local needs too when many writes are in flight at once (it answers
+/// has ([`Store::with_retries`]), which DynamoDB Local needs too when many writes are in flight at once (it answers
 /// some with `InternalServerError` while they wait for its own locks).
 pub fn conf_for(endpoint: &str) -> aws_sdk_dynamodb::config::Builder {
-    aws_sdk_dynamodb::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .endpoint_url(endpoint)
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
-        .retry_config(Store::retry_config())
+    Store::with_retries(
+        aws_sdk_dynamodb::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .endpoint_url(endpoint)
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new("local", "local", None, None, "tests")),
+    )
 }
 
 /// One test's world: its own transactions table and two data tables, `a` (pk) and `b` (pk + sk).

@@ -1,5 +1,6 @@
-//! `tools/ddb-proxy.mjs` in front of this run's DynamoDB Local: a network delay added to every request, and a share
-//! of the writes answered with DynamoDB's throttling errors. Stopped when dropped.
+//! `tools/ddb-proxy.mjs` in front of this run's DynamoDB Local: a network delay added to every request, a share of
+//! the writes answered with DynamoDB's throttling errors, and writes held back to be delivered late. Stopped when
+//! dropped.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -31,10 +32,30 @@ impl Proxy {
         Proxy { child, url: line.trim().to_string() }
     }
 
-    /// `{"requests", "writes", "throttled"}` so far.
+    /// `{"requests", "writes", "throttled", "held", "released"}` so far.
     pub async fn stats(&self) -> Value {
-        let out = Command::new("curl").args(["-s", &format!("{}/__proxy/stats", self.url)]).output().expect("curl");
-        serde_json::from_slice(&out.stdout).expect("the proxy's stats")
+        self.control("GET", "stats", None).await
+    }
+
+    /// Holds the next `count` writes whose request body contains every text of `texts`: each is answered at once
+    /// with `InternalServerError` and delivered to DynamoDB only at [`Proxy::release`].
+    pub async fn hold(&self, texts: &[&str], count: usize) {
+        self.control("POST", "hold", Some(serde_json::json!({"match": texts, "count": count}))).await;
+    }
+
+    /// Delivers every held write to DynamoDB: `{"released", "statuses", "answers"}` once DynamoDB has answered them.
+    pub async fn release(&self) -> Value {
+        self.control("POST", "release", None).await
+    }
+
+    async fn control(&self, method: &str, what: &str, body: Option<Value>) -> Value {
+        let mut curl = Command::new("curl");
+        curl.args(["-s", "-X", method, &format!("{}/__proxy/{what}", self.url)]);
+        if let Some(b) = body {
+            curl.args(["-H", "content-type: application/json", "-d", &b.to_string()]);
+        }
+        let out = curl.output().expect("curl");
+        serde_json::from_slice(&out.stdout).expect("the proxy's answer")
     }
 }
 

@@ -29,7 +29,8 @@ use aws_sdk_dynamodb::types::{
 
 use super::parent::{beat_parent, new_rvn, same_item};
 use super::{
-    concurrently, decided, now, ph, progress, put_held, release_item, unlock_parts, used, Outcome, Release, Report,
+    concurrently, decided, held_condition, now, ph, progress, put_held, release_key, unlock_parts, used, Outcome,
+    Release, Report,
 };
 use crate::constants::{
     ATTR_APPLIED, ATTR_LOCK, ATTR_LOCKED_AT, H_APPLIED, H_ATTEMPT, H_STATE, PARENT_LEASE, PARENT_LOCKED_AT,
@@ -37,7 +38,7 @@ use crate::constants::{
 };
 use crate::error::{CancellationReason, TxError};
 use crate::expr::{self, ClauseKind};
-use crate::items::{flag, lock_holder};
+use crate::items::{flag, lock_holder, LockId};
 use crate::plan::Part;
 use crate::records::{Decision, Header, TxState};
 use crate::request::{Action, Op};
@@ -72,7 +73,7 @@ pub(crate) async fn apply_from(store: &Store, m: Meter, h: Header, batch: usize)
         return Ok(Report::new(Outcome::Ended { state: h.state }, &m));
     }
     if h.commits_first() {
-        return apply_committed(store, m, h, batch).await;
+        return apply_committed(store, m, h, batch, false).await;
     }
     if h.applied > batch {
         return Ok(Report::new(Outcome::Done, &m));
@@ -124,9 +125,17 @@ pub(crate) async fn apply_from(store: &Store, m: Meter, h: Header, batch: usize)
     Ok(Report::new(outcome, &m))
 }
 
+/// Applies the run from `batch` of the committed transaction `h` (protocol 2), and when it is the last, completes and
+/// releases the transaction in the same header write, as a driver that runs those steps after it does
+/// ([`super::release::with_apply`]).
+pub(crate) async fn apply_and_finish(store: &Store, m: Meter, h: Header, batch: usize) -> Result<Report, TxError> {
+    apply_committed(store, m, h, batch, true).await
+}
+
 /// Protocol 2: applies and unlocks every item of the batches of the run from `batch` ([`RUN_BATCHES`](crate::constants::RUN_BATCHES) at most, all
-/// at once) of the committed transaction `h`, then records them applied with one header write.
-async fn apply_committed(store: &Store, m: Meter, h: Header, batch: usize) -> Result<Report, TxError> {
+/// at once) of the committed transaction `h`, then records them applied with one header write; with `finish`, when
+/// the run is the last, that write completes and releases the transaction too.
+async fn apply_committed(store: &Store, m: Meter, h: Header, batch: usize, finish: bool) -> Result<Report, TxError> {
     if h.applied > batch {
         return Ok(Report::new(Outcome::Done, &m));
     }
@@ -135,7 +144,7 @@ async fn apply_committed(store: &Store, m: Meter, h: Header, batch: usize) -> Re
     let actions = crate::stored::read_batches(store, &m, &h.id, &plan, run.clone(), Part::Whole).await?;
     let refused = concurrently(actions, store.cfg.concurrency, |(b, _, a)| {
         let (m, h) = (&m, &h);
-        async move { Ok(apply_item(store, m, h, &a).await?.map(|message| (b, a.describe(), message))) }
+        async move { Ok(apply_item(store, m, h, b, &a).await?.map(|message| (b, a.describe(), message))) }
     })
     .await?;
     let refused: Vec<(usize, String, String)> = refused.into_iter().flatten().collect();
@@ -150,17 +159,36 @@ async fn apply_committed(store: &Store, m: Meter, h: Header, batch: usize) -> Re
         crate::records::note_refusal(store, &m, &h, *batch, action, &message).await?;
         return Err(TxError::ApplyRejected { tx_id: h.id.clone(), action: action.clone(), message });
     }
-    let outcome = progress(store, &m, &h, H_APPLIED, run.end).await?.unwrap_or(Outcome::Done);
-    Ok(Report::new(outcome, &m))
+    let ended = if finish && super::release::with_apply(&h, run.end) {
+        super::release::finish_applied(store, &m, &h).await?
+    } else {
+        progress(store, &m, &h, H_APPLIED, run.end).await?
+    };
+    Ok(Report::new(ended.unwrap_or(Outcome::Done), &m))
 }
 
-/// Applies and unlocks one item while `h`'s attempt holds it. `Some(message)` when DynamoDB refuses the write.
-pub(crate) async fn apply_item(store: &Store, m: &Meter, h: &Header, a: &Action) -> Result<Option<String>, TxError> {
+/// Applies and unlocks one item (action `a` of `batch`) while `h`'s attempt holds it with the lock its batch was
+/// recorded locked with. `Some(message)` when DynamoDB refuses the write.
+///
+/// A lock of the attempt that carries another id was taken by a lock write that landed after the item was applied
+/// (its batch was recorded locked, so every item of it held the recorded lock until apply removed it): it is left
+/// unapplied, and removed.
+pub(crate) async fn apply_item(
+    store: &Store,
+    m: &Meter,
+    h: &Header,
+    batch: usize,
+    a: &Action,
+) -> Result<Option<String>, TxError> {
     let owner = h.owner();
+    let id = h.lock_id(batch, a.index);
+    if h.lock_pass.is_some() && id.is_none() {
+        return Err(TxError::Internal(format!("{} is applied before its batch was recorded locked", a.describe())));
+    }
     let c = &store.client;
     let sent = match (&a.op, &a.tombstone) {
         (Op::Update, _) => {
-            let w = UpdateWrite::of(a, &owner)?;
+            let w = UpdateWrite::of(a, &owner, id)?;
             let req = c
                 .update_item()
                 .table_name(&a.table)
@@ -177,35 +205,54 @@ pub(crate) async fn apply_item(store: &Store, m: &Meter, h: &Header, a: &Action)
             if h.parent.as_ref().is_some_and(|p| same_item(p, a)) {
                 keep_parent_lock(&mut item, h, store.cfg.lease.as_secs());
             }
-            put_held(store, m, &owner, &a.table, item).await
+            put_held(store, m, &owner, &a.table, item, id).await
         }
         (Op::Delete, Some(t)) => {
             let mut item = t.item(&a.key, &h.id);
             item.insert(t.ttl_attribute.clone(), t.expires_at(now_ms()));
-            match put_held(store, m, &owner, &a.table, item).await {
+            match put_held(store, m, &owner, &a.table, item, id).await {
                 // The table's indexes refuse the time to live (an index key of another type): a tombstone that never
                 // expires is better than a committed transaction that cannot finish.
                 Err(TxError::DynamoDb { message, .. }) if message.starts_with("ValidationException") => {
                     tracing::warn!(tx_id = %h.id, table = %a.table, %message, "the tombstone's time to live was refused; it is kept without one");
-                    put_held(store, m, &owner, &a.table, t.item(&a.key, &h.id)).await
+                    put_held(store, m, &owner, &a.table, t.item(&a.key, &h.id), id).await
                 }
                 other => other,
             }
         }
-        (Op::Delete, None) => release_item(store, m, &owner, a, Release::Delete).await.map(|_| Written::Done(None)),
-        (Op::ConditionCheck, _) => release_item(store, m, &owner, a, Release::Keep).await.map(|_| Written::Done(None)),
+        (Op::Delete, None) => release_key(store, m, &owner, &a.table, &a.key, Release::Delete, id).await.map(released),
+        (Op::ConditionCheck, _) => {
+            release_key(store, m, &owner, &a.table, &a.key, Release::Keep, id).await.map(released)
+        }
     };
-    match sent {
-        // Done, or the lock was already gone: applied by an earlier run.
-        Ok(_) => Ok(None),
-        Err(TxError::DynamoDb { message, .. }) if message.starts_with("ValidationException") => Ok(Some(message)),
-        Err(e) => Err(e),
+    let old = match sent {
+        Ok(Written::Done(_)) => return Ok(None),
+        Ok(Written::ConditionFailed(old)) => old,
+        Err(TxError::DynamoDb { message, .. }) if message.starts_with("ValidationException") => return Ok(Some(message)),
+        Err(e) => return Err(e),
+    };
+    // The lock was gone (applied by an earlier run), or a lock write that landed late holds the item.
+    if let (Some(expected), Some(old)) = (id, old) {
+        if let Some(late) = LockId::of(&old).filter(|late| lock_holder(&old) == Some(owner.as_str()) && *late != expected)
+        {
+            tracing::warn!(tx_id = %h.id, action = a.index, lock_id = %late, "a lock write landed after its item was applied: removing it");
+            release_key(store, m, &owner, &a.table, &a.key, Release::Keep, Some(late)).await?;
+        }
+    }
+    Ok(None)
+}
+
+/// A release's outcome as a write's: released, or the item as it was.
+fn released(old: Option<Item>) -> Written {
+    match old {
+        None => Written::Done(None),
+        Some(old) => Written::ConditionFailed(Some(old)),
     }
 }
 
-/// The write that applies update action `a` and unlocks its item while `owner` (an attempt's lock value) holds it:
-/// the caller's update with the lock attributes removed, conditioned on the lock. Apply sends it; lock has DynamoDB
-/// judge it first ([`judged_write`]).
+/// The write that applies update action `a` and unlocks its item while `owner` (an attempt's lock value) holds it
+/// with the lock that carries `id` (when known): the caller's update with the lock attributes removed, conditioned on
+/// the lock. Apply sends it; lock has DynamoDB judge it first ([`judged_write`]).
 struct UpdateWrite {
     update: String,
     condition: String,
@@ -214,28 +261,31 @@ struct UpdateWrite {
 }
 
 impl UpdateWrite {
-    fn of(a: &Action, owner: &str) -> Result<UpdateWrite, TxError> {
+    fn of(a: &Action, owner: &str, id: Option<LockId>) -> Result<UpdateWrite, TxError> {
         let caller = a.update.as_deref().unwrap_or_default();
         let parsed = expr::parse_update(caller).map_err(|e| TxError::Internal(format!("stored update: {e}")))?;
         let (mut names, mut values) = used(a, &parsed.refs);
         let (unlock, unlock_names) = unlock_parts();
         names.extend(unlock_names.iter().map(|(p, n)| (p.to_string(), n.to_string())));
         values.insert(ph::TX.into(), s(owner));
+        if let Some(id) = id {
+            values.insert(ph::LOCK_ID.into(), AttributeValue::N(id.number()));
+        }
         let update = expr::add_actions(caller, ClauseKind::Remove, unlock.trim_start_matches("REMOVE "))
             .map_err(|e| TxError::Internal(format!("stored update: {e}")))?;
-        Ok(UpdateWrite { update, condition: format!("{} = {}", ph::LOCK, ph::TX), names, values })
+        Ok(UpdateWrite { update, condition: held_condition(id), names, values })
     }
 }
 
 /// The update expression apply sends for update action `a`: the caller's, with the lock attributes removed.
 pub(crate) fn applied_update_expression(a: &Action) -> Result<String, TxError> {
-    UpdateWrite::of(a, "").map(|w| w.update)
+    UpdateWrite::of(a, "", None).map(|w| w.update)
 }
 
 /// Update action `a`'s apply write, as one action of a `TransactWriteItems` call, for DynamoDB to judge before the
 /// commit ([`crate::judge`]) exactly as apply will send it.
-pub(crate) fn judged_write(a: &Action, owner: &str) -> Result<TransactWriteItem, TxError> {
-    let w = UpdateWrite::of(a, owner)?;
+pub(crate) fn judged_write(a: &Action, owner: &str, id: Option<LockId>) -> Result<TransactWriteItem, TxError> {
+    let w = UpdateWrite::of(a, owner, id)?;
     let update = Update::builder()
         .table_name(&a.table)
         .set_key(Some(a.key.clone()))

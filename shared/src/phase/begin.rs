@@ -53,13 +53,14 @@ pub async fn validate(store: &Store, m: &Meter, body: &Value) -> Result<ValidReq
     Ok(valid)
 }
 
+/// Begins a transaction this process then drives (see [`submit_here`]).
 pub async fn begin(store: &Store, body: &Value) -> Result<Begun, TxError> {
-    begin_with_execution(store, body, None).await
+    begin_as(store, body, None, None, false, true).await
 }
 
-/// `begin`, recording the Step Functions execution that drives the transaction.
+/// `begin`, recording the Step Functions execution that drives the transaction (with none, this process drives it).
 pub async fn begin_with_execution(store: &Store, body: &Value, execution_arn: Option<&str>) -> Result<Begun, TxError> {
-    begin_as(store, body, execution_arn, None, false).await
+    begin_as(store, body, execution_arn, None, false, execution_arn.is_none()).await
 }
 
 /// What a driver calls: `begin`, or, for a request one `TransactWriteItems` call can carry ([`direct`]), that one
@@ -72,7 +73,14 @@ pub async fn submit(
     execution_arn: Option<&str>,
     id: Option<&str>,
 ) -> Result<Begun, TxError> {
-    begin_as(store, body, execution_arn, id, store.cfg.direct).await
+    begin_as(store, body, execution_arn, id, store.cfg.direct, false).await
+}
+
+/// [`submit`] for a driver that then runs the transaction's steps in this process (the in-process coordinator, the
+/// CLI in-process): begin also claims the first lock pass for it (`phase::lock`), which saves its first lock step a
+/// header write.
+pub async fn submit_here(store: &Store, body: &Value) -> Result<Begun, TxError> {
+    begin_as(store, body, None, None, store.cfg.direct, true).await
 }
 
 /// The transaction id of the Step Functions execution `arn`, started at `start_time` (its `$$.Execution.StartTime`,
@@ -92,13 +100,15 @@ pub fn execution_id(arn: &str, start_time: &str) -> Result<String, TxError> {
 }
 
 /// `begin` under an id chosen before (a staged transaction's, or an execution's); beginning it again returns the
-/// transaction as it is. With `direct`, a request one call can carry is carried out in that call.
+/// transaction as it is. With `direct`, a request one call can carry is carried out in that call. `here`: this process
+/// drives the transaction, and begin claims its first lock pass.
 pub(crate) async fn begin_as(
     store: &Store,
     body: &Value,
     execution_arn: Option<&str>,
     id: Option<&str>,
     direct: bool,
+    here: bool,
 ) -> Result<Begun, TxError> {
     let m = Meter::default();
     if let Some(id) = id {
@@ -164,7 +174,12 @@ pub(crate) async fn begin_as(
 
     let (plan, stream) =
         plan::build(&valid.actions, store.cfg.batch_size, MAX_TRANSACT_BYTES - 64 * 1024, PAGE_TARGET_BYTES);
-    crate::stored::write_plan(store, &m, &tx_id, &plan, &stream, deadline).await?;
+    let (written, absent) = futures::join!(
+        crate::stored::write_plan(store, &m, &tx_id, &plan, &stream, deadline),
+        absent_tables(store, &m, &valid.actions)
+    );
+    written?;
+    let absent = absent?;
 
     let mut header = header_item(store, &tx_id, &valid, now, deadline, execution_arn);
     let shard = ulid::Ulid::from_string(&tx_id).map(|u| (u.random() % OPEN_SHARDS as u128) as u32).unwrap_or(0);
@@ -175,10 +190,26 @@ pub(crate) async fn begin_as(
         (H_PROTOCOL, n(PROTOCOL)),
         (H_ITEMS_CHECKED, n(1)),
         (H_OPEN_SHARD, s(format!("open#{shard}"))),
+        (records::H_LOCK_PASS, n(now)),
     ] {
         header.insert(k.to_string(), v);
     }
+    if !absent.is_empty() {
+        header.insert(
+            records::H_ABSENT_TABLES.to_string(),
+            s(serde_json::to_string(&absent).expect("table names serialise")),
+        );
+    }
+    // Driven in this process (not by a state machine's Lock function), the first lock pass is claimed here, for the
+    // first run of batches: this process's lock step takes it without a write of its own (`phase::lock`).
+    let claimed = here;
+    if claimed {
+        header.insert(H_LOCK_STARTED.to_string(), n(plan.batch_count().min(RUN_BATCHES)));
+    }
     let created = records::put_header(store, &m, header).await?;
+    if created && claimed {
+        store.keep_claim(&tx_id, now);
+    }
     info!(tx_id = %tx_id, actions = plan.action_count(), batches = plan.batch_count(), created, "begun");
     Ok(Begun {
         transaction_id: tx_id,
@@ -189,6 +220,31 @@ pub(crate) async fn begin_as(
         usage: m.usage(),
         ended_here: None,
     })
+}
+
+/// The tables most of whose items `actions` name do not exist: a sample of up to [`EXISTENCE_SAMPLE`] of each table's
+/// keys, spread over its actions, read eventually consistent while begin writes the request. Lock's first write to an
+/// item guesses whether it exists, and a wrong guess costs one more conditional write: an insert says so itself
+/// (`attribute_not_exists`), and on a table where most items are new (upserts: `ADD` to new counters, say) every
+/// first write expects the item absent. An item another transaction created only to hold its lock, or a tombstone,
+/// counts as absent. Tables of inserts only are not read.
+async fn absent_tables(store: &Store, m: &Meter, actions: &[crate::request::Action]) -> Result<Vec<String>, TxError> {
+    let mut by_table: std::collections::BTreeMap<&str, Vec<&Item>> = Default::default();
+    for a in actions.iter().filter(|a| !crate::phase::lock::inserts(a)) {
+        by_table.entry(&a.table).or_default().push(&a.key);
+    }
+    let reads = by_table.into_iter().map(|(table, keys)| async move {
+        let step = keys.len().div_ceil(EXISTENCE_SAMPLE).max(1);
+        let sample: Vec<Item> = keys.iter().step_by(step).map(|k| (*k).clone()).collect();
+        let found = store.batch_get_eventually(m, table, sample.clone()).await?;
+        let present = found
+            .iter()
+            .filter(|i| !crate::items::flag(i, ATTR_TRANSIENT) && !crate::request::is_tombstone(i))
+            .count();
+        Ok::<_, TxError>((present * 2 < sample.len()).then(|| table.to_string()))
+    });
+    let found = futures::future::try_join_all(reads).await?;
+    Ok(found.into_iter().flatten().collect())
 }
 
 /// The actions DynamoDB would refuse whatever the items they meet, from the request alone: each `Put`'s item and

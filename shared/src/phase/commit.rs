@@ -8,9 +8,9 @@
 use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem, Update};
 
 use super::{decided, now, ph, Outcome, Report};
-use crate::constants::{H_ATTEMPT, H_STATE, H_UPDATED_AT, H_VERSION, PARENT_LOCK_TOKEN};
+use crate::constants::{H_ATTEMPT, H_LOCKED, H_SAVED, H_STATE, H_UPDATED_AT, H_VERSION, PARENT_LOCK_TOKEN};
 use crate::error::TxError;
-use crate::records::{self, Decision, Header, TxState};
+use crate::records::{self, Decision, Header, HeaderWrite, TxState};
 use crate::store::{Meter, Store, Transacted};
 use crate::value::{n, s};
 
@@ -106,6 +106,38 @@ pub(crate) async fn commit_from(store: &Store, m: Meter, h: Header) -> Result<Re
         return Ok(Report::new(Outcome::Done, &m));
     }
     let now = records::read_header(store, &m, tx_id).await?;
+    Ok(Report::new(
+        if now.state == TxState::Committed { Outcome::Done } else { Outcome::Ended { state: now.state } },
+        &m,
+    ))
+}
+
+/// Whether a driver that runs save and then commit (the in-process coordinator; the state machine runs each in its own
+/// Lambda) can do both in one header write: a transaction of protocol 2 without a parent (whose lease save beats and
+/// whose lock the commit checks), whose items begin checked, with every batch locked and none saved yet. Save then
+/// has nothing to write but its watermark, which the commit write sets with the state.
+pub(crate) fn with_save(h: &Header) -> bool {
+    h.state == TxState::Pending
+        && h.commits_first()
+        && h.parent.is_none()
+        && h.items_checked
+        && h.locked >= h.batches
+        && h.saved < h.batches
+}
+
+/// Save and commit in one conditional header write (see [`with_save`]): every batch recorded saved and the state
+/// `COMMITTED`, only while every batch is recorded locked by this attempt.
+pub(crate) async fn save_and_commit(store: &Store, m: Meter, h: Header) -> Result<Report, TxError> {
+    let w = HeaderWrite {
+        set: vec![(H_STATE, s(TxState::Committed.as_str())), (H_SAVED, n(h.batches))],
+        equal: vec![(H_LOCKED, Some(n(h.batches)))],
+        ..HeaderWrite::default()
+    };
+    if records::write_header(store, &m, &h.id, records::Expect::at(&h), w, &m.usage()).await? {
+        tracing::info!(tx_id = %h.id, "committed");
+        return Ok(Report::new(Outcome::Done, &m));
+    }
+    let now = records::read_header(store, &m, &h.id).await?;
     Ok(Report::new(
         if now.state == TxState::Committed { Outcome::Done } else { Outcome::Ended { state: now.state } },
         &m,

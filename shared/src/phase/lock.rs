@@ -12,13 +12,28 @@
 //! with the table's key and index key types): an update DynamoDB would refuse cancels the transaction with
 //! `ValidationError` on that action, before anything can commit. A failed condition anywhere takes precedence, as
 //! it does in a `TransactWriteItems` call.
+//!
+//! **Lock passes and lock ids.** Apply writes an item only while its lock is the one its batch was recorded locked
+//! with, so a lock write that lands late (sent, its sender gave up on it or died, and DynamoDB carried it out after the
+//! item was applied) can never have the item applied twice. Each run of lock writes is one pass, which first claims
+//! the lock phase on the header (`lockPass`: a number above every earlier pass's, checked and set in one conditional
+//! write, so one pass at a time holds it), and every lock write carries an id ([`LockId`], in `_sagaLockedAt`): the
+//! pass's number. Lock writes are sent once ([`Store::update_once`]): the SDK never sends a copy of one, and when a
+//! write's outcome is unknown (a timeout, a broken connection, a server error) the next write to that item carries a
+//! new id, so no two requests that might both land carry the same id. An item a pass finds locked by an earlier pass
+//! of the same attempt is given the new pass's id in a write conditioned on the older id (so no late copy of either
+//! can undo it); one it finds locked by its own earlier write keeps that write's id, which had one copy, already
+//! landed. The pass records its batches locked, with the ids it saw them take, only while it still holds the claim;
+//! and only a pass whose every write to those batches had a known outcome records them. A late lock write therefore
+//! carries an id apply does not expect: apply leaves it alone and removes it ([`super::apply`]), committed reads see
+//! the item as it is ([`crate::read`]), and any later transaction or read through the library clears it.
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::parent::{beat_parent, new_rvn, parent_lock_names, unlock_parent};
 use super::{
-    concurrently, decided, evaluate, in_state, now, ph, progress, queue, release_item, release_key, used, Contention,
-    Outcome, Release, Report,
+    concurrently, decided, evaluate, in_state, now, ph, queue, release_item, release_key, used, Contention, Outcome,
+    Release, Report,
 };
 use crate::config::PrecommitCheck;
 use crate::constants::{
@@ -26,11 +41,11 @@ use crate::constants::{
     MAX_TRANSACT_ACTIONS,
 };
 use crate::error::{CancellationReason, TxError};
-use crate::items::lock_holder;
+use crate::items::{lock_holder, LockId};
 use crate::plan::Part;
-use crate::records::{Decision, Header, TxState};
+use crate::records::{Decision, Header, HeaderWrite, TxState, H_LOCK_IDS, H_LOCK_PASS};
 use crate::request::{is_tombstone, Action, Op, Parent};
-use crate::store::{Meter, Store, Written};
+use crate::store::{Meter, Once, Store, Written};
 use crate::value::{self, item_to_json, Item};
 use crate::value::{n, s};
 use crate::{expr, records};
@@ -44,6 +59,19 @@ enum ItemLock {
     Refused(CancellationReason),
     Failed(CancellationReason),
     Contended(Contention),
+    /// Locked by this attempt for a later lock pass, which has claimed the lock phase since this one did.
+    Superseded,
+}
+
+/// The lock pass a run writes for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Pass {
+    /// This pass's number ([`LockId::pass`]), and the batch before which an earlier pass of the attempt may have
+    /// taken locks (the `lockStarted` it claimed over): those are taken over.
+    Id(u64, usize),
+    /// A transaction begun before lock writes carried ids: its locks carry the time instead, and apply trusts any
+    /// lock of its attempt.
+    Legacy,
 }
 
 pub async fn lock(store: &Store, tx_id: &str, batch: usize) -> Result<Report, TxError> {
@@ -94,7 +122,7 @@ pub(crate) async fn lock_from(store: &Store, m: Meter, h: Header, batch: usize) 
                 return Ok(Report::new(Outcome::Contended(c), &m));
             }
             match lock_parent(store, &m, &h, p).await? {
-                ItemLock::Locked | ItemLock::Judge => {
+                ItemLock::Locked | ItemLock::Judge | ItemLock::Superseded => {
                     queue::leave(store, &m, &records::Header { parent_ticket: Some(ticket), ..h.clone() }).await?
                 }
                 ItemLock::Contended(c) => return Ok(Report::new(Outcome::Contended(c), &m)),
@@ -106,15 +134,25 @@ pub(crate) async fn lock_from(store: &Store, m: Meter, h: Header, batch: usize) 
     }
     let plan = crate::stored::read_plan(store, &m, tx_id).await?;
     let run = super::run_from(batch, h.batches);
+    let Some(pass) = claim(store, &m, &h, run.end).await? else {
+        // The header moved on first: another pass claimed the lock phase or recorded batches, or the attempt ended.
+        return Ok(Report::new(Outcome::Done, &m));
+    };
     let mut met = Met::default();
-    lock_run(store, &m, &h, &plan, run.clone(), &mut met).await?;
-    let Met { mut failed, mut refused, mut contention } = met;
+    lock_run(store, &m, &h, &plan, run.clone(), pass, &mut met).await?;
+    let Met { mut failed, mut refused, mut contention, taken, superseded } = met;
+    if superseded {
+        // A later pass holds the lock phase and takes these items over: leave them to it. A pause first, so that two
+        // drivers of one transaction do not keep taking it from each other.
+        crate::store::backoff(4).await;
+        return Ok(Report::new(Outcome::Done, &m));
+    }
     if !failed.is_empty() || (!refused.is_empty() && contention.is_empty()) {
         // DynamoDB reports every failing condition of a transaction; for transactions it could have run itself, do
         // the same by evaluating the remaining batches too.
         if h.actions <= MAX_TRANSACT_ACTIONS && run.end < plan.batch_count() {
             let mut later = Met::default();
-            lock_run(store, &m, &h, &plan, run.end..plan.batch_count(), &mut later).await?;
+            lock_run(store, &m, &h, &plan, run.end..plan.batch_count(), pass, &mut later).await?;
             failed.append(&mut later.failed);
             refused.append(&mut later.refused);
         }
@@ -127,16 +165,26 @@ pub(crate) async fn lock_from(store: &Store, m: Meter, h: Header, batch: usize) 
     if done > batch && batch > 0 {
         beat_parent(store, &m, &h).await?;
     }
-    let ended = if done > batch { progress(store, &m, &h, H_LOCKED, done).await? } else { None };
+    let ended = if done > batch { record(store, &m, &h, pass, batch..done, &taken).await? } else { None };
     if let Some(ended) = ended {
-        // The transaction was decided while this run was taking locks: whoever decided it may already have passed
-        // these items, so let go of them here. Not after a commit of protocol 2: its locks are its items' "not
-        // applied yet" marks, which only apply removes.
+        let owner = h.owner();
         if h.commits_first() && ended == (Outcome::Ended { state: TxState::Committed }) {
+            // Committed by a pass that recorded every batch locked before this one could: each item it took is now
+            // that pass's, under that pass's id, unless this pass locked it after apply had written it. Those locks,
+            // which carry this pass's ids, are let go of; the others are the items' "not applied yet" marks, which
+            // only apply removes.
+            if let Pass::Id(..) = pass {
+                concurrently(taken, store.cfg.concurrency, |t| {
+                    let (m, owner) = (&m, &owner);
+                    async move { release_key(store, m, owner, &t.table, &t.key, Release::Keep, Some(t.id)).await.map(|_| ()) }
+                })
+                .await?;
+            }
             return Ok(Report::new(ended, &m));
         }
+        // The transaction was decided while this run was taking locks: whoever decided it may already have passed
+        // these items, so let go of them here.
         let actions = crate::stored::read_batches(store, &m, tx_id, &plan, run, Part::Heads).await?;
-        let owner = h.owner();
         concurrently(actions, store.cfg.concurrency, |(_, _, a)| {
             let (m, owner) = (&m, &owner);
             async move { release_item(store, m, owner, &a, Release::Keep).await }
@@ -155,7 +203,88 @@ pub(crate) async fn lock_from(store: &Store, m: Meter, h: Header, batch: usize) 
     Ok(Report::new(Outcome::Done, &m))
 }
 
-/// What a lock run met besides locks taken.
+/// Claims the lock phase of `h`'s attempt for a new pass, from the first batch not recorded locked to at least `end`:
+/// one header write that sets `lockPass` above every earlier pass's and moves `lockStarted` to `end` (so a rollback
+/// looks at those batches), conditioned on the pass and the batches recorded being those `h` shows. The pass begin
+/// claimed for a driver in this process ([`Store::keep_claim`]) is taken instead, with no write, while the header
+/// still shows it. `None` when the header moved on first.
+async fn claim(store: &Store, m: &Meter, h: &Header, end: usize) -> Result<Option<Pass>, TxError> {
+    let Some(last) = h.lock_pass else {
+        legacy_started(store, m, h, end).await?;
+        return Ok(Some(Pass::Legacy));
+    };
+    if store.take_claim(&h.id) == Some(last) && h.lock_started >= end {
+        // Begin's claim for this process, which nobody has taken since: no pass has sent a lock write yet.
+        return Ok(Some(Pass::Id(last, h.locked)));
+    }
+    let pass = crate::value::now_ms().max(last + 1);
+    let w = HeaderWrite {
+        set: vec![(H_LOCK_PASS, n(pass)), (H_LOCK_STARTED, n(h.lock_started.max(end)))],
+        equal: vec![(H_LOCK_PASS, Some(n(last))), (H_LOCKED, (h.locked > 0).then(|| n(h.locked)))],
+        ..HeaderWrite::default()
+    };
+    if records::write_header(store, m, &h.id, records::Expect::at(h), w, &Default::default()).await? {
+        return Ok(Some(Pass::Id(pass, h.lock_started)));
+    }
+    Ok(None)
+}
+
+/// A transaction begun before lock ids: records that locking of the batches up to `end` has begun, as lock did then.
+async fn legacy_started(store: &Store, m: &Meter, h: &Header, end: usize) -> Result<(), TxError> {
+    if h.lock_started < end {
+        records::update_header(
+            store,
+            m,
+            &h.id,
+            records::Expect::at(h),
+            &[],
+            Some((H_LOCK_STARTED, end)),
+            &Default::default(),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Records the batches `batches` locked by `pass`, with the ids their locks carry (`taken`), and the run's usage, while
+/// the pass still holds the lock phase: the header's `lockedBatches`, `lockIds`. Returns `Some(outcome)` when the header
+/// has left `h`'s state or attempt, which means the run must stop.
+async fn record(
+    store: &Store,
+    m: &Meter,
+    h: &Header,
+    pass: Pass,
+    batches: std::ops::Range<usize>,
+    taken: &[Taken],
+) -> Result<Option<Outcome>, TxError> {
+    let usage = m.usage();
+    let Pass::Id(p, _) = pass else {
+        return super::progress(store, m, h, H_LOCKED, batches.end).await;
+    };
+    let actions: Vec<usize> = taken.iter().filter(|t| batches.contains(&t.batch)).map(|t| t.index).collect();
+    let except: Vec<(usize, LockId)> = taken
+        .iter()
+        .filter(|t| batches.contains(&t.batch) && t.id != LockId::new(p))
+        .map(|t| (t.index, t.id))
+        .collect();
+    let ids = h.lock_ids.record(batches.start, p, &actions, &except);
+    let w = HeaderWrite {
+        set: vec![(H_LOCK_IDS, s(serde_json::to_string(&ids).expect("lock ids serialise")))],
+        watermark: Some((H_LOCKED, batches.end)),
+        equal: vec![(H_LOCK_PASS, Some(n(p)))],
+        ..HeaderWrite::default()
+    };
+    if records::write_header(store, m, &h.id, records::Expect::at(h), w, &usage).await? {
+        return Ok(None);
+    }
+    let now = records::read_header(store, m, &h.id).await?;
+    if now.state != h.state || now.attempt != h.attempt {
+        return Ok(Some(Outcome::Ended { state: now.state }));
+    }
+    Ok(None)
+}
+
+/// What a run met besides locks taken.
 #[derive(Default)]
 struct Met {
     /// Conditions that failed.
@@ -164,6 +293,10 @@ struct Met {
     refused: Vec<(usize, CancellationReason)>,
     /// Items other transactions hold.
     contention: Vec<Held>,
+    /// Items this run holds, with the ids their locks carry.
+    taken: Vec<Taken>,
+    /// A later pass of this attempt holds the lock phase.
+    superseded: bool,
 }
 
 /// An item another transaction holds, and the batch it is in.
@@ -172,67 +305,67 @@ struct Held {
     contention: Contention,
 }
 
-/// Records that locking of the batches of `run` has begun (so a rollback looks at them), then locks their items, all
-/// of them at once. The locks are taken in no order: item locks go by age (wound-wait,
-/// [`crate::drive::Driver::resolve`]), so of two transactions that each hold an item the other needs, the older rolls
-/// the younger back and only the younger ever waits, and no two transactions wait for each other.
+/// An item a pass holds, and the id its lock carries.
+struct Taken {
+    batch: usize,
+    index: usize,
+    id: LockId,
+    table: String,
+    key: Item,
+}
+
+/// Locks the items of the batches of `run`, all of them at once, for `pass`. The locks are taken in no order: item
+/// locks go by age (wound-wait, [`crate::drive::Driver::resolve`]), so of two transactions that each hold an item the
+/// other needs, the older rolls the younger back and only the younger ever waits, and no two transactions wait for
+/// each other.
 async fn lock_run(
     store: &Store,
     m: &Meter,
     h: &Header,
     plan: &crate::plan::Plan,
     run: std::ops::Range<usize>,
+    pass: Pass,
     met: &mut Met,
 ) -> Result<(), TxError> {
-    if h.lock_started < run.end
-        && !records::update_header(
-            store,
-            m,
-            &h.id,
-            records::Expect::at(h),
-            &[],
-            Some((H_LOCK_STARTED, run.end)),
-            &Default::default(),
-        )
-        .await?
-    {
-        let now = records::read_header(store, m, &h.id).await?;
-        if now.state != TxState::Pending || now.attempt != h.attempt {
-            return Ok(());
-        }
-    }
     let actions = crate::stored::read_batches(store, m, &h.id, plan, run, Part::Heads).await?;
     let results = concurrently(actions, store.cfg.concurrency, |(batch, _, a)| async move {
-        let r = match lock_item(store, m, h, &a).await {
+        let (r, id) = match lock_item(store, m, h, batch, &a, pass).await {
             // DynamoDB refuses the lock write itself (the caller's condition, say, with a value it refuses): the
             // request's fault, named as `TransactWriteItems` names it, before anything can commit.
             Err(TxError::DynamoDb { message, .. }) if message.starts_with("ValidationException") => {
                 let message = format!("{}: {message}", a.describe());
-                ItemLock::Refused(CancellationReason::new(CancellationReason::VALIDATION_ERROR, message))
+                (ItemLock::Refused(CancellationReason::new(CancellationReason::VALIDATION_ERROR, message)), None)
             }
             other => other?,
         };
-        Ok((batch, a, r))
+        Ok((batch, a, r, id))
     })
     .await?;
     let mut judge = Vec::new();
-    for (batch, a, r) in results {
+    for (batch, a, r, id) in results {
+        if let Some(id) = id {
+            met.taken.push(Taken { batch, index: a.index, id, table: a.table.clone(), key: a.key.clone() });
+        }
         match r {
             ItemLock::Locked => {}
-            ItemLock::Judge => judge.push(a),
+            ItemLock::Judge => judge.push((batch, a)),
             ItemLock::Refused(reason) => met.refused.push((a.index, reason)),
             ItemLock::Failed(reason) => met.failed.push((a.index, reason)),
             ItemLock::Contended(contention) => met.contention.push(Held { batch, contention }),
+            ItemLock::Superseded => met.superseded = true,
         }
     }
-    if !judge.is_empty() && met.failed.is_empty() && met.refused.is_empty() {
+    if !judge.is_empty() && met.failed.is_empty() && met.refused.is_empty() && !met.superseded {
         let owner = h.owner();
+        let id_of = |batch: usize, index: usize| {
+            met.taken.iter().find(|t| t.batch == batch && t.index == index).map(|t| t.id)
+        };
         let writes = judge
             .iter()
-            .map(|a| Ok((a.index, super::apply::judged_write(a, &owner)?)))
+            .map(|(b, a)| Ok((a.index, super::apply::judged_write(a, &owner, id_of(*b, a.index))?)))
             .collect::<Result<Vec<_>, TxError>>()?;
         for (index, message) in crate::judge::judge(store, m, &h.id, writes).await?.refused {
-            let a = judge.iter().find(|a| a.index == index).map(|a| a.describe()).unwrap_or_default();
+            let a = judge.iter().find(|(_, a)| a.index == index).map(|(_, a)| a.describe()).unwrap_or_default();
             let message = format!("{a}: {message}");
             met.refused.push((index, CancellationReason::new(CancellationReason::VALIDATION_ERROR, message)));
         }
@@ -240,35 +373,54 @@ async fn lock_run(
     Ok(())
 }
 
-/// What the lock expects to find at an item's key.
+/// The write a lock sends next to an item.
 #[derive(Clone, PartialEq)]
-enum Found {
-    Absent,
-    Present,
-    /// A tombstone, as last read; the lock is conditional on its `_sagaTombstone` (the id of the transaction that
-    /// wrote it) being unchanged.
+enum Write {
+    /// The lock of an item expected absent (`true`: created to hold the lock, and marked transient) or present.
+    Guess(bool),
+    /// Gives a lock an earlier pass of this attempt took this pass's id.
+    TakeOver,
+    /// Replaces the tombstone (as last read) with a lock item that keeps it; the lock is conditional on its
+    /// `_sagaTombstone` (the id of the transaction that wrote it) being unchanged.
     Tombstone(Item),
 }
 
-/// Locks one item with the caller's condition. The first try guesses whether the item exists (inserts usually say
-/// so with `attribute_not_exists`); a wrong guess costs one failed conditional write and is corrected from the item
-/// DynamoDB returns.
+/// Most writes one item's lock takes: a takeover, a tombstone and a wrong guess each send another, and a write whose
+/// outcome is unknown is followed by one more.
+const ITEM_LOCK_WRITES: usize = 24;
+
+/// Locks one item (of `batch`) with the caller's condition for `pass`, and says which id the lock carries. An item of
+/// a batch an earlier pass of this attempt claimed may hold that pass's lock: its first write takes it over, and only if
+/// the item holds no such lock is it locked as any other. The first lock write of any other item guesses whether
+/// the item exists (inserts usually say so with `attribute_not_exists`); a wrong guess costs one failed conditional
+/// write and is corrected from the item DynamoDB returns. One write cannot serve both: DynamoDB gives an update of an
+/// absent item its key before it evaluates the update, so nothing in the write can tell the item that was absent
+/// from one that held only its key.
 ///
 /// A tombstone is locked as an absent item: it is replaced by an item that holds the lock, marked transient, with
 /// the tombstone kept in [`ATTR_STONE`] to be put back unless the transaction writes the item. The caller's condition
 /// is evaluated on the tombstone with every attribute it reads redirected to one that never exists, except a
 /// `Ratchet`'s, which compares against the tombstone's timestamp.
-async fn lock_item(store: &Store, m: &Meter, h: &Header, a: &Action) -> Result<ItemLock, TxError> {
+async fn lock_item(
+    store: &Store,
+    m: &Meter,
+    h: &Header,
+    batch: usize,
+    a: &Action,
+    pass: Pass,
+) -> Result<(ItemLock, Option<LockId>), TxError> {
     let owner = h.owner();
     let pk = store.schema(m, &a.table).await?.key_names[0].clone();
-    let absent_guess = a.op == Op::Put
-        && a.condition
-            .as_deref()
-            .is_some_and(|c| c.replace(crate::request::RATCHET_CONDITION, "").contains("attribute_not_exists"));
-    let mut found = if absent_guess { Found::Absent } else { Found::Present };
-    for _ in 0..6 {
-        let old = match &found {
-            Found::Tombstone(stone) => {
+    let (mut id, earlier) = match pass {
+        Pass::Id(p, earlier) => (Some(LockId::new(p)), batch < earlier),
+        Pass::Legacy => (None, false),
+    };
+    let absent_guess = inserts(a) || (h.absent_tables.contains(&a.table) && !needs_item(a));
+    let mut write = if earlier { Write::TakeOver } else { Write::Guess(absent_guess) };
+    let mut unknown = 0u32;
+    for _ in 0..ITEM_LOCK_WRITES {
+        let sent = match &write {
+            Write::Tombstone(stone) => {
                 let caller = tombstone_condition(a)?;
                 if caller.as_ref().is_some_and(|c| c.len() + LOCK_CONDITION_BYTES > expr::MAX_EXPR_BYTES) {
                     let msg = format!(
@@ -276,60 +428,117 @@ async fn lock_item(store: &Store, m: &Meter, h: &Header, a: &Action) -> Result<I
                         a.describe(),
                         expr::MAX_EXPR_BYTES
                     );
-                    return Ok(ItemLock::Failed(CancellationReason::new(CancellationReason::VALIDATION_ERROR, msg)));
+                    let r = CancellationReason::new(CancellationReason::VALIDATION_ERROR, msg);
+                    return Ok((ItemLock::Failed(r), None));
                 }
-                lock_tombstone(store, m, &owner, a, stone, caller.as_deref()).await?
+                lock_tombstone(store, m, &owner, a, stone, caller.as_deref(), id).await?
             }
-            _ => lock_plain(store, m, &owner, a, &pk, found == Found::Absent).await?,
+            Write::TakeOver => take_over(store, m, &owner, a, id.expect("a pass with ids takes locks over")).await?,
+            Write::Guess(absent) => lock_plain(store, m, &owner, a, &pk, *absent, id).await?,
         };
-        let old = match old {
+        let old = match sent {
             Locked::Now(before) => {
+                // A lock taken over stood for the item as it was, unless it created the item.
+                let before = match before {
+                    Some(b) if lock_holder(&b) == Some(owner.as_str()) && crate::items::flag(&b, ATTR_TRANSIENT) => None,
+                    other => other,
+                };
                 let before = before.filter(|b| !is_tombstone(b)).map(crate::items::strip_reserved);
-                return locked(store, m, h, a, before.as_ref()).await;
+                return Ok((locked(store, m, h, a, before.as_ref()).await?, id));
             }
             Locked::Not(old) => old,
-        };
-        let next = match (&old, lock_holder_of(&old)) {
-            (Some(item), Some(o)) if o == owner => {
-                // Locked by an earlier run of this phase: the item as it was is the item without the lock, unless the
-                // lock created it.
-                let before =
-                    (!crate::items::flag(item, ATTR_TRANSIENT)).then(|| crate::items::strip_reserved(item.clone()));
-                return locked(store, m, h, a, before.as_ref()).await;
-            }
-            (_, Some(o)) if records::parse_owner(o).0 == h.id => {
-                // A late worker of an earlier attempt of this transaction locked it after that attempt was rolled
-                // back: let that lock go and try again.
-                release_key(store, m, o, &a.table, &a.key, Release::Keep).await?;
-                found = Found::Present;
+            Locked::Unknown(message) => {
+                // It may land yet: no later write to this item may carry its id.
+                unknown += 1;
+                tracing::warn!(tx_id = %h.id, action = a.index, %message, "a lock write's outcome is unknown; the next carries a new id");
+                id = id.and_then(LockId::next);
+                if id.is_none() || unknown as usize >= ITEM_LOCK_WRITES / 2 {
+                    return Err(TxError::DynamoDb { op: "UpdateItem", message });
+                }
+                crate::store::backoff(unknown).await;
                 continue;
             }
-            (_, Some(o)) => {
-                return Ok(ItemLock::Contended(Contention {
-                    holder: o.to_string(),
-                    action: Some(a.index),
-                    item: value::key_display(&a.table, &a.key),
-                    key: Some((a.table.clone(), a.key.clone())),
-                    locked: true,
-                }))
-            }
-            (None, None) => Found::Absent,
-            (Some(o), None) if is_tombstone(o) => Found::Tombstone(o.clone()),
-            (Some(_), None) => Found::Present,
         };
-        if next == found {
+        let holder = lock_holder_of(&old);
+        if let (Some(item), Some(o)) = (&old, holder) {
+            if o == owner {
+                match (pass, LockId::of(item)) {
+                    // This pass's own earlier write, whose outcome was unknown, landed: one copy, already landed, so
+                    // its id is this lock's.
+                    (Pass::Id(p, _), Some(f)) if f.pass == p => id = Some(f),
+                    (Pass::Id(p, _), Some(f)) if f.pass > p => return Ok((ItemLock::Superseded, None)),
+                    (Pass::Id(..), _) if write != Write::TakeOver => {
+                        write = Write::TakeOver;
+                        continue;
+                    }
+                    (Pass::Id(..), _) => {
+                        return Err(TxError::Internal(format!(
+                            "{}: an earlier pass's lock was not taken over: {item:?}",
+                            a.describe()
+                        )))
+                    }
+                    // Locked by an earlier run of this phase.
+                    (Pass::Legacy, _) => {}
+                }
+                // The item as it was is the item without the lock, unless the lock created it.
+                let before =
+                    (!crate::items::flag(item, ATTR_TRANSIENT)).then(|| crate::items::strip_reserved(item.clone()));
+                return Ok((locked(store, m, h, a, before.as_ref()).await?, id));
+            }
+            if records::parse_owner(o).0 == h.id {
+                // A late worker of an earlier attempt of this transaction locked it after that attempt was rolled
+                // back: let that lock go and try again.
+                release_key(store, m, o, &a.table, &a.key, Release::Keep, None).await?;
+                write = Write::Guess(false);
+                continue;
+            }
+            let c = Contention {
+                holder: o.to_string(),
+                action: Some(a.index),
+                item: value::key_display(&a.table, &a.key),
+                key: Some((a.table.clone(), a.key.clone())),
+                locked: true,
+            };
+            return Ok((ItemLock::Contended(c), None));
+        }
+        // Not locked: absent, a tombstone, or an item.
+        let next = match &old {
+            Some(o) if is_tombstone(o) => Write::Tombstone(o.clone()),
+            None => Write::Guess(true),
+            Some(_) => Write::Guess(false),
+        };
+        if write == Write::TakeOver {
+            // No lock to take over: lock it as any other item.
+            write = next;
+            continue;
+        }
+        if next == write {
+            // The same write failed on the same item: the caller's condition does not hold.
             let mut r = CancellationReason::new(
                 CancellationReason::CONDITIONAL_CHECK_FAILED,
                 CancellationReason::CONDITION_FAILED_MESSAGE,
             );
-            if a.return_old && found == Found::Present {
+            if a.return_old && !matches!(write, Write::Tombstone(_)) {
                 r.item = old.map(|o| item_to_json(&crate::items::strip_reserved(o)));
             }
-            return Ok(ItemLock::Failed(r));
+            return Ok((ItemLock::Failed(r), None));
         }
-        found = next;
+        write = next;
     }
     Err(TxError::Contended { holder: "unknown".into(), item: value::key_display(&a.table, &a.key) })
+}
+
+/// Whether action `a` is an insert: a `Put` whose own condition says the item does not exist.
+pub(crate) fn inserts(a: &Action) -> bool {
+    a.op == Op::Put
+        && a.condition
+            .as_deref()
+            .is_some_and(|c| c.replace(crate::request::RATCHET_CONDITION, "").contains("attribute_not_exists"))
+}
+
+/// Whether action `a`'s own condition says its item exists (`attribute_exists`).
+fn needs_item(a: &Action) -> bool {
+    a.condition.as_deref().is_some_and(|c| c.contains("attribute_exists"))
 }
 
 /// What one lock write came to.
@@ -338,6 +547,36 @@ enum Locked {
     Now(Option<Item>),
     /// Not locked by this write; the item as it is (none when absent).
     Not(Option<Item>),
+    /// Sent once, with no answer that says whether DynamoDB carried it out.
+    Unknown(String),
+}
+
+/// Sends a lock write: once when it carries an id (so that no second copy of it can land), otherwise as any write.
+async fn send_lock(
+    store: &Store,
+    m: &Meter,
+    req: aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder,
+    id: Option<LockId>,
+) -> Result<Locked, TxError> {
+    let written = match id {
+        Some(_) => match store.update_once(m, req).await? {
+            Once::Known(w) => w,
+            Once::Unknown(message) => return Ok(Locked::Unknown(message)),
+        },
+        None => store.update(m, req).await?,
+    };
+    Ok(match written {
+        Written::Done(before) => Locked::Now(before),
+        Written::ConditionFailed(old) => Locked::Not(old),
+    })
+}
+
+/// The value of `_sagaLockedAt` a lock write sets: its id, or the time on a transaction begun before lock ids.
+fn locked_at(id: Option<LockId>) -> AttributeValue {
+    match id {
+        Some(id) => AttributeValue::N(id.number()),
+        None => now(),
+    }
 }
 
 /// An item locked by `h`'s attempt, with the item as it was before the transaction (`None`: absent): protocol 2
@@ -379,7 +618,8 @@ pub(crate) fn lock_condition(absent: bool, caller: Option<&str>) -> String {
     }
 }
 
-/// Locks an item that is absent or present (not a tombstone) for `owner` (the attempt's lock value).
+/// Locks an item that is absent or present (not a tombstone) for `owner` (the attempt's lock value), its lock
+/// carrying `id`.
 async fn lock_plain(
     store: &Store,
     m: &Meter,
@@ -387,6 +627,7 @@ async fn lock_plain(
     a: &Action,
     pk: &str,
     absent: bool,
+    id: Option<LockId>,
 ) -> Result<Locked, TxError> {
     let refs = match &a.condition {
         Some(c) => expr::parse_condition(c).map_err(|e| TxError::Internal(format!("stored condition: {e}")))?,
@@ -412,7 +653,7 @@ async fn lock_plain(
         .expression_attribute_names(ph::LOCK, ATTR_LOCK)
         .expression_attribute_names(ph::LOCKED_AT, ATTR_LOCKED_AT)
         .expression_attribute_values(ph::TX, s(owner))
-        .expression_attribute_values(ph::NOW, now())
+        .expression_attribute_values(ph::NOW, locked_at(id))
         .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld);
     req = if absent {
         req.expression_attribute_names(ph::TRANSIENT, ATTR_TRANSIENT)
@@ -420,10 +661,33 @@ async fn lock_plain(
     } else {
         req.expression_attribute_names(ph::TOMBSTONE, ATTR_TOMBSTONE)
     };
-    Ok(match store.update(m, req).await? {
-        Written::Done(before) => Locked::Now(before),
-        Written::ConditionFailed(old) => Locked::Not(old),
-    })
+    send_lock(store, m, req, id).await
+}
+
+/// Gives the lock `owner` holds on an item, taken by an earlier pass of the attempt, the id `id`: conditioned on the
+/// lock's id being older (or absent), so that neither a late copy of this write nor one of the earlier pass's can
+/// undo it, and a later pass's lock is left alone.
+async fn take_over(store: &Store, m: &Meter, owner: &str, a: &Action, id: LockId) -> Result<Locked, TxError> {
+    let req = store
+        .client
+        .update_item()
+        .table_name(&a.table)
+        .set_key(Some(a.key.clone()))
+        .update_expression(format!("SET {} = {}", ph::LOCKED_AT, ph::NOW))
+        .condition_expression(format!(
+            "{} = {} AND (attribute_not_exists({}) OR {} < {})",
+            ph::LOCK,
+            ph::TX,
+            ph::LOCKED_AT,
+            ph::LOCKED_AT,
+            ph::NOW
+        ))
+        .expression_attribute_names(ph::LOCK, ATTR_LOCK)
+        .expression_attribute_names(ph::LOCKED_AT, ATTR_LOCKED_AT)
+        .expression_attribute_values(ph::TX, s(owner))
+        .expression_attribute_values(ph::NOW, locked_at(Some(id)))
+        .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld);
+    send_lock(store, m, req, Some(id)).await
 }
 
 /// The caller's condition as a tombstone sees it: every attribute it reads but the ratchet's redirected to one that
@@ -448,6 +712,7 @@ async fn lock_tombstone(
     a: &Action,
     stone: &Item,
     caller: Option<&str>,
+    id: Option<LockId>,
 ) -> Result<Locked, TxError> {
     let refs = match caller {
         Some(c) => expr::parse_condition(c).map_err(|e| TxError::Internal(format!("redirected condition: {e}")))?,
@@ -460,7 +725,7 @@ async fn lock_tombstone(
     }
     let mut item = a.key.clone();
     item.insert(ATTR_LOCK.into(), s(owner));
-    item.insert(ATTR_LOCKED_AT.into(), now());
+    item.insert(ATTR_LOCKED_AT.into(), locked_at(id));
     item.insert(ATTR_TRANSIENT.into(), AttributeValue::Bool(true));
     item.insert(ATTR_STONE.into(), AttributeValue::M(stone.clone()));
     let mut req = store
@@ -477,7 +742,14 @@ async fn lock_tombstone(
     if refs.name_placeholders.contains(ph::GONE) {
         req = req.expression_attribute_names(ph::GONE, ATTR_GONE);
     }
-    Ok(match store.put(m, req).await? {
+    let written = match id {
+        Some(_) => match store.put_once(m, req).await? {
+            Once::Known(w) => w,
+            Once::Unknown(message) => return Ok(Locked::Unknown(message)),
+        },
+        None => store.put(m, req).await?,
+    };
+    Ok(match written {
         // The tombstone reads as absent.
         Written::Done(_) => Locked::Now(None),
         Written::ConditionFailed(old) => Locked::Not(old),

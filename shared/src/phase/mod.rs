@@ -24,13 +24,12 @@ use std::future::Future;
 
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
-use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use crate::constants::*;
 use crate::error::TxError;
 use crate::expr::ExprRefs;
-use crate::items::lock_holder;
+use crate::items::{lock_holder, LockId};
 use crate::records::{self, Header, TxState};
 use crate::request::Action;
 use crate::store::{Meter, Store, Usage, Written};
@@ -113,11 +112,18 @@ pub(crate) mod ph {
     pub const PENDING: &str = ":_sagaPending";
     pub const ATTEMPT: &str = "#_sagaAttempt";
     pub const ATTEMPT_N: &str = ":_sagaAttempt";
+    /// The id a lock is expected to carry ([`crate::items::LockId`]).
+    pub const LOCK_ID: &str = ":_sagaId";
 }
 
 /// The batches a lock or apply run from `batch` takes: up to [`crate::constants::RUN_BATCHES`] of the `batches`.
 fn run_from(batch: usize, batches: usize) -> std::ops::Range<usize> {
-    batch..(batch + crate::constants::RUN_BATCHES).min(batches)
+    batch..run_end(batch, batches)
+}
+
+/// Where a lock or apply run from `batch` ends (see [`run_from`]).
+pub(crate) fn run_end(batch: usize, batches: usize) -> usize {
+    (batch + crate::constants::RUN_BATCHES).min(batches)
 }
 
 /// `h`, when the transaction is in `state` and unfinished; otherwise the state it is in, and the phase ends with
@@ -219,25 +225,52 @@ fn refusal(a: &Action, before: Option<&Item>, schema: &crate::request::TableSche
     evaluate(a, before, schema).err().map(|e| format!("{}: {e}", a.describe()))
 }
 
-/// Runs `f` over `items` with at most `limit` in flight, starting the next as soon as any one ends (a slow write holds
-/// one place, not the whole window), and returns the results in the order of `items`.
+/// Runs `f` over `items` with at most `limit` in flight, and returns the results in the order of `items`: `limit`
+/// lanes each take the next item as soon as their last one ends (a slow write holds one lane, not the whole window).
+/// Every request a lane sends knows its lane ([`lane`]), so a trace of the run can tell what waited for what: a
+/// request waits for the one before it in its lane, not for the requests of other lanes that happened to end first.
 async fn concurrently<T, R, F, Fut>(items: Vec<T>, limit: usize, f: F) -> Result<Vec<R>, TxError>
 where
     F: Fn(T) -> Fut,
     Fut: Future<Output = Result<R, TxError>>,
 {
-    let f = &f;
-    let mut done: Vec<(usize, Result<R, TxError>)> = futures::stream::iter(items.into_iter().enumerate().map(
-        move |(i, item)| {
-            let run = f(item);
-            async move { (i, run.await) }
-        },
-    ))
-    .buffer_unordered(limit)
-    .collect()
-    .await;
+    let count = items.len();
+    let window = WINDOWS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let queue = std::sync::Mutex::new(items.into_iter().enumerate());
+    let (f, queue) = (&f, &queue);
+    let lanes = (0..limit.clamp(1, count.max(1))).map(|lane| {
+        LANE.scope(Lane { window, lane }, async move {
+            let mut done = Vec::new();
+            loop {
+                let next = queue.lock().expect("queue lock").next();
+                let Some((i, item)) = next else { break };
+                done.push((i, f(item).await));
+            }
+            done
+        })
+    });
+    let mut done: Vec<(usize, Result<R, TxError>)> = futures::future::join_all(lanes).await.into_iter().flatten().collect();
     done.sort_by_key(|(i, _)| *i);
     done.into_iter().map(|(_, r)| r).collect()
+}
+
+/// One lane of one run of [`concurrently`]: what a request sent in it knows of where it stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Lane {
+    /// The run, numbered in this process.
+    pub window: u64,
+    pub lane: usize,
+}
+
+tokio::task_local! {
+    static LANE: Lane;
+}
+
+static WINDOWS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The lane of [`concurrently`] the caller runs in, if any: a benchmark's trace reads it when a request goes out.
+pub fn lane() -> Option<Lane> {
+    LANE.try_with(|l| *l).ok()
 }
 
 /// How a transaction lets go of one item.
@@ -263,7 +296,7 @@ pub(crate) async fn release_item(
     a: &Action,
     how: Release,
 ) -> Result<(), TxError> {
-    release_key(store, m, owner, &a.table, &a.key, how).await
+    release_key(store, m, owner, &a.table, &a.key, how, None).await.map(|_| ())
 }
 
 /// `REMOVE` of every attribute a lock leaves on an item, with their names: what Keep and Expire share.
@@ -286,7 +319,51 @@ fn unlock_parts() -> (String, [(&'static str, &'static str); 5]) {
     (clause, names)
 }
 
-/// [`release_item`] by table and key.
+/// The condition that `owner` holds an item's lock (`ph::TX` its value), and when `id` is given, the lock that carries
+/// that id (`ph::LOCK_ID`; see [`crate::items::LockId`]).
+fn held_condition(id: Option<LockId>) -> String {
+    match id {
+        Some(_) => format!("{} = {} AND {} = {}", ph::LOCK, ph::TX, ph::LOCKED_AT, ph::LOCK_ID),
+        None => format!("{} = {}", ph::LOCK, ph::TX),
+    }
+}
+
+/// The names and values [`held_condition`] uses.
+fn held_values<B: HeldValues>(req: B, owner: &str, id: Option<LockId>) -> B {
+    let req = req.held_name(ph::LOCK, ATTR_LOCK).held_value(ph::TX, s(owner));
+    match id {
+        Some(id) => req.held_name(ph::LOCKED_AT, ATTR_LOCKED_AT).held_value(ph::LOCK_ID, AttributeValue::N(id.number())),
+        None => req,
+    }
+}
+
+/// The request builders [`held_values`] adds names and values to.
+trait HeldValues: Sized {
+    fn held_name(self, placeholder: &str, name: &str) -> Self;
+    fn held_value(self, placeholder: &str, value: AttributeValue) -> Self;
+}
+
+macro_rules! held_values_for {
+    ($($builder:ty),*) => {$(
+        impl HeldValues for $builder {
+            fn held_name(self, placeholder: &str, name: &str) -> Self {
+                self.expression_attribute_names(placeholder, name)
+            }
+            fn held_value(self, placeholder: &str, value: AttributeValue) -> Self {
+                self.expression_attribute_values(placeholder, value)
+            }
+        }
+    )*};
+}
+
+held_values_for!(
+    UpdateItemFluentBuilder,
+    aws_sdk_dynamodb::operation::put_item::builders::PutItemFluentBuilder,
+    aws_sdk_dynamodb::operation::delete_item::builders::DeleteItemFluentBuilder
+);
+
+/// [`release_item`] by table and key; with `id`, only the lock that carries that id (see [`crate::items::LockId`]).
+/// Returns the item as it was when it did not hold that lock (`None`: released, or absent).
 pub(crate) async fn release_key(
     store: &Store,
     m: &Meter,
@@ -294,88 +371,82 @@ pub(crate) async fn release_key(
     table: &str,
     key: &Item,
     how: Release,
-) -> Result<(), TxError> {
+    id: Option<LockId>,
+) -> Result<Option<Item>, TxError> {
     let c = &store.client;
-    match how {
+    let held = held_condition(id);
+    // The lock it is: the item holds it, with `id` when given.
+    let this_lock = |old: &Item| lock_holder(old) == Some(owner) && id.is_none_or(|id| LockId::of(old) == Some(id));
+    let written = match how {
         Release::Keep => {
             let (req, unlock) = unlock_clause(c.update_item().table_name(table).set_key(Some(key.clone())));
-            let req = req
-                .update_expression(unlock)
-                .condition_expression(format!(
-                    "{} = {} AND (attribute_not_exists({}) OR attribute_exists({}))",
-                    ph::LOCK,
-                    ph::TX,
-                    ph::TRANSIENT,
-                    ph::APPLIED
-                ))
-                .expression_attribute_values(ph::TX, s(owner));
-            if let Written::ConditionFailed(Some(old)) = store.update(m, req).await? {
-                if lock_holder(&old) == Some(owner) {
-                    // Created only to hold the lock and never written: it must not outlive the transaction.
-                    Box::pin(release_key(store, m, owner, table, key, Release::Delete)).await?;
+            let req = held_values(req, owner, id).update_expression(unlock).condition_expression(format!(
+                "{held} AND (attribute_not_exists({}) OR attribute_exists({}))",
+                ph::TRANSIENT,
+                ph::APPLIED
+            ));
+            match store.update(m, req).await? {
+                // Created only to hold the lock and never written: it must not outlive the transaction.
+                Written::ConditionFailed(Some(old)) if this_lock(&old) => {
+                    return Box::pin(release_key(store, m, owner, table, key, Release::Delete, id)).await
                 }
+                w => w,
             }
         }
         Release::Delete => {
-            let req = c
-                .delete_item()
-                .table_name(table)
-                .set_key(Some(key.clone()))
-                .condition_expression(format!("{} = {} AND attribute_not_exists({})", ph::LOCK, ph::TX, ph::STONE))
-                .expression_attribute_names(ph::LOCK, ATTR_LOCK)
-                .expression_attribute_names(ph::STONE, ATTR_STONE)
-                .expression_attribute_values(ph::TX, s(owner));
-            if let Written::ConditionFailed(Some(old)) = store.delete(m, req).await? {
-                if let (Some(tx), Some(AttributeValue::M(stone))) = (lock_holder(&old), old.get(ATTR_STONE)) {
-                    if tx == owner {
-                        // The item stood in for a tombstone: deleting it leaves the tombstone.
-                        Box::pin(release_key(store, m, owner, table, key, Release::Restore(stone.clone()))).await?;
+            let req = held_values(c.delete_item().table_name(table).set_key(Some(key.clone())), owner, id)
+                .condition_expression(format!("{held} AND attribute_not_exists({})", ph::STONE))
+                .expression_attribute_names(ph::STONE, ATTR_STONE);
+            match store.delete(m, req).await? {
+                Written::ConditionFailed(Some(old)) if this_lock(&old) => match old.get(ATTR_STONE) {
+                    // The item stood in for a tombstone: deleting it leaves the tombstone.
+                    Some(AttributeValue::M(stone)) => {
+                        let restore = Release::Restore(stone.clone());
+                        return Box::pin(release_key(store, m, owner, table, key, restore, id)).await;
                     }
-                }
+                    _ => Written::ConditionFailed(Some(old)),
+                },
+                w => w,
             }
         }
         Release::Expire(attr, at) => {
             let (req, unlock) = unlock_clause(c.update_item().table_name(table).set_key(Some(key.clone())));
-            let req = req
+            let req = held_values(req, owner, id)
                 .update_expression(format!("SET #_sagaTtl = :_sagaTtl {unlock}"))
-                .condition_expression(format!("{} = {}", ph::LOCK, ph::TX))
+                .condition_expression(held)
                 .expression_attribute_names("#_sagaTtl", attr)
-                .expression_attribute_values(ph::TX, s(owner))
                 .expression_attribute_values(":_sagaTtl", at);
             match store.update(m, req).await {
-                Ok(_) => {}
+                Ok(w) => w,
                 // The table's indexes refuse the time to live (an index key of another type): a tombstone that never
                 // expires is better than a committed transaction that cannot finish.
                 Err(TxError::DynamoDb { message, .. }) if message.starts_with("ValidationException") => {
                     tracing::warn!(owner, table, %message, "the tombstone's time to live was refused; it is kept without one");
-                    Box::pin(release_key(store, m, owner, table, key, Release::Keep)).await?;
+                    return Box::pin(release_key(store, m, owner, table, key, Release::Keep, id)).await;
                 }
                 Err(e) => return Err(e),
             }
         }
-        Release::Restore(item) => {
-            put_held(store, m, owner, table, item).await?;
-        }
-    }
-    Ok(())
+        Release::Restore(item) => put_held(store, m, owner, table, item, id).await?,
+    };
+    Ok(match written {
+        Written::Done(_) => None,
+        Written::ConditionFailed(old) => old,
+    })
 }
 
-/// Puts `item` in place of the one `owner` (an attempt's lock value) holds; nothing when it no longer holds it.
+/// Puts `item` in place of the one `owner` (an attempt's lock value) holds, with `id` when given; nothing when it no
+/// longer holds it.
 pub(crate) async fn put_held(
     store: &Store,
     m: &Meter,
     owner: &str,
     table: &str,
     item: Item,
+    id: Option<LockId>,
 ) -> Result<Written, TxError> {
-    let req = store
-        .client
-        .put_item()
-        .table_name(table)
-        .set_item(Some(item))
-        .condition_expression(format!("{} = {}", ph::LOCK, ph::TX))
-        .expression_attribute_names(ph::LOCK, ATTR_LOCK)
-        .expression_attribute_values(ph::TX, s(owner));
+    let req = held_values(store.client.put_item().table_name(table).set_item(Some(item)), owner, id)
+        .condition_expression(held_condition(id));
     store.put(m, req).await
 }
 

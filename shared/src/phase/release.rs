@@ -4,11 +4,11 @@
 use super::parent::release_parent;
 use super::{Outcome, Report};
 use crate::constants::{
-    ATTR_EXPIRES_AT, H_CALLS, H_FINISHED_AT, H_OPEN_SHARD, H_READ_UNITS, H_STATE, H_UPDATED_AT, H_VERSION,
-    H_WRITE_UNITS,
+    ATTR_EXPIRES_AT, H_APPLIED, H_CALLS, H_COMPLETED, H_FINISHED_AT, H_OPEN_SHARD, H_READ_UNITS, H_STATE, H_UPDATED_AT,
+    H_VERSION, H_WRITE_UNITS,
 };
 use crate::error::TxError;
-use crate::records::{self, Header, TxState};
+use crate::records::{self, Expect, Header, HeaderWrite, TxState};
 use crate::store::{Meter, Store};
 use crate::value::{n, now_ms, s};
 
@@ -65,8 +65,43 @@ pub(crate) async fn release_from(store: &Store, m: Meter, h: Header) -> Result<R
         .expression_attribute_values(":calls", n(usage.calls + 1))
         .expression_attribute_values(":writes", n(usage.writes + 1))
         .expression_attribute_values(":ru", n(usage.read_units))
-        .expression_attribute_values(":wu", n(usage.write_units));
-    store.update(&m, req).await?;
+        .expression_attribute_values(":wu", n(usage.write_units))
+        .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew);
+    if let crate::store::Written::Done(Some(header)) = store.update(&m, req).await? {
+        store.keep_header(tx_id, header);
+    }
     tracing::info!(tx_id, state = h.state.as_str(), "finished");
     Ok(Report::new(Outcome::Done, &m))
+}
+
+/// Whether a driver that runs the last apply run, complete and release (the in-process coordinator; the state machine
+/// runs each in its own Lambda) can end them with one header write: a committed transaction of protocol 2 without a
+/// parent, for which complete and release only write the header.
+pub(crate) fn with_apply(h: &Header, run_end: usize) -> bool {
+    h.state == TxState::Committed && h.commits_first() && h.parent.is_none() && run_end >= h.batches && !h.finished()
+}
+
+/// The end of a committed transaction (see [`with_apply`]) whose last apply run this process has just written: every
+/// batch recorded applied and completed, and the transaction finished, in one conditional header write. `Some` when the
+/// header has left the state or attempt `h` shows, or another driver recorded the batches first.
+pub(crate) async fn finish_applied(store: &Store, m: &Meter, h: &Header) -> Result<Option<super::Outcome>, TxError> {
+    let now = now_ms();
+    let w = HeaderWrite {
+        set: vec![
+            (H_COMPLETED, n(h.batches)),
+            (H_FINISHED_AT, n(now)),
+            (ATTR_EXPIRES_AT, n(now / 1000 + store.cfg.retention.as_secs())),
+        ],
+        remove: vec![H_OPEN_SHARD],
+        watermark: Some((H_APPLIED, h.batches)),
+        require: vec![(H_FINISHED_AT, false)],
+        ..HeaderWrite::default()
+    };
+    let expect = Expect { state: TxState::Committed, attempt: Some(h.attempt), touched_at: None };
+    if records::write_header(store, m, &h.id, expect, w, &m.usage()).await? {
+        tracing::info!(tx_id = %h.id, state = h.state.as_str(), "finished");
+        return Ok(None);
+    }
+    let now = records::read_header(store, m, &h.id).await?;
+    Ok((now.state != h.state || now.attempt != h.attempt).then_some(super::Outcome::Ended { state: now.state }))
 }

@@ -58,6 +58,15 @@ pub async fn resume(store: &Store, tx_id: &str) -> Result<(Header, Step), TxErro
     Ok((h, step))
 }
 
+/// [`resume`] from the header as this process's last write of it left it, when it has not been used since
+/// ([`records::last_header`]): what a driver's next step starts from.
+pub async fn resume_written(store: &Store, tx_id: &str) -> Result<(Header, Step), TxError> {
+    let m = Meter::default();
+    let h = records::last_header(store, &m, tx_id).await?;
+    let step = next_step(&h);
+    Ok((h, step))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
