@@ -11,7 +11,9 @@
 # through the state machine, on the same transfers); --largest-only does the same for the largest transaction the
 # template allows (--largest-actions, default 100,000 updates), staged through the API function and run through the
 # state machine on a stack of optimised function builds (SAGA_STACK_PROFILE=release), with each function's call times,
-# CPU time and peak memory. A full run ends with that step; it takes about 8 minutes after the build.
+# CPU time and peak memory; --seal-only stages and seals the largest request the API function takes (--seal-actions,
+# default 100,000 inserts of --item-bytes bytes), on the same kind of stack, for tools/check_api_timeout.py. A full run
+# ends with the largest transaction; it takes about 8 minutes after the build.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -27,6 +29,8 @@ while [ $# -gt 0 ]; do
     --functions-only) only=1; args+=("$1") ;;
     --contention-only) args+=("$1") ;;
     --largest-only) largest_only=1 ;;
+    --seal-only) largest_only=1; largest_args+=("--seal-only") ;;
+    --seal-actions) largest_n=${2:?--seal-actions needs a number}; largest_args+=("$1" "$2"); shift ;;
     --largest-actions) largest_n=${2:?--largest-actions needs a number}; largest_args+=("$1" "$2"); shift ;;
     --out | --item-bytes) largest_args+=("$1" "${2:?$1 needs a value}"); args+=("$1" "$2"); shift ;;
     *) args+=("$1") ;;
@@ -55,7 +59,9 @@ largest() {
   trap 'tools/stack.sh stop "$largest_name"' EXIT
   local settings
   settings=$(SAGA_STACK_PROFILE=release SAGA_MAX_ACTIONS=$((largest_n > 100000 ? largest_n : 100000)) tools/stack.sh start "$largest_name" $$)
-  (set -a; . "$settings"; set +a; exec target/bench-run/bench --largest-only "${largest_args[@]}")
+  local mode=--largest-only
+  [[ " ${largest_args[*]} " == *" --seal-only "* ]] && mode=
+  (set -a; . "$settings"; set +a; exec target/bench-run/bench $mode "${largest_args[@]}")
   tools/stack.sh stop "$largest_name"
 }
 if [ "$largest_only" = 1 ]; then

@@ -164,21 +164,30 @@ def bench_figures(bench, usd):
                   p + "standardUsdPer1000": s["usd"] * 1000 / n, p + "lambdaUsdPer1000": s["lambdaUsd"] * 1000 / n})
         if s.get("modelledWallMs") is not None:
             f[p + "modelledMs"] = s["modelledWallMs"]
+        if s.get("modelledCommitMs") is not None:
+            f[p + "modelledCommitMs"] = s["modelledCommitMs"]
         update = rows.get(("update", n, "saga"))
         if update and update.get("bill"):
             f[p + "totalUsdPer1000"] = dynamodb_usd(update["bill"]) * 1000 / n + (s["usd"] + s["lambdaUsd"]) * 1000 / n
 
     trips = bench.get("roundTrips", [])
     for t in trips:
-        m = METHOD[t["method"]]
-        names = [f"roundTrips.{t['actions']}.{m}" + (f".{t['inFlight']}" if m == "saga" else "")]
+        m, kind = METHOD[t["method"]], t.get("kind", "update")
+        # Updates keep the names they had before other kinds ran: roundTrips.1000.saga.default, and for the others
+        # roundTrips.upsert.1000.saga.default.
+        at = f"roundTrips.{t['actions']}" if kind == "update" else f"roundTrips.{kind}.{t['actions']}"
+        names = [f"{at}.{m}" + (f".{t['inFlight']}" if m == "saga" else "")]
         if t.get("default"):
-            names.append(f"roundTrips.{t['actions']}.saga.default")
-        chunked = next((c for c in trips if c["actions"] == t["actions"] and c["method"] == "chunked"), None)
+            names.append(f"{at}.saga.default")
+        chunked = next((c for c in trips if c["actions"] == t["actions"] and c["method"] == "chunked"
+                        and c.get("kind", "update") == kind), None)
         for p in names:
             f[p] = t["roundTrips"]
             f[p + ".calls"] = t["calls"]
             f[p + ".wallMs"] = t["wallMs"]
+            for key in ("commitWallMs", "commitModelledMs"):
+                if t.get(key) is not None:
+                    f[p + "." + key] = t[key]
             if "modelledWallMs" in t:
                 f[p + ".modelledMs"] = t["modelledWallMs"]
                 if chunked and chunked.get("modelledWallMs"):
@@ -195,6 +204,23 @@ def bench_figures(bench, usd):
                     f[p + "." + name] = t[key]
                     if chunked and chunked.get(key):
                         f[p + "." + name.replace("MedianMs", "VsChunked")] = t[key] / chunked[key]
+
+    seal = bench.get("largestSeal")
+    if seal:
+        mb = seal["requestBytes"] / 1e6
+        f.update({"largestSeal.actions": seal["actions"], "largestSeal.itemBytes": seal["itemBytes"],
+                  "largestSeal.requestMB": mb, "largestSeal.chunks": seal["chunks"], "largestSeal.sealMs": seal["sealMs"],
+                  "largestSeal.sealS": seal["sealMs"] / 1000, "largestSeal.msPerMB": seal["sealMs"] / mb,
+                  "largestSeal.stagePeakMib": seal["stagePeakMib"],
+                  "largestSeal.bytesPerRequestByte": seal["stagePeakMib"] * 2**20 / seal["requestBytes"],
+                  "largestSeal.writtenDate": seal["written"][:10]})
+
+    for t in bench.get("throttled", []):
+        p = f"throttled.{t['actions']}."
+        f.update({p + "share": t["share"], p + "throttledMs": t["throttledMedianMs"],
+                  p + "unthrottledMs": t["unthrottledMedianMs"],
+                  p + "ratio": t["throttledMedianMs"] / t["unthrottledMedianMs"], p + "writes": t["writes"],
+                  p + "throttled": t["throttled"]})
 
     for c in bench.get("committedReads", []):
         p, reads = f"committedReads.{c['actions']}.{c['way']}.", c["reads"]

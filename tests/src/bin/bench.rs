@@ -70,18 +70,20 @@ fn express_usd(duration_ms: u64) -> f64 {
 #[serde(rename_all = "lowercase")]
 enum Kind {
     Update,
+    Upsert,
     Insert,
     Delete,
     Check,
 }
 
 impl Kind {
-    fn all() -> [Kind; 4] {
-        [Kind::Update, Kind::Insert, Kind::Delete, Kind::Check]
+    fn all() -> [Kind; 5] {
+        [Kind::Update, Kind::Upsert, Kind::Insert, Kind::Delete, Kind::Check]
     }
     fn name(self) -> &'static str {
         match self {
             Kind::Update => "update",
+            Kind::Upsert => "upsert",
             Kind::Insert => "insert",
             Kind::Delete => "delete",
             Kind::Check => "check",
@@ -90,6 +92,7 @@ impl Kind {
     fn title(self) -> &'static str {
         match self {
             Kind::Update => "Updates of existing items",
+            Kind::Upsert => "Updates of items that do not exist yet (upserts)",
             Kind::Insert => "Inserts",
             Kind::Delete => "Deletes",
             Kind::Check => "Condition checks",
@@ -97,7 +100,7 @@ impl Kind {
     }
     /// Whether the items must exist before the transaction.
     fn seeded(self) -> bool {
-        self != Kind::Insert
+        !matches!(self, Kind::Insert | Kind::Upsert)
     }
 }
 
@@ -164,10 +167,13 @@ struct MachineRow {
     /// The Lambda calls' cost at each function's deployed `MemorySize`, on the local stack's call times.
     #[serde(default)]
     lambda_usd: f64,
-    /// Under the reference latency model: the in-process run's modelled time at the default in-flight limit (the
-    /// round-trip pass) plus [`Model::LAMBDA_CALL_MS`] for each Lambda call.
+    /// Under the reference latency model: the same transaction run as the state machine runs it, each phase call as
+    /// its Lambda runs it (`step::handle`, in this process on a tracing client), its traced requests weighed by the
+    /// model plus [`Model::LAMBDA_CALL_MS`] for each call; and the same until the call that committed it.
     #[serde(default)]
     modelled_wall_ms: Option<f64>,
+    #[serde(default)]
+    modelled_commit_ms: Option<f64>,
 }
 
 /// The largest transaction the template allows, staged through the API function and run through the state machine
@@ -238,6 +244,9 @@ struct ContentionRow {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct TripRow {
+    /// What the actions do (updates of existing items unless said).
+    #[serde(default = "update")]
+    kind: Kind,
     actions: usize,
     method: Method,
     /// The in-flight limit (`SAGA_IN_FLIGHT`); the other ways send one call at a time.
@@ -260,6 +269,16 @@ struct TripRow {
     plain_median_ms: Option<f64>,
     #[serde(default)]
     proxy_median_ms: Option<f64>,
+    /// When the transaction committed (the answer of its commit write), from its start: from then on committed reads
+    /// see its values. Wall time, and under the reference model.
+    #[serde(default)]
+    commit_wall_ms: Option<f64>,
+    #[serde(default)]
+    commit_modelled_ms: Option<f64>,
+}
+
+fn update() -> Kind {
+    Kind::Update
 }
 
 /// One run's wall time under one latency model.
@@ -312,6 +331,10 @@ struct Args {
     /// the last run (its JSON).
     largest_only: bool,
     largest_actions: usize,
+    /// Stage and seal only the largest request the API function takes (inserts of `item_bytes`-byte items), and
+    /// rewrite the report with the other figures of the last run (its JSON).
+    seal_only: bool,
+    seal_actions: usize,
     /// In-flight limits the round-trip pass runs dynamo-saga with.
     in_flight: Vec<usize>,
     /// A full run keeps the last run's largest transaction instead of leaving it out (`tools/bench.sh` runs it after).
@@ -329,11 +352,13 @@ fn args() -> Args {
         contention_only: false,
         largest_only: false,
         largest_actions: 100_000,
+        seal_only: false,
+        seal_actions: 100_000,
         in_flight: vec![16, 64, 256],
         keep_largest: false,
     };
     let mut it = std::env::args().skip(1);
-    let usage = "usage: bench [--sizes 10,100,1000,10000] [--kinds update,insert,delete,check] [--item-bytes 940] [--seed000-max N] [--in-flight 16,64,256] [--out DIR] [--functions-only | --contention-only | --largest-only [--largest-actions 100000] | --keep-largest]";
+    let usage = "usage: bench [--sizes 10,100,1000,10000] [--kinds update,upsert,insert,delete,check] [--item-bytes 940] [--seed000-max N] [--in-flight 16,64,256] [--out DIR] [--functions-only | --contention-only | --largest-only [--largest-actions 100000] | --seal-only [--seal-actions 100000] | --keep-largest]";
     while let Some(flag) = it.next() {
         let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value\n{usage}"));
         match flag.as_str() {
@@ -360,6 +385,8 @@ fn args() -> Args {
             "--largest-only" => a.largest_only = true,
             "--keep-largest" => a.keep_largest = true,
             "--largest-actions" => a.largest_actions = value().parse().expect("a number of actions"),
+            "--seal-only" => a.seal_only = true,
+            "--seal-actions" => a.seal_actions = value().parse().expect("a number of actions"),
             "-h" | "--help" => {
                 println!("{usage}");
                 std::process::exit(0)
@@ -397,6 +424,9 @@ fn action(kind: Kind, table: &str, key: &str, bytes: usize) -> Value {
     match kind {
         Kind::Update => json!({"Update": {"TableName": table, "Key": k, "UpdateExpression": "SET v = v + :one",
             "ConditionExpression": "attribute_exists(pk)", "ExpressionAttributeValues": {":one": nv(1)}}}),
+        // A counter that starts at the first update, as `ADD` starts one.
+        Kind::Upsert => json!({"Update": {"TableName": table, "Key": k, "UpdateExpression": "ADD v :one",
+            "ExpressionAttributeValues": {":one": nv(1)}}}),
         Kind::Insert => {
             json!({"Put": {"TableName": table, "Item": item(key, bytes), "ConditionExpression": "attribute_not_exists(pk)"}})
         }
@@ -517,20 +547,68 @@ async fn machine(n: usize, bytes: usize) -> MachineRow {
         usd: ex.transitions as f64 * USD_PER_TRANSITION,
         lambda_usd,
         modelled_wall_ms: None,
+        modelled_commit_ms: None,
     }
 }
 
-/// The round-trip pass: `n` updates run by `method` on a store whose client notes when each DynamoDB request went
-/// out and when its answer came back, with `in_flight` requests at most in flight per phase call.
-async fn round_trips(env: &Env, n: usize, method: Method, in_flight: usize, bytes: usize) -> TripRow {
+/// `n` updates run as the state machine runs them, each phase call as its Lambda runs it (`step::handle`) on a store
+/// whose client traces its requests: (modelled wall time, modelled time to the end of the call that committed), each
+/// with [`Model::LAMBDA_CALL_MS`] for every call up to then.
+async fn machine_modelled(env: &Env, n: usize, bytes: usize) -> (f64, f64) {
+    use dynamo_saga::step::{handle, Budget, Phase};
+    let body = prepare(env, Kind::Update, n, "smm", bytes).await;
+    let tracer = Tracer::default();
+    let store = traced_store(env, &tracer, default_in_flight());
+    let budget = || Budget { until: Instant::now() + std::time::Duration::from_secs(50), max_steps: Budget::MAX_STEPS };
+    let mut out = handle(&store, Phase::Begin, &body, budget()).await.expect("Begin");
+    let (mut calls, mut committed_at) = (1usize, None);
+    let mut commit_traced = 0;
+    loop {
+        if out.state == dynamo_saga::TxState::Committed && committed_at.is_none() {
+            committed_at = Some(calls);
+            commit_traced = tracer.traced().len();
+        }
+        let phase = match out.step.as_str() {
+            "Finished" => break,
+            "Lock" => Phase::Lock,
+            "Save" => Phase::Save,
+            "Commit" => Phase::Commit,
+            "Apply" => Phase::Apply,
+            "Complete" => Phase::Complete,
+            "Release" => Phase::Release,
+            other => panic!("{n} updates as the state machine runs them: step {other}"),
+        };
+        out = handle(&store, phase, &json!({"TransactionId": out.transaction_id, "Waits": out.waits}), budget())
+            .await
+            .expect("a phase call");
+        calls += 1;
+    }
+    let traced = tracer.traced();
+    let lambda = |c: usize| c as f64 * Model::LAMBDA_CALL_MS;
+    let committed_at = committed_at.expect("committed");
+    (
+        modelled_ms(&traced, Model::REFERENCE) + lambda(calls),
+        modelled_ms(&traced[..commit_traced], Model::REFERENCE) + lambda(committed_at),
+    )
+}
+
+/// The round-trip pass: `n` actions of `kind` run by `method` on a store whose client notes when each DynamoDB
+/// request went out and when its answer came back, with `in_flight` requests at most in flight per phase call.
+async fn round_trips(env: &Env, kind: Kind, n: usize, method: Method, in_flight: usize, bytes: usize) -> TripRow {
     let tracer = Tracer::default();
     let store = traced_store(env, &tracer, in_flight);
-    let body = prepare(env, Kind::Update, n, &format!("{}-trip{in_flight}", method.tag()), bytes).await;
+    let body = prepare(env, kind, n, &format!("{}-{}-trip{in_flight}", kind.name(), method.tag()), bytes).await;
     let started = Instant::now();
-    run(env, &store, method, &body, &format!("update-{}-{n}-trip{in_flight}", method.tag()))
+    run(env, &store, method, &body, &format!("{}-{}-{n}-trip{in_flight}", kind.name(), method.tag()))
         .await
-        .unwrap_or_else(|e| panic!("{n} updates, {}: {e}", method.name()));
+        .unwrap_or_else(|e| panic!("{n} {}s, {}: {e}", kind.name(), method.name()));
     let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let commit_wall_ms = tracer
+        .traced()
+        .iter()
+        .filter(|t| t.commits)
+        .map(|t| t.answered.duration_since(started).as_secs_f64() * 1000.0)
+        .reduce(f64::min);
     let traced = tracer.traced();
     let calls = tracer.calls();
     let sensitivity = Model::SENSITIVITY
@@ -538,6 +616,7 @@ async fn round_trips(env: &Env, n: usize, method: Method, in_flight: usize, byte
         .map(|&model| Modelled { model, modelled_wall_ms: modelled_ms(&traced, model) })
         .collect();
     TripRow {
+        kind,
         actions: n,
         method,
         in_flight,
@@ -549,6 +628,10 @@ async fn round_trips(env: &Env, n: usize, method: Method, in_flight: usize, byte
         default: method == Method::Saga && in_flight == default_in_flight(),
         plain_median_ms: None,
         proxy_median_ms: None,
+        commit_wall_ms: (method == Method::Saga).then_some(commit_wall_ms).flatten(),
+        commit_modelled_ms: (method == Method::Saga)
+            .then(|| harness::trips::modelled_commit_ms(&traced, Model::REFERENCE))
+            .flatten(),
     }
 }
 
@@ -694,50 +777,14 @@ async fn largest(n: usize, bytes: usize, when: &str) -> LargestRun {
     let t = Instant::now();
     let body = prepare(&env, Kind::Update, n, "big", bytes).await;
     eprintln!("largest: {n} items of {bytes} bytes seeded in {:.0} s", t.elapsed().as_secs_f64());
-    let items = body["TransactItems"].as_array().unwrap();
     let request_bytes = body.to_string().len();
-    // Chunks of whole actions, each under the staging API's limit on a chunk's JSON.
-    let mut chunks: Vec<Vec<Value>> = vec![Vec::new()];
-    let mut size = 2;
-    for a in items {
-        let len = a.to_string().len() + 1;
-        if size + len > dynamo_saga::stage::MAX_CHUNK_BYTES {
-            chunks.push(Vec::new());
-            size = 2;
-        }
-        size += len;
-        chunks.last_mut().unwrap().push(a.clone());
-    }
-    let call = |method: &'static str, resource: &'static str, params: Value, body: String| async move {
-        let event = json!({"httpMethod": method, "resource": resource, "pathParameters": params, "body": body});
-        let started = Instant::now();
-        let out = st.invoke("saga-stage", &event).await.unwrap_or_else(|e| panic!("{method} {resource}: {e:?}"));
-        let ms = started.elapsed().as_millis() as u64;
-        let code = out["statusCode"].as_u64().unwrap_or(0);
-        let reply: Value = serde_json::from_str(out["body"].as_str().unwrap_or("null")).unwrap_or_default();
-        assert!(code / 100 == 2, "{method} {resource}: {code} {reply}");
-        (reply, ms)
-    };
-    let token = format!("bench-largest-{}", std::process::id());
-    let (created, _) =
-        call("POST", "/transactions/staged", Value::Null, json!({"ClientRequestToken": token}).to_string()).await;
-    let id = created["TransactionId"].as_str().expect("a TransactionId").to_string();
-    // Every function's process is running now (the stack started them, and the create call the API function's), so
-    // what they use from here on is this transaction's.
-    let before = st.function_use();
-    let (mut append_max_ms, mut append_total_ms) = (0, 0);
-    for (i, c) in chunks.iter().enumerate() {
-        let params = json!({"id": id, "chunk": i.to_string()});
-        let (_, ms) =
-            call("PUT", "/transactions/staged/{id}/chunks/{chunk}", params, json!({ "TransactItems": c }).to_string())
-                .await;
-        append_max_ms = append_max_ms.max(ms);
-        append_total_ms += ms;
-    }
-    let seal = json!({"Chunks": chunks.len()}).to_string();
-    let (sealed, seal_ms) = call("POST", "/transactions/staged/{id}/seal", json!({"id": id}), seal).await;
+    let staged = stage(st, body["TransactItems"].as_array().unwrap()).await;
+    let (id, chunks, append_max_ms, append_total_ms, before) =
+        (staged.id, staged.chunks, staged.append_max_ms, staged.append_total_ms, staged.before);
+    let seal = json!({"Chunks": chunks}).to_string();
+    let (sealed, seal_ms) = stage_call(st, "POST", "/transactions/staged/{id}/seal", json!({"id": id}), seal).await;
     assert_eq!(sealed["Actions"].as_u64(), Some(n as u64), "{sealed}");
-    eprintln!("largest: staged in {} chunks (slowest append {append_max_ms} ms), sealed in {seal_ms} ms", chunks.len());
+    eprintln!("largest: staged in {chunks} chunks (slowest append {append_max_ms} ms), sealed in {seal_ms} ms");
 
     let ex = st.run(&json!({ "TransactionId": id }), false, false).await;
     assert_eq!(ex.status, "SUCCEEDED", "{n} updates through the state machine: {ex:?}");
@@ -770,7 +817,7 @@ async fn largest(n: usize, bytes: usize, when: &str) -> LargestRun {
     let mut functions = Vec::new();
     let mut task_ms = ex.task_ms.clone();
     task_ms.insert("saga-stage".into(), vec![seal_ms]);
-    let stage_calls = 2 + chunks.len();
+    let stage_calls = 2 + chunks;
     for (function, u) in &used {
         let calls = task_ms.get(function).cloned().unwrap_or_default();
         let (memory_mb, timeout_s) = settings.get(function).copied().unwrap_or_default();
@@ -796,7 +843,7 @@ async fn largest(n: usize, bytes: usize, when: &str) -> LargestRun {
         actions: n,
         item_bytes: bytes,
         request_bytes,
-        chunks: chunks.len(),
+        chunks,
         append_max_ms,
         append_total_ms,
         seal_ms,
@@ -808,6 +855,123 @@ async fn largest(n: usize, bytes: usize, when: &str) -> LargestRun {
         read_units_reported: metrics["ReadUnits"].as_f64().unwrap_or(0.0),
         functions,
     }
+}
+
+/// The largest request the API function takes, staged and sealed: inserts of `item_bytes`-byte items, the request's
+/// JSON near a fortieth of the template's highest `StageMemorySize` (`MEMORY_BYTES_PER_REQUEST_BYTE`), on an optimised
+/// build of the function with a whole core. What `tools/check_api_timeout.py` scales to Lambda's CPU share.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SealRun {
+    written: String,
+    actions: usize,
+    item_bytes: usize,
+    request_bytes: usize,
+    chunks: usize,
+    seal_ms: u64,
+    /// The API function's process: peak resident memory, and CPU time over the appends and the seal.
+    stage_peak_mib: f64,
+    stage_cpu_ms: u64,
+}
+
+/// Stages `n` inserts of `bytes`-byte items through the API function and seals them (nothing is run after: the
+/// transaction is left begun).
+async fn largest_seal(n: usize, bytes: usize, when: &str) -> SealRun {
+    let st = harness::stack::stack().await;
+    assert!(n <= st.max_actions, "the stack allows {} actions (SAGA_MAX_ACTIONS), not {n}", st.max_actions);
+    let env = Env::on_stack("seal").await;
+    let body = prepare(&env, Kind::Insert, n, "seal", bytes).await;
+    let request_bytes = body.to_string().len();
+    let staged = stage(st, body["TransactItems"].as_array().unwrap()).await;
+    let (id, chunks, before) = (staged.id, staged.chunks, staged.before);
+    let seal = json!({"Chunks": chunks}).to_string();
+    let (sealed, seal_ms) = stage_call(st, "POST", "/transactions/staged/{id}/seal", json!({"id": id}), seal).await;
+    assert_eq!(sealed["Actions"].as_u64(), Some(n as u64), "{sealed}");
+    let used = st.function_use();
+    let stage = used.get("saga-stage").expect("the API function ran");
+    let r = SealRun {
+        written: when.to_string(),
+        actions: n,
+        item_bytes: bytes,
+        request_bytes,
+        chunks,
+        seal_ms,
+        stage_peak_mib: stage.peak_rss_kib as f64 / 1024.0,
+        stage_cpu_ms: stage.cpu_ms.saturating_sub(before.get("saga-stage").map_or(0, |b| b.cpu_ms)),
+    };
+    eprintln!(
+        "largest seal: {n} inserts, {:.1} MB of JSON in {chunks} chunks, sealed in {seal_ms} ms, peak {:.0} MiB",
+        request_bytes as f64 / 1e6,
+        r.stage_peak_mib
+    );
+    r
+}
+
+/// Calls the API function (`POST /transactions/staged...` routes) with an API Gateway event: its reply and how long
+/// it took (ms).
+async fn stage_call(
+    st: &harness::stack::Stack,
+    method: &'static str,
+    resource: &'static str,
+    params: Value,
+    body: String,
+) -> (Value, u64) {
+    let event = json!({"httpMethod": method, "resource": resource, "pathParameters": params, "body": body});
+    let started = Instant::now();
+    let out = st.invoke("saga-stage", &event).await.unwrap_or_else(|e| panic!("{method} {resource}: {e:?}"));
+    let ms = started.elapsed().as_millis() as u64;
+    let code = out["statusCode"].as_u64().unwrap_or(0);
+    let reply: Value = serde_json::from_str(out["body"].as_str().unwrap_or("null")).unwrap_or_default();
+    assert!(code / 100 == 2, "{method} {resource}: {code} {reply}");
+    (reply, ms)
+}
+
+/// A request staged through the API function.
+struct Staged {
+    id: String,
+    chunks: usize,
+    append_max_ms: u64,
+    append_total_ms: u64,
+    /// Each function's processes' use right after the staged transaction was created: every process is running then
+    /// (the stack started them, and the create call the API function's), so what they use from here on is this
+    /// transaction's.
+    before: std::collections::BTreeMap<String, harness::stack::ProcessUse>,
+}
+
+/// Stages `items` through the API function in chunks of whole actions under its limit on a chunk's JSON.
+async fn stage(st: &harness::stack::Stack, items: &[Value]) -> Staged {
+    let mut chunks: Vec<Vec<Value>> = vec![Vec::new()];
+    let mut size = 2;
+    for a in items {
+        let len = a.to_string().len() + 1;
+        if size + len > dynamo_saga::stage::MAX_CHUNK_BYTES {
+            chunks.push(Vec::new());
+            size = 2;
+        }
+        size += len;
+        chunks.last_mut().unwrap().push(a.clone());
+    }
+    let token = format!("bench-stage-{}-{}", std::process::id(), items.len());
+    let (created, _) =
+        stage_call(st, "POST", "/transactions/staged", Value::Null, json!({"ClientRequestToken": token}).to_string())
+            .await;
+    let id = created["TransactionId"].as_str().expect("a TransactionId").to_string();
+    let before = st.function_use();
+    let (mut append_max_ms, mut append_total_ms) = (0, 0);
+    for (i, c) in chunks.iter().enumerate() {
+        let params = json!({"id": id, "chunk": i.to_string()});
+        let (_, ms) = stage_call(
+            st,
+            "PUT",
+            "/transactions/staged/{id}/chunks/{chunk}",
+            params,
+            json!({ "TransactItems": c }).to_string(),
+        )
+        .await;
+        append_max_ms = append_max_ms.max(ms);
+        append_total_ms += ms;
+    }
+    Staged { id, chunks: chunks.len(), append_max_ms, append_total_ms, before }
 }
 
 /// The functions' Init duration as Lambda defines it: from starting the process to its first request for an event,
@@ -1023,14 +1187,20 @@ fn trips_markdown(rows: &[TripRow]) -> String {
          `BatchWriteItem`, `BatchGetItem`); the sensitivity table shows how the result moves with it. **Through the delay \
          proxy**: `tools/ddb-proxy.mjs` in front of DynamoDB Local adds {delay} ms to every request; median of 3 runs, beside \
          the median of 3 without it.\n\n\
-         | actions | way | in-flight limit | DynamoDB calls | round trips on the critical path | wall time (ms) | modelled (ms) | modelled vs chunked | median, DynamoDB Local (ms) | median, through the proxy (ms) | proxy vs chunked |\n\
-         | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+         Within one run of a phase's writes, a request waits for the one before it in its lane (`SAGA_IN_FLIGHT` lanes each \
+         send their next write when their last one is answered), not for another lane's answer that came first: DynamoDB \
+         Local answers out of order when its CPU is busy, which a chain by timing alone would count. Time to commit is until \
+         the commit write was answered, from which committed reads see the transaction's values; the rest of the run applies \
+         the items. Upserts (updates of items that do not exist yet) run beside the updates at 1,000 actions and more.\n\n\
+         | actions | way | in-flight limit | DynamoDB calls | round trips on the critical path | wall time (ms) | modelled (ms) | modelled vs chunked | time to commit, wall (ms) | time to commit, modelled (ms) | median, DynamoDB Local (ms) | median, through the proxy (ms) | proxy vs chunked |\n\
+         | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
         default = default_in_flight(),
         call = Model::REFERENCE.per_call_ms,
         item = Model::REFERENCE.per_item_ms,
         delay = PROXY_DELAY_MS,
     );
-    let chunked = |n: usize| rows.iter().find(|r| r.actions == n && r.method == Method::Chunked);
+    let chunked =
+        |n: usize, kind: Kind| rows.iter().find(|r| r.actions == n && r.kind == kind && r.method == Method::Chunked);
     let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
         (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
         _ => "-".into(),
@@ -1042,10 +1212,14 @@ fn trips_markdown(rows: &[TripRow]) -> String {
             (Method::Saga, false) => r.in_flight.to_string(),
             _ => "-".into(),
         };
-        let c = chunked(r.actions);
+        let c = chunked(r.actions, r.kind);
+        let actions = match r.kind {
+            Kind::Update => r.actions.to_string(),
+            k => format!("{} {}s", r.actions, k.name()),
+        };
         md.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {:.0} | {:.0} | {} | {} | {} | {} |\n",
-            r.actions,
+            "| {} | {} | {} | {} | {} | {:.0} | {:.0} | {} | {} | {} | {} | {} | {} |\n",
+            actions,
             r.method.name(),
             limit,
             r.calls,
@@ -1053,6 +1227,8 @@ fn trips_markdown(rows: &[TripRow]) -> String {
             r.wall_ms,
             r.modelled_wall_ms,
             ratio(Some(r.modelled_wall_ms), c.map(|c| c.modelled_wall_ms)),
+            ms(r.commit_wall_ms),
+            ms(r.commit_modelled_ms),
             ms(r.plain_median_ms),
             ms(r.proxy_median_ms),
             ratio(r.proxy_median_ms, c.and_then(|c| c.proxy_median_ms)),
@@ -1065,8 +1241,8 @@ fn trips_markdown(rows: &[TripRow]) -> String {
     md.push_str("\n| ---: |");
     md.push_str(&" ---: |".repeat(Model::SENSITIVITY.len()));
     md.push('\n');
-    for r in rows.iter().filter(|r| r.default) {
-        let Some(c) = chunked(r.actions) else { continue };
+    for r in rows.iter().filter(|r| r.default && r.kind == Kind::Update) {
+        let Some(c) = chunked(r.actions, Kind::Update) else { continue };
         md.push_str(&format!("| {} |", r.actions));
         for (mine, theirs) in r.sensitivity.iter().zip(&c.sensitivity) {
             md.push_str(&format!(
@@ -1077,6 +1253,31 @@ fn trips_markdown(rows: &[TripRow]) -> String {
             ));
         }
         md.push('\n');
+    }
+    md.push('\n');
+    md
+}
+
+fn throttled_markdown(rows: &[ThrottledRow]) -> String {
+    let mut md = String::from(
+        "## Throttling\n\nUpdates of existing items in-process through `tools/ddb-proxy.mjs`, which answers a share of the write \
+         requests with `ProvisionedThroughputExceededException` as a busy table does (a fixed share, whatever the rate), beside \
+         the same through the proxy throttling none; median of 3 runs each. A throttled write is sent again after a short \
+         jittered wait, and the process halves its in-flight limit meanwhile (`shared/src/pace.rs`).\n\n\
+         | actions | writes throttled | median, throttled (ms) | median, unthrottled (ms) | throttled vs unthrottled |\n\
+         | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for r in rows {
+        md.push_str(&format!(
+            "| {} | {:.0}% ({} of {}) | {:.0} | {:.0} | {:.2}x |\n",
+            r.actions,
+            r.share * 100.0,
+            r.throttled,
+            r.writes,
+            r.throttled_median_ms,
+            r.unthrottled_median_ms,
+            r.throttled_median_ms / r.unthrottled_median_ms
+        ));
     }
     md.push('\n');
     md
@@ -1228,17 +1429,23 @@ fn markdown(a: &Args, report: &Report, when: &str) -> String {
             GB-second, in 100 ms steps at the smallest memory step (64 MB), priced here on the wall time measured on the local \
             stack (debug functions on DynamoDB Local: real Lambda and DynamoDB would be faster, so cheaper). Neither includes \
             the Lambda invocations or DynamoDB.\n\n");
-        md.push_str("| actions | state transitions | history events | Lambda calls | wall time (ms) | modelled wall time (ms) | STANDARD cost per transaction (USD) | EXPRESS cost per transaction (USD) | STANDARD / EXPRESS |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+        md.push_str(&format!("Modelled: the same updates run in this process as the state machine runs them, each phase call as its \
+            Lambda runs it (`step::handle`), the requests of every call traced and weighed by the reference model ({} ms a request, \
+            {} ms an item), plus {} ms for each Lambda call through Step Functions (its round trip, beside its run time); and the \
+            same until the end of the call that committed the transaction, from which committed reads see its values.\n\n",
+            Model::REFERENCE.per_call_ms, Model::REFERENCE.per_item_ms, Model::LAMBDA_CALL_MS));
+        md.push_str("| actions | state transitions | history events | Lambda calls | wall time (ms) | modelled wall time (ms) | modelled time to commit (ms) | STANDARD cost per transaction (USD) | EXPRESS cost per transaction (USD) | STANDARD / EXPRESS |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
         for r in machine {
             let express = express_usd(r.duration_ms);
             md.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {:.6} | {:.7} | {:.0}x |\n",
+                "| {} | {} | {} | {} | {} | {} | {} | {:.6} | {:.7} | {:.0}x |\n",
                 r.actions,
                 r.transitions,
                 r.history_events,
                 r.lambda_calls,
                 r.duration_ms,
                 r.modelled_wall_ms.map_or("-".into(), |w| format!("{w:.0}")),
+                r.modelled_commit_ms.map_or("-".into(), |w| format!("{w:.0}")),
                 r.usd,
                 express,
                 r.usd / express
@@ -1274,6 +1481,9 @@ fn markdown(a: &Args, report: &Report, when: &str) -> String {
     if !report.round_trips.is_empty() {
         md.push_str(&trips_markdown(&report.round_trips));
     }
+    if !report.throttled.is_empty() {
+        md.push_str(&throttled_markdown(&report.throttled));
+    }
     if !report.committed_reads.is_empty() {
         md.push_str(&reads_markdown(&report.committed_reads));
     }
@@ -1282,6 +1492,25 @@ fn markdown(a: &Args, report: &Report, when: &str) -> String {
     }
     if let Some(r) = &report.largest {
         md.push_str(&largest_markdown(r));
+    }
+    if let Some(r) = &report.largest_seal {
+        md.push_str(&format!(
+            "## The largest request the API function takes\n\n`bash tools/bench.sh --seal-only` on {}: {} inserts of {}-byte \
+             items, {:.1} MB of JSON, staged through the API function in {} chunks and sealed in one call, on an optimised build \
+             with a whole core: the seal took {} ms ({:.0} ms per MB), the function's process peaked at {:.0} MiB ({:.1} bytes \
+             per byte of the request) and used {:.1} s of CPU over the appends and the seal. `tools/check_api_timeout.py` scales \
+             this seal to the CPU share Lambda gives the template's `StageMemorySize` ([deploy.md](deploy.md#large-requests-and-api-gateways-timeout)).\n\n",
+            r.written,
+            r.actions,
+            r.item_bytes,
+            r.request_bytes as f64 / 1e6,
+            r.chunks,
+            r.seal_ms,
+            r.seal_ms as f64 / (r.request_bytes as f64 / 1e6),
+            r.stage_peak_mib,
+            r.stage_peak_mib * 1048576.0 / r.request_bytes as f64,
+            r.stage_cpu_ms as f64 / 1000.0
+        ));
     }
     md.push_str("## The Lambda functions\n\nInit duration as Lambda defines it (process start to the first request for an event), against a stand-in for the \
         Lambda Runtime API, best of 5, for the debug builds the local stack runs (x86_64). Zip sizes are of the release arm64 packages: those \
@@ -1453,6 +1682,10 @@ struct Report {
     round_trips: Vec<TripRow>,
     #[serde(default)]
     committed_reads: Vec<ReadRow>,
+    #[serde(default)]
+    throttled: Vec<ThrottledRow>,
+    #[serde(default)]
+    largest_seal: Option<SealRun>,
 }
 
 /// Committed reads before apply, each way, at each size of 1,000 actions or more.
@@ -1494,7 +1727,7 @@ async fn measure_trips(a: &Args) -> Vec<TripRow> {
         }
         ways.extend(limits.iter().map(|l| (Method::Saga, *l)));
         for (m, limit) in ways {
-            let mut r = round_trips(&env, n, m, limit, a.item_bytes).await;
+            let mut r = round_trips(&env, Kind::Update, n, m, limit, a.item_bytes).await;
             if m != Method::Saga || r.default {
                 let plain = Store::new(
                     env.client.clone(),
@@ -1518,6 +1751,71 @@ async fn measure_trips(a: &Args) -> Vec<TripRow> {
             );
             out.push(r);
         }
+        if n >= 1000 && a.kinds.contains(&Kind::Upsert) {
+            // Upserts: no more round trips than updates, the lock write guessing the item absent.
+            for (m, limit) in [(Method::Chunked, 1), (Method::Saga, default_in_flight())] {
+                let r = round_trips(&env, Kind::Upsert, n, m, limit, a.item_bytes).await;
+                eprintln!(
+                    "round trips {:>6} upserts {:<12} in flight {:>3}: {} calls, {} on the critical path, modelled {:.0} ms",
+                    n,
+                    m.name(),
+                    limit,
+                    r.calls,
+                    r.round_trips,
+                    r.modelled_wall_ms
+                );
+                out.push(r);
+            }
+        }
+    }
+    out
+}
+
+/// Updates through a proxy that answers a tenth of the writes with `ProvisionedThroughputExceededException`
+/// (`tools/ddb-proxy.mjs`), beside the same through the proxy throttling none: the median of three runs each, at each
+/// size from 1,000 on.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ThrottledRow {
+    actions: usize,
+    /// The share of writes throttled.
+    share: f64,
+    unthrottled_median_ms: f64,
+    throttled_median_ms: f64,
+    /// Writes the proxy saw, and throttled, over the three throttled runs.
+    writes: u64,
+    throttled: u64,
+}
+
+async fn measure_throttled(a: &Args) -> Vec<ThrottledRow> {
+    const SHARE: f64 = 0.1;
+    let mut out = Vec::new();
+    for &n in a.sizes.iter().filter(|n| **n >= 1000) {
+        let env = Env::new(&format!("bench-throttled-{n}")).await;
+        let plain = harness::proxy::Proxy::start(0, 0.0).await;
+        let busy = harness::proxy::Proxy::start(0, SHARE).await;
+        let store_for =
+            |p: &harness::proxy::Proxy| Store::from_conf(harness::conf_for(&p.url), (*env.store.cfg).clone());
+        let unthrottled = median_of_3(&env, &store_for(&plain), n, Method::Saga, "unthrottled", a.item_bytes).await;
+        let throttled = median_of_3(&env, &store_for(&busy), n, Method::Saga, "throttled", a.item_bytes).await;
+        let stats = busy.stats().await;
+        let r = ThrottledRow {
+            actions: n,
+            share: SHARE,
+            unthrottled_median_ms: unthrottled,
+            throttled_median_ms: throttled,
+            writes: stats["writes"].as_u64().unwrap_or(0),
+            throttled: stats["throttled"].as_u64().unwrap_or(0),
+        };
+        eprintln!(
+            "throttled {n:>6} updates: {:.0} ms with {} of {} writes throttled, {:.0} ms without ({:.2}x)",
+            r.throttled_median_ms,
+            r.throttled,
+            r.writes,
+            r.unthrottled_median_ms,
+            r.throttled_median_ms / r.unthrottled_median_ms
+        );
+        out.push(r);
     }
     out
 }
@@ -1550,10 +1848,13 @@ async fn measure_all(a: &Args) -> (Vec<Row>, Vec<MachineRow>) {
     let machine_rows = if std::env::var("LAMBDA_ENDPOINT").is_ok() {
         let mut out = Vec::new();
         for &n in &a.sizes {
-            let r = machine(n, a.item_bytes).await;
+            let mut r = machine(n, a.item_bytes).await;
+            let env = Env::new(&format!("bench-smm-{n}")).await;
+            let (modelled, commit) = machine_modelled(&env, n, a.item_bytes).await;
+            (r.modelled_wall_ms, r.modelled_commit_ms) = (Some(modelled), Some(commit));
             eprintln!(
-                "state machine {:>6} actions: {} transitions, {} Lambda calls, {} ms",
-                n, r.transitions, r.lambda_calls, r.duration_ms
+                "state machine {:>6} actions: {} transitions, {} Lambda calls, {} ms; modelled {:.0} ms, committed at {:.0} ms",
+                n, r.transitions, r.lambda_calls, r.duration_ms, modelled, commit
             );
             out.push(r);
         }
@@ -1567,8 +1868,12 @@ async fn measure_all(a: &Args) -> (Vec<Row>, Vec<MachineRow>) {
 
 /// The largest transaction of the report at `path`, if it has one.
 fn last_largest(path: &std::path::Path) -> Option<LargestRun> {
-    let text = std::fs::read_to_string(path).ok()?;
-    serde_json::from_str::<Report>(&text).ok()?.largest
+    last_report(path)?.largest
+}
+
+/// The report at `path`, if there is one of this version.
+fn last_report(path: &std::path::Path) -> Option<Report> {
+    serde_json::from_str::<Report>(&std::fs::read_to_string(path).ok()?).ok()
 }
 
 #[tokio::main]
@@ -1582,7 +1887,7 @@ async fn main() {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
     let json_path = a.out.join("benchmarks.json");
-    let only = a.functions_only || a.contention_only || a.largest_only;
+    let only = a.functions_only || a.contention_only || a.largest_only || a.seal_only;
     let mut report = if only {
         let text = std::fs::read_to_string(&json_path).unwrap_or_else(|e| {
             panic!("--functions-only and --contention-only need the last run's {}: {e}", json_path.display())
@@ -1593,12 +1898,9 @@ async fn main() {
         a.item_bytes = r.item_bytes;
         r
     } else {
-        let (rows, mut state_machine) = measure_all(&a).await;
+        let (rows, state_machine) = measure_all(&a).await;
         let round_trips = measure_trips(&a).await;
-        for m in &mut state_machine {
-            let in_process = round_trips.iter().find(|r| r.default && r.actions == m.actions);
-            m.modelled_wall_ms = in_process.map(|r| r.modelled_wall_ms + m.lambda_calls as f64 * Model::LAMBDA_CALL_MS);
-        }
+        let throttled = measure_throttled(&a).await;
         let committed_reads = measure_reads(&a).await;
         let mut total = Bill::default();
         for b in rows.iter().filter_map(|r| r.bill.as_ref()) {
@@ -1613,25 +1915,31 @@ async fn main() {
             state_machine,
             contention: Vec::new(),
             largest: if a.keep_largest { last_largest(&json_path) } else { None },
+            largest_seal: last_report(&json_path).and_then(|r| r.largest_seal),
             functions: Vec::new(),
             non_transactional_cross_check: total,
             round_trips,
             committed_reads,
+            throttled,
         }
     };
-    if !a.functions_only && !a.largest_only {
+    if !a.functions_only && !a.largest_only && !a.seal_only {
         report.contention = contention().await;
     }
     if a.largest_only {
         report.largest = Some(largest(a.largest_actions, a.item_bytes, &now).await);
     }
-    if !a.contention_only && !a.largest_only {
+    if a.seal_only {
+        report.largest_seal = Some(largest_seal(a.seal_actions, a.item_bytes, &now).await);
+    }
+    if !a.contention_only && !a.largest_only && !a.seal_only {
         report.functions = functions().await;
     }
-    let when = match (a.functions_only, a.contention_only, a.largest_only) {
-        (true, _, _) => format!("{} (the functions on {now})", report.written),
-        (_, true, _) => format!("{} (contention on {now})", report.written),
-        (_, _, true) => format!("{} (the largest transaction on {now})", report.written),
+    let when = match (a.functions_only, a.contention_only, a.largest_only, a.seal_only) {
+        (true, ..) => format!("{} (the functions on {now})", report.written),
+        (_, true, ..) => format!("{} (contention on {now})", report.written),
+        (_, _, true, _) => format!("{} (the largest transaction on {now})", report.written),
+        (.., true) => format!("{} (the largest seal on {now})", report.written),
         _ => now,
     };
     std::fs::create_dir_all(&a.out).expect("create the output directory");
