@@ -321,6 +321,9 @@ SUITE_LINES = [
      lambda d: "crash." + d.pop("scenario") + ("." + _slug_way(d.pop("way")) if d.get("way") else "")),
     (r"crash recovered by the state machine's retry: (?P<scenarios>\d+) scenarios \(.*\), (?P<violations>\d+) violations",
      lambda d: "crash.stateMachineRetry"),
+    (r"late lock write: delivered after its item was applied, before apply was recorded: (?P<adds>\d+) ADDs applied "
+     r"once, the late lock cleared",
+     lambda d: "lateLock"),
     (r"parity with native TransactWriteItems: (?P<cases>\d+) cases, (?P<actions>\d+) actions: (?P<committed>\d+) "
      r"committed, (?P<cancelled>\d+) cancelled, all equal to native, (?P<oneCall>\d+) of them in one call and all "
      r"(?P<protocol>\d+) through the protocol too",

@@ -9,7 +9,9 @@ pub const RESERVED_PREFIX: &str = "_saga";
 
 /// On a locked item: the id of the transaction that holds the lock.
 pub const ATTR_LOCK: &str = "_sagaLock";
-/// On a locked item: when the lock was taken (epoch milliseconds, informational only).
+/// On a locked item: the id of the write that took the lock ([`crate::items::LockId`]: the epoch milliseconds its lock
+/// pass started at, with a thousandths part after writes of unknown outcome), which apply checks; on a transaction
+/// begun before lock ids, when the lock was taken.
 pub const ATTR_LOCKED_AT: &str = "_sagaLockedAt";
 /// On a locked item: present (true) when the item did not exist and was created only to hold the lock.
 pub const ATTR_TRANSIENT: &str = "_sagaTransient";

@@ -1,6 +1,8 @@
 //! The in-process driver: runs a whole transaction through the same phase functions the Lambdas run, for Rust
 //! services that do not use Step Functions (the role the Java dynamodb-transactions library's TransactionManager
-//! plays). It is also how the sweeper and tests finish a transaction somebody else started.
+//! plays). It is also how the sweeper and tests finish a transaction somebody else started. Running every step itself,
+//! it saves round trips the Lambdas cannot: each step starts from the header the last one wrote, begin claims the
+//! first lock pass for it, and steps that only write the header go in one write (`drive::run_joined`).
 //!
 //! Contention between transactions is resolved by age (wound-wait: `drive`): the older transaction wins, a
 //! younger holder is rolled back and tries again as the same transaction, and a wait longer than `LockWaitSeconds`

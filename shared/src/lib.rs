@@ -71,13 +71,16 @@
 //!    to 20 batches at once, in the same conditional write that evaluates the caller's condition on the item as it
 //!    was. The write returns that item, and each update is evaluated on it (`eval`): one DynamoDB would refuse
 //!    decides `ROLLED_BACK` with `ValidationError` on its action. A missing item is created to hold its lock and
-//!    marked transient; so is a tombstone, which the lock item keeps and a condition sees as absent.
+//!    marked transient; so is a tombstone, which the lock item keeps and a condition sees as absent. Each lock carries
+//!    the id of the write that took it (`items::LockId`), recorded with its batch, and lock writes are sent once, so a
+//!    lock write that lands late never carries an id apply trusts.
 //! 3. **save** (`phase::save`) is the barrier before the commit: every batch locked by this attempt. The items that
 //!    replace others (each `Put`, each tombstone) were checked by begin, from the request, against the size limit and
 //!    the table's index key types; nothing has been written but locks, so nothing is copied.
 //! 4. **commit** (`phase::commit`) is one conditional header write, `PENDING` -> `COMMITTED`: the commit point.
 //! 5. **apply** (`phase::apply`) writes each item once, a run of batches at once: the caller's write and the unlock
-//!    together, conditioned on the lock, so a missing lock means "applied" and nothing happens twice.
+//!    together, conditioned on the lock its batch was recorded with, so a missing lock means "applied" and nothing
+//!    happens twice.
 //! 6. **complete** (`phase::complete`) records the items done.
 //! 7. **rollback** (`phase::rollback`) decides `ROLLED_BACK` if still pending and lets go of every lock, deleting
 //!    every transient item (putting back a tombstone it kept).
@@ -91,7 +94,8 @@
 //! A request one `TransactWriteItems` call can carry (fewer than 100 actions, nothing beyond native) skips all of
 //! this: `phase::direct` sends it in that call, each action conditioned on its item being neither locked nor a
 //! tombstone, with the header written already finished; an item another transaction holds sends it down the
-//! protocol instead. Drivers call `phase::begin::submit`, which chooses.
+//! protocol instead. Drivers call `phase::begin::submit` (or `submit_here` when they then run the steps themselves),
+//! which chooses.
 //!
 //! `phase::resume` reads a header and names the next step, which is how any coordinator picks a transaction up.
 //! [`coordinator::Coordinator`] drives a whole transaction in-process; the Step Functions state machine drives the
