@@ -151,17 +151,24 @@ impl Answer {
 /// own retries make ([`Store::retry_config`]).
 const ONCE_ATTEMPTS: u32 = 12;
 
-/// The outcome of one attempt of a write sent once; `None`: DynamoDB refused it before carrying it out, and it has
-/// been waited for (jittered) to be sent again.
-async fn answered_once(answer: Answer, tries: &mut u32) -> Result<Option<Once>, TxError> {
-    match answer {
-        Answer::Known(w) => Ok(Some(Once::Known(w))),
-        Answer::Unknown(message) => Ok(Some(Once::Unknown(message))),
-        Answer::Refused(e) if *tries + 1 >= ONCE_ATTEMPTS => Err(e),
-        Answer::Refused(_) => {
-            *tries += 1;
-            backoff(*tries).await;
-            Ok(None)
+/// Sends the write `send` builds until DynamoDB answers it or its outcome is unknown: a write DynamoDB refused before
+/// carrying it out (throttling, a conflict with a DynamoDB transaction) is sent again after a jittered wait, up to
+/// [`ONCE_ATTEMPTS`] attempts.
+async fn until_answered<F, Fut>(mut send: F) -> Result<Once, TxError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Answer, TxError>>,
+{
+    let mut tries = 0u32;
+    loop {
+        match send().await? {
+            Answer::Known(w) => return Ok(Once::Known(w)),
+            Answer::Unknown(message) => return Ok(Once::Unknown(message)),
+            Answer::Refused(e) if tries + 1 >= ONCE_ATTEMPTS => return Err(e),
+            Answer::Refused(_) => {
+                tries += 1;
+                backoff(tries).await;
+            }
         }
     }
 }
@@ -231,13 +238,13 @@ pub struct Store {
     pace: Arc<Pace>,
     /// Plans this process wrote or read, by transaction id: a plan never changes once written, so each phase run
     /// after the first in a process saves a read.
-    plans: Arc<Mutex<HashMap<String, Arc<crate::plan::Plan>>>>,
+    plans: Arc<Kept<Arc<crate::plan::Plan>>>,
     /// Lock passes this process claimed and has not used yet, by transaction id (`phase::lock`): the next lock step
     /// of the transaction in this process takes its pass from here instead of claiming one.
-    claims: Arc<Mutex<HashMap<String, u64>>>,
+    claims: Arc<Kept<u64>>,
     /// The header this process last wrote of each transaction, as the write left it: the driver's next step starts
     /// from it instead of reading it again (`phase::resume`).
-    headers: Arc<Mutex<HashMap<String, Item>>>,
+    headers: Arc<Kept<Item>>,
     /// Request pages this process wrote or read, by transaction id and page number, and their bytes in all: pages
     /// never change once written, so the phases of a transaction begun or run before in this process read none.
     pages: Arc<Mutex<Pages>>,
@@ -249,8 +256,35 @@ type Pages = (HashMap<(String, usize), Arc<Vec<u8>>>, usize);
 /// The most bytes of request pages a store keeps; past it, it forgets them all and starts again.
 const PAGE_BYTES_KEPT: usize = 64 * 1024 * 1024;
 
-/// The most plans a store keeps; past it, it forgets them all and starts again.
+/// The most plans, headers or lock passes a store keeps; past it, it forgets them all and starts again.
 const PLANS_KEPT: usize = 64;
+
+/// Values a store keeps by transaction id for the later steps of the same process, at most [`PLANS_KEPT`] of them.
+struct Kept<V>(Mutex<HashMap<String, V>>);
+
+impl<V> Default for Kept<V> {
+    fn default() -> Self {
+        Self(Mutex::default())
+    }
+}
+
+impl<V: Clone> Kept<V> {
+    fn keep(&self, tx_id: &str, value: V) {
+        let mut kept = self.0.lock().expect("kept values lock");
+        if kept.len() >= PLANS_KEPT {
+            kept.clear();
+        }
+        kept.insert(tx_id.to_string(), value);
+    }
+
+    fn get(&self, tx_id: &str) -> Option<V> {
+        self.0.lock().expect("kept values lock").get(tx_id).cloned()
+    }
+
+    fn take(&self, tx_id: &str) -> Option<V> {
+        self.0.lock().expect("kept values lock").remove(tx_id)
+    }
+}
 
 /// What DynamoDB reported a call consumed (DynamoDB Local gives only the total).
 fn reported(cc: &[ConsumedCapacity]) -> f64 {
@@ -305,16 +339,12 @@ impl Store {
 
     /// Keeps `header`, the header item of `tx_id` as this process's write just left it.
     pub(crate) fn keep_header(&self, tx_id: &str, header: Item) {
-        let mut headers = self.headers.lock().expect("headers lock");
-        if headers.len() >= PLANS_KEPT {
-            headers.clear();
-        }
-        headers.insert(tx_id.to_string(), header);
+        self.headers.keep(tx_id, header)
     }
 
     /// Takes the header item of `tx_id` this process last wrote, if it has not been taken since.
     pub(crate) fn take_header(&self, tx_id: &str) -> Option<Item> {
-        self.headers.lock().expect("headers lock").remove(tx_id)
+        self.headers.take(tx_id)
     }
 
     /// Keeps page `page` of `tx_id`'s request.
@@ -335,30 +365,22 @@ impl Store {
     /// Keeps lock pass `pass`, which this process claimed for transaction `tx_id` and has not used, for the next lock
     /// step of that transaction in this process.
     pub(crate) fn keep_claim(&self, tx_id: &str, pass: u64) {
-        let mut claims = self.claims.lock().expect("claims lock");
-        if claims.len() >= PLANS_KEPT {
-            claims.clear();
-        }
-        claims.insert(tx_id.to_string(), pass);
+        self.claims.keep(tx_id, pass)
     }
 
     /// Takes the lock pass this process kept for `tx_id`, if any: one lock step uses it, never two.
     pub(crate) fn take_claim(&self, tx_id: &str) -> Option<u64> {
-        self.claims.lock().expect("claims lock").remove(tx_id)
+        self.claims.take(tx_id)
     }
 
     /// The plan of `tx_id` if this process has written or read it.
     pub(crate) fn known_plan(&self, tx_id: &str) -> Option<Arc<crate::plan::Plan>> {
-        self.plans.lock().expect("plans lock").get(tx_id).cloned()
+        self.plans.get(tx_id)
     }
 
     /// Keeps the plan of `tx_id`, which is in the transactions table.
     pub(crate) fn keep_plan(&self, tx_id: &str, plan: Arc<crate::plan::Plan>) {
-        let mut plans = self.plans.lock().expect("plans lock");
-        if plans.len() >= PLANS_KEPT {
-            plans.clear();
-        }
-        plans.insert(tx_id.to_string(), plan);
+        self.plans.keep(tx_id, plan)
     }
 
     /// A client from the standard AWS configuration chain (profile, region, `AWS_ENDPOINT_URL_DYNAMODB`), set up as
@@ -816,21 +838,21 @@ impl Store {
     /// late never carries the value apply trusts (`phase::lock`).
     pub async fn update_once(&self, m: &Meter, req: UpdateItemFluentBuilder) -> Result<Once, TxError> {
         let key = (req.get_table_name().clone().unwrap_or_default(), req.get_key().clone().unwrap_or_default());
-        let mut tries = 0u32;
-        loop {
-            let answer = single_write!(
-                self,
-                m,
-                req.clone(),
-                key.clone(),
-                "UpdateItem",
-                aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException,
-                true
-            )?;
-            if let Some(once) = answered_once(answer, &mut tries).await? {
-                return Ok(once);
+        until_answered(|| {
+            let (req, key) = (req.clone(), key.clone());
+            async move {
+                single_write!(
+                    self,
+                    m,
+                    req,
+                    key,
+                    "UpdateItem",
+                    aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException,
+                    true
+                )
             }
-        }
+        })
+        .await
     }
 
     /// A `PutItem` sent once, as [`Store::update_once`] sends an update.
@@ -839,21 +861,21 @@ impl Store {
             (Some(_), Some(table), Some(item)) => self.key_of(table, item).await?,
             _ => Default::default(),
         };
-        let mut tries = 0u32;
-        loop {
-            let answer = single_write!(
-                self,
-                m,
-                req.clone(),
-                key.clone(),
-                "PutItem",
-                aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException,
-                true
-            )?;
-            if let Some(once) = answered_once(answer, &mut tries).await? {
-                return Ok(once);
+        until_answered(|| {
+            let (req, key) = (req.clone(), key.clone());
+            async move {
+                single_write!(
+                    self,
+                    m,
+                    req,
+                    key,
+                    "PutItem",
+                    aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException,
+                    true
+                )
             }
-        }
+        })
+        .await
     }
 
     /// The client settings of a write sent once: no retries by the SDK.
