@@ -8,7 +8,7 @@
 # reported too; a cold build takes 10-25 minutes on 2 cores. --functions-only measures the functions again (init time,
 # zip sizes) and rewrites the report with the other figures of the last run, from docs/benchmarks.json;
 # --contention-only does the same for the contention section (native with client retries, dynamo-saga in-process and
-# through the state machine, on the same transfers); --largest-only does the same for the largest transaction the
+# through the state machine, on the same transfers), --reads-only for committed reads before apply; --largest-only does the same for the largest transaction the
 # template allows (--largest-actions, default 100,000 updates), staged through the API function and run through the
 # state machine on a stack of optimised function builds (SAGA_STACK_PROFILE=release), with each function's call times,
 # CPU time and peak memory; --seal-only stages and seals the largest request the API function takes (--seal-actions,
@@ -18,6 +18,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 lambda=0
+section_only=0
 only=0
 largest_only=0
 largest_args=()
@@ -27,7 +28,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --lambda) lambda=1 ;;
     --functions-only) only=1; args+=("$1") ;;
-    --contention-only) args+=("$1") ;;
+    --contention-only | --reads-only) args+=("$1"); section_only=1 ;;
     --largest-only) largest_only=1 ;;
     --seal-only) largest_only=1; largest_args+=("--seal-only") ;;
     --seal-actions) largest_n=${2:?--seal-actions needs a number}; largest_args+=("$1" "$2"); shift ;;
@@ -73,4 +74,4 @@ trap 'tools/stack.sh stop "$name"' EXIT
 settings=$(tools/stack.sh start "$name" $$)
 (set -a; . "$settings"; set +a; exec target/bench-run/bench "${args[@]}")
 tools/stack.sh stop "$name"
-largest
+[ "$section_only" = 1 ] || largest

@@ -331,6 +331,8 @@ struct Args {
     /// the last run (its JSON).
     largest_only: bool,
     largest_actions: usize,
+    /// Measure committed reads again and rewrite the report with the other figures of the last run (its JSON).
+    reads_only: bool,
     /// Stage and seal only the largest request the API function takes (inserts of `item_bytes`-byte items), and
     /// rewrite the report with the other figures of the last run (its JSON).
     seal_only: bool,
@@ -352,13 +354,14 @@ fn args() -> Args {
         contention_only: false,
         largest_only: false,
         largest_actions: 100_000,
+        reads_only: false,
         seal_only: false,
         seal_actions: 100_000,
         in_flight: vec![16, 64, 256],
         keep_largest: false,
     };
     let mut it = std::env::args().skip(1);
-    let usage = "usage: bench [--sizes 10,100,1000,10000] [--kinds update,upsert,insert,delete,check] [--item-bytes 940] [--seed000-max N] [--in-flight 16,64,256] [--out DIR] [--functions-only | --contention-only | --largest-only [--largest-actions 100000] | --seal-only [--seal-actions 100000] | --keep-largest]";
+    let usage = "usage: bench [--sizes 10,100,1000,10000] [--kinds update,upsert,insert,delete,check] [--item-bytes 940] [--seed000-max N] [--in-flight 16,64,256] [--out DIR] [--functions-only | --contention-only | --largest-only [--largest-actions 100000] | --seal-only [--seal-actions 100000] | --reads-only | --keep-largest]";
     while let Some(flag) = it.next() {
         let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value\n{usage}"));
         match flag.as_str() {
@@ -386,6 +389,7 @@ fn args() -> Args {
             "--keep-largest" => a.keep_largest = true,
             "--largest-actions" => a.largest_actions = value().parse().expect("a number of actions"),
             "--seal-only" => a.seal_only = true,
+            "--reads-only" => a.reads_only = true,
             "--seal-actions" => a.seal_actions = value().parse().expect("a number of actions"),
             "-h" | "--help" => {
                 println!("{usage}");
@@ -674,8 +678,11 @@ async fn committed_reads(env: &Env, n: usize, way: dynamo_saga::config::Committe
     let keys: Vec<_> = (0..reads)
         .map(|i| item_from_json(&json!({"pk": sv(&format!("{prefix}-{:06}", i * n / reads))})).unwrap())
         .collect();
+    // The reader is another process than the one that ran the transaction: a store of its own, which has kept no plan
+    // or page of it.
+    let reader = Store::new(env.client.clone(), store.cfg.as_ref().clone());
     let pass = || async {
-        let billing = store.with_billing();
+        let billing = reader.with_billing();
         let started = Instant::now();
         for k in &keys {
             let item =
@@ -1887,7 +1894,7 @@ async fn main() {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
     let json_path = a.out.join("benchmarks.json");
-    let only = a.functions_only || a.contention_only || a.largest_only || a.seal_only;
+    let only = a.functions_only || a.contention_only || a.largest_only || a.seal_only || a.reads_only;
     let mut report = if only {
         let text = std::fs::read_to_string(&json_path).unwrap_or_else(|e| {
             panic!("--functions-only and --contention-only need the last run's {}: {e}", json_path.display())
@@ -1923,7 +1930,10 @@ async fn main() {
             throttled,
         }
     };
-    if !a.functions_only && !a.largest_only && !a.seal_only {
+    if a.reads_only {
+        report.committed_reads = measure_reads(&a).await;
+    }
+    if !a.functions_only && !a.largest_only && !a.seal_only && !a.reads_only {
         report.contention = contention().await;
     }
     if a.largest_only {
@@ -1932,14 +1942,15 @@ async fn main() {
     if a.seal_only {
         report.largest_seal = Some(largest_seal(a.seal_actions, a.item_bytes, &now).await);
     }
-    if !a.contention_only && !a.largest_only && !a.seal_only {
+    if !a.contention_only && !a.largest_only && !a.seal_only && !a.reads_only {
         report.functions = functions().await;
     }
-    let when = match (a.functions_only, a.contention_only, a.largest_only, a.seal_only) {
+    let when = match (a.functions_only, a.contention_only, a.largest_only, a.seal_only, a.reads_only) {
         (true, ..) => format!("{} (the functions on {now})", report.written),
         (_, true, ..) => format!("{} (contention on {now})", report.written),
-        (_, _, true, _) => format!("{} (the largest transaction on {now})", report.written),
-        (.., true) => format!("{} (the largest seal on {now})", report.written),
+        (_, _, true, ..) => format!("{} (the largest transaction on {now})", report.written),
+        (_, _, _, true, _) => format!("{} (the largest seal on {now})", report.written),
+        (.., true) => format!("{} (committed reads on {now})", report.written),
         _ => now,
     };
     std::fs::create_dir_all(&a.out).expect("create the output directory");
