@@ -39,9 +39,10 @@ SAMPLE_ID = "01JDQ4W5Z3ZC4V8Y9B7Q2X1N6M"
 
 
 class RuntimeApi:
-    """The Lambda Runtime API (2018-06-01) for one process at a time: `next` hands out the event once, then blocks
-    until that process is stopped; `response` and `error` record the answer. Each run is a generation: a request
-    still held for a stopped process never takes the next process's event."""
+    """The Lambda Runtime API (2018-06-01) for one process: `next` hands out the event once, then blocks until the
+    process is stopped; `response` and `error` record the answer. Each process gets a server of its own, on a port of
+    its own, closed once the process is stopped: a request the stopped process sent just before it died can then
+    never take the next process's event (on a shared server it could, and that process waited for an event forever)."""
 
     def __init__(self):
         self.lock = threading.Condition()
@@ -93,8 +94,12 @@ class RuntimeApi:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         self.address = f"127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
 
     def run(self, command, env, event, timeout=120):
         """Starts `command`, hands it `event`, returns (init ms, invoke ms, kind, answer)."""
@@ -120,6 +125,7 @@ class RuntimeApi:
             with self.lock:
                 self.generation += 1
                 self.lock.notify_all()
+            self.close()
 
 
 def emulator():
@@ -188,11 +194,10 @@ def main():
     ddb = boto3.client("dynamodb", endpoint_url=args.dynamodb, region_name="us-east-1",
                        aws_access_key_id="local", aws_secret_access_key="local")
     create_tables(ddb, template)
-    api = RuntimeApi()
     wrap = emulator()
     failures, rows = [], []
 
-    def env_for(function):
+    def env_for(function, api):
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "TZ")}
         env.update({
             "AWS_LAMBDA_RUNTIME_API": api.address,
@@ -217,7 +222,8 @@ def main():
     def invoke(function, ev):
         """One cold start answering `ev`; the init time is the least of the cold starts measured for it."""
         bootstrap = os.path.join(BUILD, function, "bootstrap")
-        return api.run(wrap + [bootstrap], env_for(function), ev)
+        api = RuntimeApi()
+        return api.run(wrap + [bootstrap], env_for(function, api), ev)
 
     # 1. Package sizes.
     for function in sorted(functions):
