@@ -204,6 +204,32 @@ def bench_figures(bench, usd):
                     f[p + "." + name] = t[key]
                     if chunked and chunked.get(key):
                         f[p + "." + name.replace("MedianMs", "VsChunked")] = t[key] / chunked[key]
+            cpu, cores = t.get("plainCpu"), bench.get("cores")
+            if cpu:
+                both = cpu["dynamodbMs"] + cpu["clientMs"]
+                f.update({p + ".cpu.dynamodbMs": cpu["dynamodbMs"], p + ".cpu.clientMs": cpu["clientMs"],
+                          p + ".cpu.bothMs": both})
+                if chunked and chunked.get("plainCpu"):
+                    f[p + ".cpu.dynamodbVsChunked"] = cpu["dynamodbMs"] / chunked["plainCpu"]["dynamodbMs"]
+                if cores and chunked and chunked.get("plainMedianMs"):
+                    # The least wall time the machine's cores allow this CPU time, against chunked's median.
+                    floor = both * t["actions"] / cores
+                    f[p + ".cpu.floorMs"] = floor
+                    f[p + ".cpu.floorVsChunked"] = floor / chunked["plainMedianMs"]
+
+    engine = {e["call"]: e["dynamodbMsPerItem"] for e in bench.get("engine", [])}
+    if engine:
+        f["cores"] = bench.get("cores")
+        for call, ms in engine.items():
+            f[f"engine.{call}.ms"] = ms
+            if engine.get("Transact100"):
+                f[f"engine.{call}.vsTransact"] = ms / engine["Transact100"]
+        pairs = {"protocol": ("LockUpdate", "ApplyUpdate"), "partiql": ("PartiqlLock25", "PartiqlApply25")}
+        for name, (lock, apply) in pairs.items():
+            if lock in engine and apply in engine:
+                f[f"engine.{name}.ms"] = engine[lock] + engine[apply]
+                if engine.get("Transact100"):
+                    f[f"engine.{name}.vsTransact"] = (engine[lock] + engine[apply]) / engine["Transact100"]
 
     seal = bench.get("largestSeal")
     if seal:

@@ -6,6 +6,7 @@
 
 pub mod bad;
 pub mod bank;
+pub mod cpu;
 pub mod diagram;
 pub mod proxy;
 pub mod seed000;

@@ -19,6 +19,7 @@
 //! the state machine; and 16 transfers of 2 to 150 accounts, beyond native, by dynamo-saga both ways: transfers
 //! committed per second and the time each took to end.
 
+use harness::cpu::{CpuMeter, CpuPerAction, WriteCpu};
 use harness::trips::{modelled_ms, Model, Tracer};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -269,6 +270,9 @@ struct TripRow {
     plain_median_ms: Option<f64>,
     #[serde(default)]
     proxy_median_ms: Option<f64>,
+    /// The CPU time per action of the three runs on DynamoDB Local: DynamoDB Local's and the client's.
+    #[serde(default)]
+    plain_cpu: Option<CpuPerAction>,
     /// When the transaction committed (the answer of its commit write), from its start: from then on committed reads
     /// see its values. Wall time, and under the reference model.
     #[serde(default)]
@@ -632,6 +636,7 @@ async fn round_trips(env: &Env, kind: Kind, n: usize, method: Method, in_flight:
         default: method == Method::Saga && in_flight == default_in_flight(),
         plain_median_ms: None,
         proxy_median_ms: None,
+        plain_cpu: None,
         commit_wall_ms: (method == Method::Saga).then_some(commit_wall_ms).flatten(),
         commit_modelled_ms: (method == Method::Saga)
             .then(|| harness::trips::modelled_commit_ms(&traced, Model::REFERENCE))
@@ -644,19 +649,33 @@ fn default_in_flight() -> usize {
     dynamo_saga::Config::new("t").concurrency
 }
 
-/// The median wall time of three runs of `n` updates by `method` on `store`, each on fresh items.
-async fn median_of_3(env: &Env, store: &Store, n: usize, method: Method, tag: &str, bytes: usize) -> f64 {
+/// The median wall time of three runs of `n` updates by `method` on `store`, each on fresh items, and the CPU time
+/// per action of the three runs: DynamoDB Local's (when this machine runs it) and this process's.
+async fn median_of_3(
+    env: &Env,
+    store: &Store,
+    n: usize,
+    method: Method,
+    tag: &str,
+    bytes: usize,
+) -> (f64, CpuPerAction) {
+    let pid = harness::cpu::dynamodb_local_pid(&harness::endpoint().await);
     let mut ms = Vec::new();
+    let mut cpu = CpuPerAction::default();
     for i in 0..3 {
         let body = prepare(env, Kind::Update, n, &format!("{}-{tag}{i}", method.tag()), bytes).await;
+        let meter = CpuMeter::start(pid);
         let started = Instant::now();
         run(env, store, method, &body, &format!("update-{}-{n}-{tag}{i}", method.tag()))
             .await
             .unwrap_or_else(|e| panic!("{n} updates, {}: {e}", method.name()));
         ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        let (dynamodb, client) = meter.elapsed_ms();
+        cpu.dynamodb_ms += dynamodb.unwrap_or(f64::NAN) / (3 * n) as f64;
+        cpu.client_ms += client / (3 * n) as f64;
     }
     ms.sort_by(f64::total_cmp);
-    ms[1]
+    (ms[1], cpu)
 }
 
 /// The committed-read pass: `n` updates driven to their commit and stopped before apply, then 100 of their items
@@ -1194,8 +1213,8 @@ fn trips_markdown(rows: &[TripRow]) -> String {
          `BatchWriteItem`, `BatchGetItem`); the sensitivity table shows how the result moves with it. **Through the delay \
          proxy**: `tools/ddb-proxy.mjs` in front of DynamoDB Local adds {delay} ms to every request; median of 3 runs, beside \
          the median of 3 without it.\n\n\
-         Within one run of a phase's writes, a request waits for the one before it in its lane (`SAGA_IN_FLIGHT` lanes each \
-         send their next write when their last one is answered), not for another lane's answer that came first: DynamoDB \
+         Within one run of a phase's writes, a request waits for the one before it in its lane (`SAGA_IN_FLIGHT` lanes, each \
+         sending its share of the run's writes one after another), not for another lane's answer that came first: DynamoDB \
          Local answers out of order when its CPU is busy, which a chain by timing alone would count. Time to commit is until \
          the commit write was answered, from which committed reads see the transaction's values; the rest of the run applies \
          the items. Upserts (updates of items that do not exist yet) run beside the updates at 1,000 actions and more.\n\n\
@@ -1260,6 +1279,68 @@ fn trips_markdown(rows: &[TripRow]) -> String {
             ));
         }
         md.push('\n');
+    }
+    md.push('\n');
+    md
+}
+
+fn engine_markdown(report: &Report) -> String {
+    let cores = report.cores;
+    let mut md = format!(
+        "## Where the time goes on DynamoDB Local\n\nDynamoDB Local is one Java process on the benchmark's own {cores} cores, and \
+         most of a run's wall time there is its CPU. Measured from outside, as Linux accounts it to the process \
+         (`tests/src/cpu.rs`): what it spends per item written by each kind of call, on 2,000 existing items of {bytes} bytes \
+         each call kind writes once (the single-item calls {limit} at a time, `TransactWriteItems` one after another as \
+         chunked sends them).\n\n\
+         | call | DynamoDB Local's CPU per item (ms) | against an item of `TransactWriteItems` |\n| --- | ---: | ---: |\n",
+        bytes = report.item_bytes,
+        limit = default_in_flight(),
+    );
+    let per =
+        |call: harness::cpu::WriteCall| report.engine.iter().find(|e| e.call == call).map(|e| e.dynamodb_ms_per_item);
+    let transact = per(harness::cpu::WriteCall::Transact100).unwrap_or(f64::NAN);
+    for e in &report.engine {
+        md.push_str(&format!(
+            "| {} | {:.3} | {:.2}x |\n",
+            e.call.describe(),
+            e.dynamodb_ms_per_item,
+            e.dynamodb_ms_per_item / transact
+        ));
+    }
+    use harness::cpu::WriteCall::*;
+    let pair = |a, b| per(a).zip(per(b)).map(|(a, b)| a + b).unwrap_or(f64::NAN);
+    let (protocol, partiql) = (pair(LockUpdate, ApplyUpdate), pair(PartiqlLock25, PartiqlApply25));
+    md.push_str(&format!(
+        "\nThe protocol writes each item twice, a lock and an apply, each a single-item call: {protocol:.3} ms of DynamoDB \
+         Local's CPU an item, {:.2}x what one item of chunked's calls costs it. Were both sent as PartiQL batches of 25, \
+         {partiql:.3} ms ({:.2}x).\n\n\
+         The same split for the runs on DynamoDB Local above (the three runs of the median, CPU time per action): the \
+         client is this process, the SDK's work on each request included. Shared by {cores} cores, their CPU time allows \
+         no wall time below their sum divided by {cores}; chunked's calls, one after another, keep about one core busy.\n\n\
+         | actions | way | DynamoDB Local (ms per action) | client (ms per action) | together, over {cores} cores (ms) | median wall time (ms) | that least wall time against chunked's median |\n\
+         | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n",
+        protocol / transact,
+        partiql / transact,
+    ));
+    let rows = report.round_trips.iter().filter(|r| r.plain_cpu.is_some() && r.kind == Kind::Update);
+    for r in rows {
+        let cpu = r.plain_cpu.unwrap_or_default();
+        let chunked = report
+            .round_trips
+            .iter()
+            .find(|c| c.actions == r.actions && c.kind == r.kind && c.method == Method::Chunked);
+        let floor = (cpu.dynamodb_ms + cpu.client_ms) * r.actions as f64 / cores.max(1) as f64;
+        let against = chunked.and_then(|c| c.plain_median_ms).map_or("-".into(), |c| format!("{:.2}x", floor / c));
+        md.push_str(&format!(
+            "| {} | {} | {:.3} | {:.3} | {:.0} | {:.0} | {} |\n",
+            r.actions,
+            r.method.name(),
+            cpu.dynamodb_ms,
+            cpu.client_ms,
+            floor,
+            r.plain_median_ms.unwrap_or(f64::NAN),
+            against
+        ));
     }
     md.push('\n');
     md
@@ -1488,6 +1569,9 @@ fn markdown(a: &Args, report: &Report, when: &str) -> String {
     if !report.round_trips.is_empty() {
         md.push_str(&trips_markdown(&report.round_trips));
     }
+    if !report.engine.is_empty() {
+        md.push_str(&engine_markdown(report));
+    }
     if !report.throttled.is_empty() {
         md.push_str(&throttled_markdown(&report.throttled));
     }
@@ -1693,6 +1777,30 @@ struct Report {
     throttled: Vec<ThrottledRow>,
     #[serde(default)]
     largest_seal: Option<SealRun>,
+    /// DynamoDB Local's CPU per item written, by kind of call.
+    #[serde(default)]
+    engine: Vec<WriteCpu>,
+    /// The cores of the machine the run was on, which DynamoDB Local and the benchmark share.
+    #[serde(default)]
+    cores: usize,
+}
+
+/// DynamoDB Local's CPU per item written by each kind of write call, on 2,000 items of 940 bytes (none when this
+/// machine does not run the DynamoDB Local the benchmark uses).
+async fn measure_engine(a: &Args) -> Vec<WriteCpu> {
+    let Some(pid) = harness::cpu::dynamodb_local_pid(&harness::endpoint().await) else {
+        eprintln!("DynamoDB Local's CPU per write: not measured (its process is not this machine's)");
+        return Vec::new();
+    };
+    let env = Env::new("bench-engine").await;
+    let items: Vec<Value> = (0..2000).map(|i| item(&format!("engine-{i:06}"), a.item_bytes)).collect();
+    put_all(&env.client, &env.a, items.clone()).await;
+    let items: Vec<_> = items.iter().map(|i| item_from_json(i).expect("an item")).collect();
+    let rows = harness::cpu::write_cpu(&env.client, pid, &env.a, &items, default_in_flight()).await;
+    for r in &rows {
+        eprintln!("DynamoDB Local's CPU per item: {:.3} ms, {}", r.dynamodb_ms_per_item, r.call.describe());
+    }
+    rows
 }
 
 /// Committed reads before apply, each way, at each size of 1,000 actions or more.
@@ -1740,9 +1848,10 @@ async fn measure_trips(a: &Args) -> Vec<TripRow> {
                     env.client.clone(),
                     dynamo_saga::Config { concurrency: limit, ..(*env.store.cfg).clone() },
                 );
-                r.plain_median_ms = Some(median_of_3(&env, &plain, n, m, "plain", a.item_bytes).await);
+                let (plain_ms, cpu) = median_of_3(&env, &plain, n, m, "plain", a.item_bytes).await;
+                (r.plain_median_ms, r.plain_cpu) = (Some(plain_ms), Some(cpu));
                 let through = Store::new(harness::client_for(&proxy.url), plain.cfg.as_ref().clone());
-                r.proxy_median_ms = Some(median_of_3(&env, &through, n, m, "proxy", a.item_bytes).await);
+                r.proxy_median_ms = Some(median_of_3(&env, &through, n, m, "proxy", a.item_bytes).await.0);
             }
             eprintln!(
                 "round trips {:>6} updates {:<12} in flight {:>3}: {} calls, {} on the critical path, {:.0} ms, modelled {:.0} ms, median {} ms plain, {} ms through the proxy",
@@ -1803,8 +1912,8 @@ async fn measure_throttled(a: &Args) -> Vec<ThrottledRow> {
         let busy = harness::proxy::Proxy::start(0, SHARE).await;
         let store_for =
             |p: &harness::proxy::Proxy| Store::from_conf(harness::conf_for(&p.url), (*env.store.cfg).clone());
-        let unthrottled = median_of_3(&env, &store_for(&plain), n, Method::Saga, "unthrottled", a.item_bytes).await;
-        let throttled = median_of_3(&env, &store_for(&busy), n, Method::Saga, "throttled", a.item_bytes).await;
+        let unthrottled = median_of_3(&env, &store_for(&plain), n, Method::Saga, "unthrottled", a.item_bytes).await.0;
+        let throttled = median_of_3(&env, &store_for(&busy), n, Method::Saga, "throttled", a.item_bytes).await.0;
         let stats = busy.stats().await;
         let r = ThrottledRow {
             actions: n,
@@ -1909,6 +2018,7 @@ async fn main() {
         let round_trips = measure_trips(&a).await;
         let throttled = measure_throttled(&a).await;
         let committed_reads = measure_reads(&a).await;
+        let engine = measure_engine(&a).await;
         let mut total = Bill::default();
         for b in rows.iter().filter_map(|r| r.bill.as_ref()) {
             total.add(b);
@@ -1928,6 +2038,8 @@ async fn main() {
             round_trips,
             committed_reads,
             throttled,
+            engine,
+            cores: std::thread::available_parallelism().map_or(0, usize::from),
         }
     };
     if a.reads_only {
