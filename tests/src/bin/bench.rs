@@ -1785,7 +1785,7 @@ struct Report {
     cores: usize,
 }
 
-/// DynamoDB Local's CPU per item written by each kind of write call, on 2,000 items of 940 bytes (none when this
+/// DynamoDB Local's CPU per item written by each kind of write call, on 2,000 items of `--item-bytes` (none when this
 /// machine does not run the DynamoDB Local the benchmark uses).
 async fn measure_engine(a: &Args) -> Vec<WriteCpu> {
     let Some(pid) = harness::cpu::dynamodb_local_pid(&harness::endpoint().await) else {
