@@ -483,16 +483,11 @@ async fn create_table(client: &Client, name: &str) {
         .unwrap();
 }
 
-/// Runs one case at 10 actions natively and through dynamo-saga, and at 150 through dynamo-saga; the failures.
-async fn run_case(
-    env: &Env,
-    driver: Driver,
-    table: &str,
-    n: usize,
-    c: &Case,
-    at10: usize,
-    at150: usize,
-) -> Vec<String> {
+/// Runs one case at 10 actions natively and through dynamo-saga, and at 150 through dynamo-saga, on a table of its
+/// own (so that reading back every item of the table stays as cheap as the case is small); the failures.
+async fn run_case(env: &Env, driver: Driver, n: usize, c: &Case, at10: usize, at150: usize) -> Vec<String> {
+    let table = &format!("{}-r{n:03}", env.a);
+    create_table(&env.client, table).await;
     let mut problems = Vec::new();
     let what = format!("{} {} ({driver:?})", c.rule, c.name);
     let (native_prefix, saga_prefix, big_prefix) = (format!("n{n:03}"), format!("s{n:03}"), format!("b{n:03}"));
@@ -540,8 +535,6 @@ async fn run_all(label: &str, driver: Driver, cases: Vec<Case>, seed: u64) -> (u
         Driver::Library => Env::with(label, |c| dynamo_saga::Config { max_actions: 1000, concurrency: 16, ..c }).await,
         Driver::StateMachine => Env::on_stack(label).await,
     };
-    let table = format!("{}-r", env.a);
-    create_table(&env.client, &table).await;
     let env = Env {
         store: dynamo_saga::Store::new(
             env.client.clone(),
@@ -554,7 +547,7 @@ async fn run_all(label: &str, driver: Driver, cases: Vec<Case>, seed: u64) -> (u
         cases.into_iter().enumerate().map(|(n, c)| (n, c, rng.gen_range(0..10), rng.gen_range(0..150))).collect();
     let refused = placed.iter().filter(|p| p.1.protocol.is_some()).count();
     let problems: Vec<String> = futures::stream::iter(placed.iter())
-        .map(|(n, c, at10, at150)| run_case(&env, driver, &table, *n, c, *at10, *at150))
+        .map(|(n, c, at10, at150)| run_case(&env, driver, *n, c, *at10, *at150))
         .buffer_unordered(if driver == Driver::Library { 4 } else { 8 })
         .collect::<Vec<_>>()
         .await
