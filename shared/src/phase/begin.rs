@@ -59,6 +59,7 @@ pub async fn begin(store: &Store, body: &Value) -> Result<Begun, TxError> {
 }
 
 /// `begin`, recording the Step Functions execution that drives the transaction (with none, this process drives it).
+#[cfg(feature = "internals")]
 pub async fn begin_with_execution(store: &Store, body: &Value, execution_arn: Option<&str>) -> Result<Begun, TxError> {
     begin_as(store, body, execution_arn, None, false, execution_arn.is_none()).await
 }

@@ -278,6 +278,7 @@ tokio::task_local! {
 static WINDOWS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The lane of [`concurrently`] the caller runs in, if any: a benchmark's trace reads it when a request goes out.
+#[cfg(any(test, feature = "internals"))]
 pub fn lane() -> Option<Lane> {
     LANE.try_with(|l| *l).ok()
 }

@@ -51,6 +51,7 @@ pub fn next_step(h: &Header) -> Step {
 }
 
 /// Reads the header and returns it with the next step.
+#[cfg(feature = "internals")]
 pub async fn resume(store: &Store, tx_id: &str) -> Result<(Header, Step), TxError> {
     let m = Meter::default();
     let h = records::read_header(store, &m, tx_id).await?;
