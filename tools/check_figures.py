@@ -209,7 +209,8 @@ def bench_figures(bench, usd):
                 both = cpu["dynamodbMs"] + cpu["clientMs"]
                 f.update({p + ".cpu.dynamodbMs": cpu["dynamodbMs"], p + ".cpu.clientMs": cpu["clientMs"],
                           p + ".cpu.bothMs": both})
-                if chunked and chunked.get("plainCpu"):
+                # A run shorter than the clock tick Linux counts CPU time in can show none: no ratio then.
+                if chunked and chunked.get("plainCpu") and chunked["plainCpu"]["dynamodbMs"]:
                     f[p + ".cpu.dynamodbVsChunked"] = cpu["dynamodbMs"] / chunked["plainCpu"]["dynamodbMs"]
                 if cores and chunked and chunked.get("plainMedianMs"):
                     # The least wall time the machine's cores allow this CPU time, against chunked's median.
