@@ -60,7 +60,7 @@ TEXT_BINDINGS = [
      ["largest.stageBytesPerRequestByte", "largest.stagePeakMib", "largest.actions", "largest.requestMB"]),
     (TEMPLATE, "From the benchmark's {}-action transaction (docs/benchmarks.md): each phase function peaked at {}-{} MiB,",
      ["largest.actions", "largest.phasePeakMinMib", "largest.phasePeakMaxMib"]),
-    (TEMPLATE, "a phase call took up to {} s on a full core, Lock's and Apply's with about {} s of CPU on average",
+    (TEMPLATE, "a phase call took up to {} s on a full core, Lock's with about {} s of CPU on average",
      ["largest.phaseSlowestCallS", "largest.lockCpuSPerCall"]),
     (ASL, "(the benchmark's {} updates took {} calls and {} history events)",
      ["largest.actions", "largest.lambdaCalls", "largest.historyEvents"]),
