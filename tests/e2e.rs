@@ -450,12 +450,19 @@ async fn the_status_api_reports_progress_and_the_reason_of_a_rollback() {
 #[tokio::test]
 async fn executions_waiting_for_one_parent_are_served_in_ticket_order() {
     use dynamo_saga::phase::{lock, Outcome};
+    use dynamo_saga::{Config, Coordinator, Store};
+    use std::time::{Duration, Instant};
     let env = Env::on_stack("smfifo").await;
     env.put(&env.a, json!({"pk": sv("QUEUED"), "order": {"L": []}})).await;
     let body = |me: &str| append_to_parent(&env, me);
-    // The library holds the parent while the executions queue up.
-    let holder = begin::begin(&env.store, &body("holder")).await.unwrap().transaction_id;
-    assert_eq!(lock::lock(&env.store, &holder, 0).await.unwrap().outcome, Outcome::Done);
+    // The library holds the parent while the executions queue up. Its heart does not beat, so the lease it writes on
+    // the parent is long: the executions go by that lease, and however long they take to queue, none of them may take
+    // the parent over.
+    let holder_store =
+        Store::new(env.client.clone(), Config { lease: Duration::from_secs(900), ..(*env.store.cfg).clone() });
+    let holder = begin::begin(&holder_store, &body("holder")).await.unwrap().transaction_id;
+    assert_eq!(lock::lock(&holder_store, &holder, 0).await.unwrap().outcome, Outcome::Done);
+    assert_eq!(env.get(&env.a, json!({"pk": sv("QUEUED")})).await.unwrap()["leaseDuration"], nv(900));
     // The stack's transactions table is shared: count this test's parent's rows only.
     let queued = || async {
         let prefix = format!("queue#{}", env.a);
@@ -467,13 +474,15 @@ async fn executions_waiting_for_one_parent_are_served_in_ticket_order() {
         let input = body(n);
         runs.push(tokio::spawn(async move { stack().await.execute(&input).await }));
         // Start the next one only once this one has its ticket.
-        let t = std::time::Instant::now();
+        let t = Instant::now();
         while queued().await < i + 1 {
-            assert!(t.elapsed() < std::time::Duration::from_secs(60), "execution {i} never queued");
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            let ended = runs.iter().position(|r| r.is_finished());
+            assert!(ended.is_none(), "execution {} ended while the parent was held", ended.unwrap_or_default());
+            assert!(t.elapsed() < Duration::from_secs(60), "execution {i} never queued: {} rows", queued().await);
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
-    dynamo_saga::Coordinator::new(env.store.clone()).drive(&holder).await.expect("the holder commits");
+    Coordinator::new(env.store.clone()).drive(&holder).await.expect("the holder commits");
     for r in runs {
         let ex = r.await.unwrap();
         assert_eq!(ex.status, "SUCCEEDED", "{ex:?}");
