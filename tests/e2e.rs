@@ -646,6 +646,20 @@ async fn a_wounded_execution_loops_through_retry_and_commits_in_the_same_executi
     let youngest = begin::begin(&env.store, &adds(&["a", "b"], 1)).await.unwrap().transaction_id;
     assert!(oldest < older && older < youngest);
     assert_eq!(lock::lock(&env.store, &oldest, 0).await.unwrap().outcome, Outcome::Done);
+    // The oldest's heart beats while it holds b: however long the execution takes, it waits for b instead of judging
+    // the oldest stale after a lease.
+    let beating = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let beater = tokio::spawn({
+        let (store, beating) = (env.store.clone(), beating.clone());
+        let h = dynamo_saga::records::read_header(&env.store, &Meter::default(), &oldest).await.unwrap();
+        async move {
+            while beating.load(std::sync::atomic::Ordering::SeqCst) {
+                let beat = dynamo_saga::phase::parent::heartbeat(&store, &Meter::default(), &h).await.unwrap();
+                assert!(beat, "the oldest is still pending");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    });
     let run = tokio::spawn({
         let input = json!({"TransactionId": youngest});
         async move { stack().await.execute(&input).await }
@@ -661,13 +675,11 @@ async fn a_wounded_execution_loops_through_retry_and_commits_in_the_same_executi
     }
     let coord = Coordinator::new(env.store.clone());
     coord.drive(&older).await.expect("the older transaction wounds the execution's attempt and commits");
-    // The oldest keeps b a little longer (its heart beats), so the execution's second attempt has to wait for it.
-    let h = dynamo_saga::records::read_header(&env.store, &Meter::default(), &oldest).await.unwrap();
-    for _ in 0..3 {
-        assert!(dynamo_saga::phase::parent::heartbeat(&env.store, &Meter::default(), &h).await.unwrap());
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    // The oldest keeps b a little longer, so the execution's second attempt has to wait for it.
+    tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(!run.is_finished(), "the execution waits for b");
+    beating.store(false, std::sync::atomic::Ordering::SeqCst);
+    beater.await.unwrap();
     coord.drive(&oldest).await.expect("the oldest commits");
 
     let ex = run.await.unwrap();
