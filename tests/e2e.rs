@@ -477,7 +477,7 @@ async fn executions_waiting_for_one_parent_are_served_in_ticket_order() {
         let t = Instant::now();
         while queued().await < i + 1 {
             let ended = runs.iter().position(|r| r.is_finished());
-            assert!(ended.is_none(), "execution {} ended while the parent was held", ended.unwrap_or_default());
+            assert_eq!(ended, None, "an execution ended while the parent was held");
             assert!(t.elapsed() < Duration::from_secs(60), "execution {i} never queued: {} rows", queued().await);
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -622,8 +622,12 @@ async fn lock_wait_zero_on_a_held_parent_fails_the_execution_at_once() {
 /// commits. The status API shows both attempts and who rolled back the first.
 #[tokio::test]
 async fn a_wounded_execution_loops_through_retry_and_commits_in_the_same_execution() {
+    use dynamo_saga::phase::parent::heartbeat;
     use dynamo_saga::phase::{lock, Outcome};
+    use dynamo_saga::records::read_header;
     use dynamo_saga::Coordinator;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
     use std::time::{Duration, Instant};
     let env = Env::on_stack("smretry").await;
     for k in ["a", "b"] {
@@ -648,14 +652,13 @@ async fn a_wounded_execution_loops_through_retry_and_commits_in_the_same_executi
     assert_eq!(lock::lock(&env.store, &oldest, 0).await.unwrap().outcome, Outcome::Done);
     // The oldest's heart beats while it holds b: however long the execution takes, it waits for b instead of judging
     // the oldest stale after a lease.
-    let beating = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let beating = Arc::new(AtomicBool::new(true));
     let beater = tokio::spawn({
         let (store, beating) = (env.store.clone(), beating.clone());
-        let h = dynamo_saga::records::read_header(&env.store, &Meter::default(), &oldest).await.unwrap();
+        let h = read_header(&env.store, &Meter::default(), &oldest).await.unwrap();
         async move {
-            while beating.load(std::sync::atomic::Ordering::SeqCst) {
-                let beat = dynamo_saga::phase::parent::heartbeat(&store, &Meter::default(), &h).await.unwrap();
-                assert!(beat, "the oldest is still pending");
+            while beating.load(Ordering::SeqCst) {
+                assert!(heartbeat(&store, &Meter::default(), &h).await.unwrap(), "the oldest is still pending");
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
         }
@@ -678,7 +681,7 @@ async fn a_wounded_execution_loops_through_retry_and_commits_in_the_same_executi
     // The oldest keeps b a little longer, so the execution's second attempt has to wait for it.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(!run.is_finished(), "the execution waits for b");
-    beating.store(false, std::sync::atomic::Ordering::SeqCst);
+    beating.store(false, Ordering::SeqCst);
     beater.await.unwrap();
     coord.drive(&oldest).await.expect("the oldest commits");
 
