@@ -26,8 +26,8 @@
 // Exit code: 0 SUCCEEDED, 3 FAILED, 1 usage or runner error, 130/143 ABORTED by SIGINT/SIGTERM.
 // The package is installed into .local/sfn by tools/sfn-local-install.sh, which this runs when it is missing.
 import { spawnSync } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
-import { appendFileSync, existsSync, readFileSync } from 'node:fs';
+import { createHash, randomUUID } from 'node:crypto';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -36,6 +36,7 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const PACKAGE_DIR = join(ROOT, '.local/sfn/node_modules/aws-local-stepfunctions');
 const PACKAGE_VERSION = '3.0.0';
 const DEFAULT_DEFINITION = join(ROOT, 'statemachine/transaction.asl.json');
+const VALIDATED_DIR = join(ROOT, '.local/sfn/validated');
 const DEFAULT_ARN_PREFIX = 'arn:aws:lambda:us-east-1:000000000000:function:saga-';
 const STATE_MACHINE_NAME = 'dynamo-saga-transaction';
 const STATE_MACHINE_ARN = `arn:aws:states:us-east-1:000000000000:stateMachine:${STATE_MACHINE_NAME}`;
@@ -269,6 +270,24 @@ function historyEvents(counts) {
   return 2 + counts.entered + counts.exited + 3 * (counts.taskEntered + counts.retried);
 }
 
+// The package checks a definition with asl-validator before it runs it: about a second of CPU, more than most
+// executions take. The verdict depends only on the definition and the package, so a definition that passed is
+// recorded (a file named by the hash of both in .local/sfn/validated) and not checked again; one that fails is
+// checked, and refused, every time.
+function newStateMachine(StateMachine, definition) {
+  const hash = createHash('sha256').update(`aws-local-stepfunctions@${PACKAGE_VERSION}\n`).update(JSON.stringify(definition));
+  const stamp = join(VALIDATED_DIR, hash.digest('hex'));
+  const validated = existsSync(stamp);
+  const machine = new StateMachine(definition, { validationOptions: { noValidate: validated } });
+  if (!validated) {
+    mkdirSync(VALIDATED_DIR, { recursive: true });
+    const partial = `${stamp}.${process.pid}`;
+    writeFileSync(partial, '');
+    renameSync(partial, stamp);
+  }
+  return machine;
+}
+
 async function run(opts) {
   const rawDefinition = readJson(opts.definition, 'definition');
   const input = readJson(opts.input, 'input');
@@ -277,7 +296,7 @@ async function run(opts) {
 
   let machine;
   try {
-    machine = new StateMachine(definition);
+    machine = newStateMachine(StateMachine, definition);
   } catch (e) {
     throw new UsageError(e.message);
   }

@@ -2,7 +2,7 @@
 //   node --test tools/sfn-local.test.mjs
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -12,6 +12,7 @@ import { cancellationCause, startFakeLambda } from './fake-lambda.mjs';
 const TOOLS = dirname(fileURLToPath(import.meta.url));
 const RUNNER = join(TOOLS, 'sfn-local.mjs');
 const DEFINITION = join(TOOLS, '../statemachine/transaction.asl.json');
+const VALIDATED = join(TOOLS, '../.local/sfn/validated');
 const FAST = ['--wait-ms', '10', '--retry-ms', '5'];
 
 let fake;
@@ -192,4 +193,31 @@ test('a placeholder without a value is a usage error; --sub gives it one', async
   assert.match(missing.stderr, /placeholder \$\{BeginArn\} has no value/);
   const given = await run('committed-d', ...FAST, '--definition', definition, '--sub', 'BeginArn=arn:aws:lambda:us-east-1:000000000000:function:saga-begin');
   assert.equal(given.code, 0, given.stderr);
+});
+
+test('a definition asl-validator refuses is refused on every run; one it passes is recorded once, by its content', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'sfn-local-'));
+  const broken = join(dir, 'broken.asl.json');
+  const parsed = JSON.parse(readFileSync(DEFINITION, 'utf8'));
+  parsed.StartAt = 'NoSuchState';
+  writeFileSync(broken, JSON.stringify(parsed));
+  for (let attempt = 1; attempt <= 2; attempt++) {
+    const { code, record, stderr } = await run('committed-e', ...FAST, '--definition', broken);
+    assert.equal(code, 1, `attempt ${attempt}: ${stderr}`);
+    assert.equal(record, null);
+    assert.match(stderr, /State machine definition is invalid/, `attempt ${attempt}`);
+  }
+  assert.equal(callsOf('committed-e').length, 0);
+  // A definition of its own, new to the record: the first run checks it and records the verdict, the second finds it.
+  const renamed = join(dir, 'renamed.asl.json');
+  parsed.StartAt = JSON.parse(readFileSync(DEFINITION, 'utf8')).StartAt;
+  parsed.Comment = `${parsed.Comment ?? ''} (${dir})`;
+  writeFileSync(renamed, JSON.stringify(parsed));
+  const stamps = () => (existsSync(VALIDATED) ? readdirSync(VALIDATED).length : 0);
+  const before = stamps();
+  for (let attempt = 1; attempt <= 2; attempt++) {
+    const { code, stderr } = await run(`committed-f${attempt}`, ...FAST, '--definition', renamed);
+    assert.equal(code, 0, `attempt ${attempt}: ${stderr}`);
+    assert.equal(stamps(), before + 1, `attempt ${attempt}`);
+  }
 });
