@@ -27,7 +27,7 @@
 // The package is installed into .local/sfn by tools/sfn-local-install.sh, which this runs when it is missing.
 import { spawnSync } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
-import { appendFileSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { dirname, join } from 'node:path';
@@ -295,9 +295,7 @@ function newStateMachine(StateMachine, definition) {
   const machine = new StateMachine(definition, { validationOptions: { noValidate: validated } });
   if (!validated) {
     mkdirSync(VALIDATED_DIR, { recursive: true });
-    const partial = `${stamp}.${process.pid}`;
-    writeFileSync(partial, '');
-    renameSync(partial, stamp);
+    writeFileSync(stamp, '');
   }
   return machine;
 }
