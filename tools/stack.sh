@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The local stack: DynamoDB Local and every Lambda function behind a local Lambda Invoke API (`cargo lambda watch`).
-# Step Functions runs in-process per execution (tools/sfn-local.mjs, aws-local-stepfunctions) against it.
+# Step Functions runs the real definition against it (tools/sfn-local.mjs, aws-local-stepfunctions).
 #   tools/stack.sh install       install what the stack needs (java, the DynamoDB Local jar, cargo-lambda, node packages)
 #   tools/stack.sh start NAME [OWNER_PID]
 #                                start a stack; prints the file of its settings (KEY=VALUE lines, also valid shell).
@@ -69,8 +69,17 @@ EOF
     release) profile=(--release) ;;
     *) echo "stack: SAGA_STACK_PROFILE is debug or release, not ${SAGA_STACK_PROFILE}" >&2; exit 2 ;;
   esac
-  cargo build -q "${profile[@]}" $(printf -- '-p saga-%s ' "${functions[@]}")
-  cargo build -q -p dynamo-saga-tests --bin stepfunctions-local
+  local bins=()
+  for f in "${functions[@]}"; do bins+=(-p "saga-$f" --bin "saga-$f"); done
+  # The Step Functions endpoint is a debug build. Built in the same cargo call as the functions, it shares their
+  # dependencies' features and so their build of the SDK: alone, it asks a few features fewer (serde's rc, tracing's
+  # log, ...) and cargo compiled the SDK a second time for it, about 3 minutes on 2 cores.
+  if [ ${#profile[@]} -eq 0 ]; then
+    cargo build -q "${bins[@]}" -p dynamo-saga-tests --bin stepfunctions-local
+  else
+    cargo build -q "${profile[@]}" "${bins[@]}"
+    cargo build -q -p dynamo-saga-tests --bin stepfunctions-local
+  fi
   PATH="$venv/bin:$PATH" nohup "$venv/bin/cargo-lambda" lambda watch --ignore-changes -q "${profile[@]}" \
     --invoke-address 127.0.0.1 --invoke-port "$lambda_port" --concurrency 8 --env-file "$dir/functions.env" \
     >"$dir/lambda.log" 2>&1 &
