@@ -4,6 +4,7 @@
 //
 //   node tools/sfn-local.mjs --lambda-endpoint http://127.0.0.1:PORT --input FILE|- \
 //     [--definition statemachine/transaction.asl.json] [--wait-ms N] [--retry-ms N] [--quiet] [--name NAME] [--sub Key=Value ...]
+//   node tools/sfn-local.mjs --serve
 //
 //   --lambda-endpoint  base URL; a Task whose Resource is ...:function:NAME POSTs its input to
 //                      URL/2015-03-31/functions/NAME/invocations
@@ -24,6 +25,13 @@
 // historyEvents, taskCalls, taskMs (function name -> the duration of each of its invocations, in ms), durationMs,
 // executionArn}; the Context Object's $$.Execution.Id is that made-up ARN (execution name local-<uuid>).
 // Exit code: 0 SUCCEEDED, 3 FAILED, 1 usage or runner error, 130/143 ABORTED by SIGINT/SIGTERM.
+//
+// --serve runs any number of executions, side by side, in one process: each line on stdin is a request
+// {"id": ID, "args": [the options above, --input left out], "input": the execution input}, and each execution's end is
+// a line on stdout {"id": ID, "code": the exit code above, "record": the object above} or, for a usage error,
+// {"id": ID, "code": 1, "error": MESSAGE}, in the order they end. A process loads the package and its modules in about
+// half a second of CPU, more than most executions take: a test harness keeps one runner for all its executions. When
+// stdin closes, the executions under way run to their end and the runner exits 0; SIGINT or SIGTERM aborts them.
 // The package is installed into .local/sfn by tools/sfn-local-install.sh, which this runs when it is missing.
 import { spawnSync } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
@@ -32,6 +40,7 @@ import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -55,7 +64,7 @@ class TaskError extends Error {
   }
 }
 
-function parseCli(argv) {
+function parseCli(argv, { served = false } = {}) {
   const { values } = parseArgs({
     args: argv,
     options: {
@@ -70,7 +79,8 @@ function parseCli(argv) {
     },
   });
   if (!values['lambda-endpoint']) throw new UsageError('--lambda-endpoint is required');
-  if (!values.input) throw new UsageError('--input FILE|- is required');
+  if (served && values.input !== undefined) throw new UsageError('--input is not taken by --serve: a request carries its input');
+  if (!served && !values.input) throw new UsageError('--input FILE|- is required');
   const subs = {};
   for (const s of values.sub) {
     const eq = s.indexOf('=');
@@ -300,9 +310,9 @@ function newStateMachine(StateMachine, definition) {
   return machine;
 }
 
-async function run(opts) {
+// Runs one execution to its end. `onAbort(abort)` hands the caller the function that aborts it, given the signal's name.
+async function run(opts, input, onAbort) {
   const rawDefinition = readJson(opts.definition, 'definition');
-  const input = readJson(opts.input, 'input');
   const definition = substitute(rawDefinition, opts.subs);
   const { StateMachine, ExecutionAbortedError, ExecutionError, ExecutionTimeoutError } = await loadPackage();
 
@@ -346,13 +356,11 @@ async function run(opts) {
   });
 
   let abortedBy;
-  for (const sig of Object.keys(SIGNAL_EXIT)) {
-    process.once(sig, () => {
-      abortedBy = sig;
-      runAbort.abort();
-      execution.abort();
-    });
-  }
+  onAbort((sig) => {
+    abortedBy = sig;
+    runAbort.abort();
+    execution.abort();
+  });
 
   const counts = { entered: 0, exited: 0, taskEntered: 0, retried: 0 };
   const stateEntries = {};
@@ -447,12 +455,73 @@ function finish(code, record) {
   process.stdout.write(`${JSON.stringify(record)}\n`, () => process.exit(code));
 }
 
-try {
-  const { code, record } = await run(parseCli(process.argv.slice(2)));
+const isUsageError = (e) => e instanceof UsageError || e.code?.startsWith?.('ERR_PARSE_ARGS');
+
+// --serve: one execution per request line, run side by side; see the head of this file.
+async function serve() {
+  const running = new Set();
+  const aborts = new Set();
+  for (const sig of Object.keys(SIGNAL_EXIT)) {
+    process.once(sig, () => {
+      for (const abort of aborts) abort(sig);
+      Promise.allSettled(running).then(() => process.exit(SIGNAL_EXIT[sig]));
+    });
+  }
+  // A caller that has gone no longer reads the answers; the executions still run to their end.
+  process.stdout.on('error', () => {});
+  const answer = (reply) => process.stdout.write(`${JSON.stringify(reply)}\n`);
+  const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
+  for await (const line of lines) {
+    if (line.trim() === '') continue;
+    let request;
+    try {
+      request = JSON.parse(line);
+    } catch (e) {
+      process.stderr.write(`sfn-local: a request that is not JSON is ignored: ${e.message}\n`);
+      continue;
+    }
+    const { id } = request;
+    const execution = (async () => {
+      let abort;
+      try {
+        if (!Array.isArray(request.args)) throw new UsageError('a request needs "args", a list of options');
+        const opts = parseCli(request.args.map(String), { served: true });
+        const { code, record } = await run(opts, request.input ?? null, (a) => aborts.add((abort = a)));
+        answer({ id, code, record });
+      } catch (e) {
+        if (!isUsageError(e)) process.stderr.write(`sfn-local: ${e.stack}\n`);
+        answer({ id, code: EXIT.USAGE, error: e.message });
+      } finally {
+        aborts.delete(abort);
+      }
+    })();
+    running.add(execution);
+    execution.finally(() => running.delete(execution));
+  }
+  await Promise.allSettled(running);
+  process.stdout.write('', () => process.exit(0));
+}
+
+async function runOnce(argv) {
+  const opts = parseCli(argv);
+  const input = readJson(opts.input, 'input');
+  const { code, record } = await run(opts, input, (abort) => {
+    for (const sig of Object.keys(SIGNAL_EXIT)) process.once(sig, () => abort(sig));
+  });
   finish(code, record);
+}
+
+try {
+  const argv = process.argv.slice(2);
+  if (argv.includes('--serve')) {
+    if (argv.length !== 1) throw new UsageError('--serve takes no other option: each request carries its own');
+    await serve();
+  } else {
+    await runOnce(argv);
+  }
 } catch (e) {
-  const usage = e instanceof UsageError || e.code?.startsWith?.('ERR_PARSE_ARGS');
+  const usage = isUsageError(e);
   process.stderr.write(`sfn-local: ${usage ? e.message : e.stack}\n`);
-  if (usage) process.stderr.write('usage: node tools/sfn-local.mjs --lambda-endpoint URL --input FILE|- [--definition FILE] [--wait-ms N] [--retry-ms N] [--quiet] [--name NAME] [--sub Key=Value ...]\n');
+  if (usage) process.stderr.write('usage: node tools/sfn-local.mjs --lambda-endpoint URL --input FILE|- [--definition FILE] [--wait-ms N] [--retry-ms N] [--quiet] [--name NAME] [--sub Key=Value ...]\n       node tools/sfn-local.mjs --serve\n');
   process.exit(EXIT.USAGE);
 }

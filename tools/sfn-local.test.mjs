@@ -222,3 +222,106 @@ test('a definition asl-validator refuses is refused on every run; one it passes 
   }
   for (const stamp of stamps().filter((s) => !before.has(s))) rmSync(join(VALIDATED, stamp));
 });
+
+// --serve: one runner for many executions, as the test harness (tests/src/stack.rs) keeps one per test process.
+function server() {
+  const child = spawn(process.execPath, [RUNNER, '--serve'], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const waiting = new Map();
+  const answered = [];
+  let pending = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => {
+    pending += d;
+    for (let end = pending.indexOf('\n'); end >= 0; end = pending.indexOf('\n')) {
+      const reply = JSON.parse(pending.slice(0, end));
+      pending = pending.slice(end + 1);
+      answered.push(reply.id);
+      waiting.get(reply.id)?.(reply);
+      waiting.delete(reply.id);
+    }
+  });
+  child.stderr.on('data', (d) => (stderr += d));
+  const exited = new Promise((resolve) => child.on('close', (code, signal) => resolve({ code, signal })));
+  return {
+    child,
+    answered,
+    exited,
+    stderr: () => stderr,
+    ask: (id, args, input) =>
+      new Promise((resolve) => {
+        waiting.set(id, resolve);
+        child.stdin.write(`${JSON.stringify({ id, args, input })}\n`);
+      }),
+  };
+}
+
+const comparable = ({ status, output, error, transitions, stateEntries, historyEvents, taskCalls }) =>
+  ({ status, output: output && { ...output, TransactionId: undefined }, error, transitions, stateEntries, historyEvents, taskCalls });
+
+test('--serve runs executions side by side in one process, each answered by its id as a run of its own would be', async () => {
+  const srv = server();
+  const args = ['--lambda-endpoint', fake.url, ...FAST, '--quiet'];
+  const [committed, canceled, retried] = await Promise.all([
+    srv.ask('c', args, { TransactionId: 'committed-s1' }),
+    srv.ask('x', args, { TransactionId: 'canceled-s1' }),
+    srv.ask('r', args, { TransactionId: 'retry-s1' }),
+  ]);
+  srv.child.stdin.end();
+  assert.deepEqual(await srv.exited, { code: 0, signal: null });
+  assert.equal(srv.stderr(), '');
+  assert.deepEqual([committed.id, canceled.id, retried.id], ['c', 'x', 'r']);
+  assert.deepEqual([committed.code, canceled.code, retried.code], [0, 3, 0]);
+  assert.equal(canceled.record.cause, JSON.stringify({ errorType: 'TransactionCanceled', errorMessage: cancellationCause('canceled-s1') }));
+  for (const [served, txId] of [[committed, 'committed-s2'], [canceled, 'canceled-s2'], [retried, 'retry-s2']]) {
+    const alone = await run(txId, ...FAST);
+    assert.deepEqual(comparable(served.record), comparable(alone.record), txId);
+    assert.match(served.record.executionArn, /:execution:dynamo-saga-transaction:local-[0-9a-f-]{36}$/);
+  }
+  // Side by side: each execution's first call came before the other two's last.
+  const calls = (txId) => fake.calls.map((c, i) => [c, i]).filter(([c]) => (c.input?.TransactionId ?? c.input?.Request?.TransactionId) === txId).map(([, i]) => i);
+  const spans = ['committed-s1', 'canceled-s1', 'retry-s1'].map((tx) => [Math.min(...calls(tx)), Math.max(...calls(tx))]);
+  for (const [first] of spans) for (const [, last] of spans) assert.ok(first < last, JSON.stringify(spans));
+});
+
+test('--serve answers a bad request with its usage error and goes on serving', async () => {
+  const srv = server();
+  const bogus = await srv.ask(1, ['--bogus'], {});
+  assert.equal(bogus.code, 1);
+  assert.match(bogus.error, /Unknown option '--bogus'/);
+  const withInput = await srv.ask(2, ['--lambda-endpoint', fake.url, '--input', 'in.json'], {});
+  assert.deepEqual([withInput.code, withInput.error], [1, '--input is not taken by --serve: a request carries its input']);
+  const noArgs = await srv.ask(3, undefined, {});
+  assert.deepEqual([noArgs.code, noArgs.error], [1, 'a request needs "args", a list of options']);
+  const good = await srv.ask(4, ['--lambda-endpoint', fake.url, ...FAST, '--quiet'], { TransactionId: 'committed-s3' });
+  assert.equal(good.code, 0);
+  assert.equal(good.record.output.State, 'COMMITTED');
+  srv.child.stdin.end();
+  assert.equal((await srv.exited).code, 0);
+  assert.equal(callsOf('committed-s3').length, 13);
+});
+
+test('--serve: when stdin closes, the executions under way run to their end, then the runner exits', async () => {
+  const srv = server();
+  const reply = srv.ask('p', ['--lambda-endpoint', fake.url, '--wait-ms', '300', '--retry-ms', '5', '--quiet'], { TransactionId: 'patient-s4' });
+  while (callsOf('patient-s4').length === 0) await new Promise((r) => setTimeout(r, 10));
+  srv.child.stdin.end();
+  const { code, record } = await reply;
+  assert.equal(code, 0);
+  assert.equal(record.output.Waits, 3);
+  assert.equal(callsOf('patient-s4').at(-1).fn, 'saga-release');
+  assert.deepEqual(await srv.exited, { code: 0, signal: null });
+});
+
+test('--serve: SIGTERM aborts the executions under way, answers each ABORTED, and exits 143', async () => {
+  const srv = server();
+  const args = ['--lambda-endpoint', fake.url, '--wait-ms', '5000', '--quiet'];
+  const replies = [srv.ask(1, args, { TransactionId: 'patient-s5' }), srv.ask(2, args, { TransactionId: 'contended-s5' })];
+  while (callsOf('patient-s5').length < 2 || callsOf('contended-s5').length < 2) await new Promise((r) => setTimeout(r, 10));
+  srv.child.kill('SIGTERM');
+  for (const { code, record } of await Promise.all(replies)) {
+    assert.equal(code, 143);
+    assert.equal(record.status, 'ABORTED');
+  }
+  assert.equal((await srv.exited).code, 143);
+  assert.equal(callsOf('patient-s5').length, 2);
+});

@@ -1,18 +1,20 @@
 //! The local stack for end-to-end tests: DynamoDB Local, the Lambda functions behind `cargo lambda watch`, and the
-//! real state machine definition run by `tools/sfn-local.mjs` (aws-local-stepfunctions).
+//! real state machine definition run by `tools/sfn-local.mjs` (aws-local-stepfunctions), one runner per test process.
 //!
 //! `tools/test.sh` starts one stack for the whole run and exports its settings (`LAMBDA_ENDPOINT`,
 //! `DYNAMODB_ENDPOINT`, `SAGA_TABLE`, `SAGA_FAULT_FILE`). A test binary run without them starts its own through
 //! `tools/stack.sh`, stopped by a watchdog when the process exits.
 
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use aws_sdk_dynamodb::Client;
 use serde_json::Value;
-use tokio::sync::OnceCell;
+use tokio::sync::{oneshot, OnceCell};
 
 use crate::{client_for, create_tx_table, root};
 
@@ -111,6 +113,79 @@ async fn piped(mut cmd: Command, input: String) -> std::process::Output {
     })
     .await
     .unwrap()
+}
+
+/// The state machine runner this process shares: one `node tools/sfn-local.mjs --serve`, started on first use, runs
+/// every execution the process asks for, side by side. A runner per execution spent about half a second of CPU
+/// loading its modules each time, more than most executions take. When this process exits, the runner's stdin closes:
+/// the executions under way run to their end, as Step Functions' would, and it exits.
+struct Runner {
+    stdin: Mutex<ChildStdin>,
+    waiting: Arc<Mutex<Waiting>>,
+    next_id: AtomicU64,
+}
+
+/// The executions asked for and not yet answered, by request id; `None` once the runner has ended.
+type Waiting = Option<HashMap<u64, oneshot::Sender<Value>>>;
+
+fn runner() -> &'static Runner {
+    static RUNNER: OnceLock<Runner> = OnceLock::new();
+    RUNNER.get_or_init(|| {
+        let mut child = Command::new("node")
+            .arg(root().join("tools/sfn-local.mjs"))
+            .arg("--serve")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start node tools/sfn-local.mjs --serve");
+        let stdin = Mutex::new(child.stdin.take().expect("the runner's stdin"));
+        let stdout = child.stdout.take().expect("the runner's stdout");
+        let waiting: Arc<Mutex<Waiting>> = Arc::new(Mutex::new(Some(HashMap::new())));
+        let answers = waiting.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let reply: Value = serde_json::from_str(&line).unwrap_or_default();
+                let Some(id) = reply["id"].as_u64() else {
+                    eprintln!("sfn-local --serve printed a line that is not an answer: {line}");
+                    break;
+                };
+                if let Some(waiter) = answers.lock().unwrap().as_mut().and_then(|w| w.remove(&id)) {
+                    let _ = waiter.send(reply);
+                }
+            }
+            // The runner has ended (or cannot be understood): whatever it has not answered, it never will.
+            answers.lock().unwrap().take();
+            let _ = child.wait();
+        });
+        Runner { stdin, waiting, next_id: AtomicU64::new(1) }
+    })
+}
+
+impl Runner {
+    /// Runs one execution with `args` (`tools/sfn-local.mjs`'s options, `--input` left out); returns its record.
+    async fn execute(&'static self, args: Vec<String>, input: &Value) -> Value {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (answer, answered) = oneshot::channel();
+        match self.waiting.lock().unwrap().as_mut() {
+            Some(waiting) => waiting.insert(id, answer),
+            None => panic!("tools/sfn-local.mjs --serve has ended (its stderr is above)"),
+        };
+        let line = format!("{}\n", serde_json::json!({"id": id, "args": args, "input": input}));
+        tokio::task::spawn_blocking(move || {
+            let mut stdin = self.stdin.lock().unwrap();
+            stdin.write_all(line.as_bytes()).and_then(|()| stdin.flush())
+        })
+        .await
+        .unwrap()
+        .expect("send a request to tools/sfn-local.mjs --serve");
+        let reply = answered.await.expect("tools/sfn-local.mjs --serve ended before it answered (its stderr is above)");
+        if let Some(error) = reply["error"].as_str() {
+            panic!("sfn-local: {error}");
+        }
+        reply["record"].clone()
+    }
 }
 
 /// How an execution of the state machine ended, as `tools/sfn-local.mjs` reports it.
@@ -305,8 +380,7 @@ impl Stack {
     }
 
     async fn run_named(&self, input: &Value, fast: bool, progress: bool, name: Option<&str>) -> Execution {
-        let script = root().join("tools/sfn-local.mjs");
-        let mut args: Vec<String> = ["--lambda-endpoint", &self.lambda, "--input", "-"].map(String::from).to_vec();
+        let mut args: Vec<String> = ["--lambda-endpoint", &self.lambda].map(String::from).to_vec();
         if let Some(name) = name {
             args.extend(["--name".to_string(), name.to_string()]);
         }
@@ -316,11 +390,7 @@ impl Stack {
         if !progress {
             args.push("--quiet".into());
         }
-        let mut node = Command::new("node");
-        node.arg(script).args(args);
-        let out = piped(node, input.to_string()).await;
-        let v: Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|_| panic!("sfn-local printed {}", String::from_utf8_lossy(&out.stdout)));
+        let v = runner().execute(args, input).await;
         let n = |k: &str| v[k].as_u64().unwrap_or(0);
         let s = |k: &str| v[k].as_str().map(String::from);
         let ex = Execution {
