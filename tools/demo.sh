@@ -7,7 +7,8 @@ cd "$root"
 command -v cargo >/dev/null || { echo "demo: a Rust toolchain (cargo) is required: https://rustup.rs" >&2; exit 1; }
 echo "Installing and building (first run: several minutes)..." >&2
 bash tools/stack.sh install
-cargo build -q -p dynamo-saga-tests --bin demo
+# With the stack's binaries, in one cargo call: built alone, the demo would compile the SDK a second time.
+bash tools/stack.sh build demo
 name="demo-$$"
 trap 'tools/stack.sh stop "$name"' EXIT
 settings=$(tools/stack.sh start "$name" $$)

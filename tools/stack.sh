@@ -2,6 +2,8 @@
 # The local stack: DynamoDB Local and every Lambda function behind a local Lambda Invoke API (`cargo lambda watch`).
 # Step Functions runs the real definition against it (tools/sfn-local.mjs, aws-local-stepfunctions).
 #   tools/stack.sh install       install what the stack needs (java, the DynamoDB Local jar, cargo-lambda, node packages)
+#   tools/stack.sh build [BIN...]
+#                                build the stack's binaries and, with them, the named binaries of the test crate
 #   tools/stack.sh start NAME [OWNER_PID]
 #                                start a stack; prints the file of its settings (KEY=VALUE lines, also valid shell).
 #                                With OWNER_PID, the stack is stopped once that process has ended, however it ended
@@ -33,6 +35,29 @@ install() {
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
+# Builds the stack's binaries, and the test crate's binaries named (a program that drives the stack, such as demo), in
+# as few cargo calls as the profile allows: the functions, the Step Functions endpoint (a debug build) and the programs
+# named share one set of dependency features and so one build of the SDK. Built alone, the test crate asks a few
+# features fewer (serde's rc, tracing's log, ...) and cargo compiled the SDK a second time for it, about 3 minutes on
+# 2 cores.
+build() {
+  local profile=()
+  case ${SAGA_STACK_PROFILE:-debug} in
+    debug) ;;
+    release) profile=(--release) ;;
+    *) echo "stack: SAGA_STACK_PROFILE is debug or release, not ${SAGA_STACK_PROFILE}" >&2; exit 2 ;;
+  esac
+  local bins=() tests=(-p dynamo-saga-tests --bin stepfunctions-local)
+  for f in "${functions[@]}"; do bins+=(-p "saga-$f" --bin "saga-$f"); done
+  for b in "$@"; do tests+=(--bin "$b"); done
+  if [ ${#profile[@]} -eq 0 ]; then
+    cargo build -q "${bins[@]}" "${tests[@]}"
+  else
+    cargo build -q "${profile[@]}" "${bins[@]}"
+    cargo build -q "${tests[@]}"
+  fi
+}
+
 start() {
   local name=$1 dir="$root/.local/stack/$1" owner=${2:-}
   install
@@ -63,23 +88,9 @@ SAGA_CALL_LOG=$dir/calls.jsonl
 RUST_LOG=${RUST_LOG:-warn}
 EOF
   # The binaries are built first, by the same cargo the tests use, so the watcher finds them up to date.
+  build
   local profile=()
-  case ${SAGA_STACK_PROFILE:-debug} in
-    debug) ;;
-    release) profile=(--release) ;;
-    *) echo "stack: SAGA_STACK_PROFILE is debug or release, not ${SAGA_STACK_PROFILE}" >&2; exit 2 ;;
-  esac
-  local bins=()
-  for f in "${functions[@]}"; do bins+=(-p "saga-$f" --bin "saga-$f"); done
-  # The Step Functions endpoint is a debug build. Built in the same cargo call as the functions, it shares their
-  # dependencies' features and so their build of the SDK: alone, it asks a few features fewer (serde's rc, tracing's
-  # log, ...) and cargo compiled the SDK a second time for it, about 3 minutes on 2 cores.
-  if [ ${#profile[@]} -eq 0 ]; then
-    cargo build -q "${bins[@]}" -p dynamo-saga-tests --bin stepfunctions-local
-  else
-    cargo build -q "${profile[@]}" "${bins[@]}"
-    cargo build -q -p dynamo-saga-tests --bin stepfunctions-local
-  fi
+  if [ "${SAGA_STACK_PROFILE:-debug}" = release ]; then profile=(--release); fi
   PATH="$venv/bin:$PATH" nohup "$venv/bin/cargo-lambda" lambda watch --ignore-changes -q "${profile[@]}" \
     --invoke-address 127.0.0.1 --invoke-port "$lambda_port" --concurrency 8 --env-file "$dir/functions.env" \
     >"$dir/lambda.log" 2>&1 &
@@ -152,7 +163,8 @@ stop() {
 
 case "${1:-}" in
   install) install ;;
+  build) shift; build "$@" ;;
   start) start "${2:?name}" "${3:-}" ;;
   stop) stop "${2:?name}" ;;
-  *) echo "usage: $0 install | start NAME [OWNER_PID] | stop NAME" >&2; exit 2 ;;
+  *) echo "usage: $0 install | build [BIN...] | start NAME [OWNER_PID] | stop NAME" >&2; exit 2 ;;
 esac
