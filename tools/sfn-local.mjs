@@ -29,7 +29,8 @@
 // --serve runs any number of executions, side by side, in one process: each line on stdin is a request
 // {"id": ID, "args": [the options above, --input left out], "input": the execution input}, and each execution's end is
 // a line on stdout {"id": ID, "code": the exit code above, "record": the object above} or, for a usage error,
-// {"id": ID, "code": 1, "error": MESSAGE}, in the order they end. A process loads the package and its modules in about
+// {"id": ID, "code": 1, "error": MESSAGE}, in the order they end; a line that is not a JSON object with an id is
+// ignored, with a note on stderr. A process loads the package and its modules in about
 // half a second of CPU, more than most executions take: a test harness keeps one runner for all its executions. When
 // stdin closes, the executions under way run to their end and the runner exits 0; SIGINT or SIGTERM aborts them.
 // The package is installed into .local/sfn by tools/sfn-local-install.sh, which this runs when it is missing.
@@ -191,7 +192,7 @@ function recordInvoke(fnName) {
 }
 
 // One POST through node:http rather than fetch: Node 20 compiles fetch's undici on first use, about a fifth of a
-// second of CPU in every process, and this runs a process per execution.
+// second of CPU in every process, and a run of its own is a process per execution.
 function post(url, body, signal) {
   return new Promise((resolve, reject) => {
     const send = url.startsWith('https:') ? httpsRequest : httpRequest;
@@ -312,6 +313,15 @@ function newStateMachine(StateMachine, definition) {
 
 // Runs one execution to its end. `onAbort(abort)` hands the caller the function that aborts it, given the signal's name.
 async function run(opts, input, onAbort) {
+  // Registered before anything is awaited: an abort while the package loads still aborts the execution.
+  let abortedBy;
+  let execution;
+  const runAbort = new AbortController();
+  onAbort((sig) => {
+    abortedBy = sig;
+    runAbort.abort();
+    execution?.abort();
+  });
   const rawDefinition = readJson(opts.definition, 'definition');
   const definition = substitute(rawDefinition, opts.subs);
   const { StateMachine, ExecutionAbortedError, ExecutionError, ExecutionTimeoutError } = await loadPackage();
@@ -323,7 +333,6 @@ async function run(opts, input, onAbort) {
     throw new UsageError(e.message);
   }
 
-  const runAbort = new AbortController();
   const stats = { taskCalls: 0, taskMs: {} };
   const taskResourceLocalHandlers = {};
   const retryIntervalOverrides = {};
@@ -350,17 +359,11 @@ async function run(opts, input, onAbort) {
   const started = Date.now();
   const log = progress(opts.quiet, started);
   log(started, 'Start', executionArn);
-  const execution = machine.run(input, {
+  execution = machine.run(input, {
     overrides: { taskResourceLocalHandlers, retryIntervalOverrides, waitTimeOverrides },
     context,
   });
-
-  let abortedBy;
-  onAbort((sig) => {
-    abortedBy = sig;
-    runAbort.abort();
-    execution.abort();
-  });
+  if (abortedBy) execution.abort();
 
   const counts = { entered: 0, exited: 0, taskEntered: 0, retried: 0 };
   const stateEntries = {};
@@ -461,32 +464,44 @@ const isUsageError = (e) => e instanceof UsageError || e.code?.startsWith?.('ERR
 async function serve() {
   const running = new Set();
   const aborts = new Set();
+  const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
+  // The signal that stops the runner: the executions under way are aborted, and no request is read after it.
+  let stopping;
   for (const sig of Object.keys(SIGNAL_EXIT)) {
     process.once(sig, () => {
+      stopping = sig;
       for (const abort of aborts) abort(sig);
-      Promise.allSettled(running).then(() => process.exit(SIGNAL_EXIT[sig]));
+      lines.close();
     });
   }
   // A caller that has gone no longer reads the answers; the executions still run to their end.
   process.stdout.on('error', () => {});
   const answer = (reply) => process.stdout.write(`${JSON.stringify(reply)}\n`);
-  const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
   for await (const line of lines) {
+    if (stopping) break;
     if (line.trim() === '') continue;
     let request;
     try {
       request = JSON.parse(line);
-    } catch (e) {
-      process.stderr.write(`sfn-local: a request that is not JSON is ignored: ${e.message}\n`);
+    } catch {
+      request = undefined;
+    }
+    if (request === null || typeof request !== 'object' || Array.isArray(request) || request.id === undefined) {
+      process.stderr.write(`sfn-local: a line that is not a JSON object with an id is ignored: ${line.slice(0, 200)}\n`);
       continue;
     }
     const { id } = request;
     const execution = (async () => {
       let abort;
+      const onAbort = (a) => {
+        abort = a;
+        if (stopping) a(stopping);
+        else aborts.add(a);
+      };
       try {
         if (!Array.isArray(request.args)) throw new UsageError('a request needs "args", a list of options');
         const opts = parseCli(request.args.map(String), { served: true });
-        const { code, record } = await run(opts, request.input ?? null, (a) => aborts.add((abort = a)));
+        const { code, record } = await run(opts, request.input ?? null, onAbort);
         answer({ id, code, record });
       } catch (e) {
         if (!isUsageError(e)) process.stderr.write(`sfn-local: ${e.stack}\n`);
@@ -499,7 +514,7 @@ async function serve() {
     execution.finally(() => running.delete(execution));
   }
   await Promise.allSettled(running);
-  process.stdout.write('', () => process.exit(0));
+  process.stdout.write('', () => process.exit(stopping ? SIGNAL_EXIT[stopping] : 0));
 }
 
 async function runOnce(argv) {

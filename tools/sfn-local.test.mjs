@@ -247,6 +247,7 @@ function server() {
     answered,
     exited,
     stderr: () => stderr,
+    send: (line) => child.stdin.write(`${line}\n`),
     ask: (id, args, input) =>
       new Promise((resolve) => {
         waiting.set(id, resolve);
@@ -283,8 +284,9 @@ test('--serve runs executions side by side in one process, each answered by its 
   for (const [first] of spans) for (const [, last] of spans) assert.ok(first < last, JSON.stringify(spans));
 });
 
-test('--serve answers a bad request with its usage error and goes on serving', async () => {
+test('--serve answers a bad request with its usage error, ignores a line without an id, and goes on serving', async () => {
   const srv = server();
+  for (const line of ['null', '[1]', 'not json', '{"args": []}']) srv.send(line);
   const bogus = await srv.ask(1, ['--bogus'], {});
   assert.equal(bogus.code, 1);
   assert.match(bogus.error, /Unknown option '--bogus'/);
@@ -298,6 +300,8 @@ test('--serve answers a bad request with its usage error and goes on serving', a
   srv.child.stdin.end();
   assert.equal((await srv.exited).code, 0);
   assert.equal(callsOf('committed-s3').length, 13);
+  assert.deepEqual(srv.answered, [1, 2, 3, 4]);
+  assert.equal(srv.stderr().match(/a line that is not a JSON object with an id is ignored/g)?.length, 4, srv.stderr());
 });
 
 test('--serve: when stdin closes, the executions under way run to their end, then the runner exits', async () => {
@@ -324,4 +328,31 @@ test('--serve: SIGTERM aborts the executions under way, answers each ABORTED, an
   }
   assert.equal((await srv.exited).code, 143);
   assert.equal(callsOf('patient-s5').length, 2);
+});
+
+test('--serve: SIGTERM while the package still loads aborts the execution asked for', async () => {
+  // The signal has to land after Node has started the runner (before that it simply kills the process) and while the
+  // package loads, a few hundred milliseconds: started a tenth of a second after the request, later if that was early.
+  for (let delay = 100; ; delay += 100) {
+    const srv = server();
+    const tx = `patient-s6-${delay}`;
+    const reply = srv.ask(1, ['--lambda-endpoint', fake.url, '--wait-ms', '3000', '--quiet'], { TransactionId: tx });
+    await new Promise((r) => setTimeout(r, delay));
+    srv.child.kill('SIGTERM');
+    const signalled = Date.now();
+    const ended = await Promise.race([reply, srv.exited.then(() => undefined)]);
+    const exited = await srv.exited;
+    if (exited.signal === 'SIGTERM') {
+      assert.ok(delay < 1000, 'every SIGTERM landed before the runner had started');
+      continue;
+    }
+    const { code, record } = ended ?? (await reply);
+    assert.equal(code, 143);
+    assert.equal(record.status, 'ABORTED');
+    assert.equal(exited.code, 143);
+    assert.ok(Date.now() - signalled < 2500, `took ${Date.now() - signalled} ms`);
+    assert.deepEqual(srv.answered, [1]);
+    assert.ok(callsOf(tx).length <= 2, JSON.stringify(callsOf(tx).map((c) => c.fn)));
+    break;
+  }
 });

@@ -168,10 +168,8 @@ impl Runner {
     async fn execute(&'static self, args: Vec<String>, input: &Value) -> Value {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (answer, answered) = oneshot::channel();
-        match self.waiting.lock().unwrap().as_mut() {
-            Some(waiting) => waiting.insert(id, answer),
-            None => panic!("tools/sfn-local.mjs --serve has ended (its stderr is above)"),
-        };
+        let asked = self.waiting.lock().unwrap().as_mut().map(|waiting| waiting.insert(id, answer)).is_some();
+        assert!(asked, "tools/sfn-local.mjs --serve has ended (its stderr is above)");
         let line = format!("{}\n", serde_json::json!({"id": id, "args": args, "input": input}));
         tokio::task::spawn_blocking(move || {
             let mut stdin = self.stdin.lock().unwrap();
