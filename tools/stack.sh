@@ -35,18 +35,22 @@ install() {
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
+# Sets the caller's `profile` to cargo's flags for SAGA_STACK_PROFILE.
+set_profile() {
+  case ${SAGA_STACK_PROFILE:-debug} in
+    debug) profile=() ;;
+    release) profile=(--release) ;;
+    *) echo "stack: SAGA_STACK_PROFILE is debug or release, not ${SAGA_STACK_PROFILE}" >&2; exit 2 ;;
+  esac
+}
+
 # Builds the stack's binaries, and the test crate's binaries named (a program that drives the stack, such as demo), in
 # as few cargo calls as the profile allows: the functions, the Step Functions endpoint (a debug build) and the programs
 # named share one set of dependency features and so one build of the SDK. Built alone, the test crate asks a few
 # features fewer (serde's rc, tracing's log, ...) and cargo compiled the SDK a second time for it, about 3 minutes on
 # 2 cores.
 build() {
-  local profile=()
-  case ${SAGA_STACK_PROFILE:-debug} in
-    debug) ;;
-    release) profile=(--release) ;;
-    *) echo "stack: SAGA_STACK_PROFILE is debug or release, not ${SAGA_STACK_PROFILE}" >&2; exit 2 ;;
-  esac
+  local profile; set_profile
   local bins=() tests=(-p dynamo-saga-tests --bin stepfunctions-local)
   for f in "${functions[@]}"; do bins+=(-p "saga-$f" --bin "saga-$f"); done
   for b in "$@"; do tests+=(--bin "$b"); done
@@ -89,8 +93,7 @@ RUST_LOG=${RUST_LOG:-warn}
 EOF
   # The binaries are built first, by the same cargo the tests use, so the watcher finds them up to date.
   build
-  local profile=()
-  if [ "${SAGA_STACK_PROFILE:-debug}" = release ]; then profile=(--release); fi
+  local profile; set_profile
   PATH="$venv/bin:$PATH" nohup "$venv/bin/cargo-lambda" lambda watch --ignore-changes -q "${profile[@]}" \
     --invoke-address 127.0.0.1 --invoke-port "$lambda_port" --concurrency 8 --env-file "$dir/functions.env" \
     >"$dir/lambda.log" 2>&1 &
