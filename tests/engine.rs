@@ -504,3 +504,54 @@ async fn a_transaction_of_the_first_protocol_finishes_the_first_way() {
     assert_mixed_committed(&env, "t", n).await;
     env.assert_clean().await;
 }
+
+/// A phase call of a Lambda function may run in a new process, whose store has described no table yet: the first
+/// writes of its lock run, sent side by side, wait for one `DescribeTable` of their table instead of each sending
+/// its own. So a lock of 250 updates on a new store sends its writes and a handful of reads, and so does the apply.
+#[tokio::test]
+async fn a_new_process_describes_each_table_once() {
+    use dynamo_saga::phase::{apply, commit, lock, save};
+    use dynamo_saga::Store;
+    let env = Env::new("describe").await;
+    let keys: Vec<String> = (0..250).map(|i| format!("d{i:03}")).collect();
+    for k in &keys {
+        env.put(&env.a, json!({"pk": sv(k), "n": nv(0)})).await;
+    }
+    let items: Vec<_> = keys
+        .iter()
+        .map(|k| {
+            json!({"Update": {"TableName": env.a, "Key": {"pk": sv(k)}, "UpdateExpression": "ADD n :one",
+                                   "ExpressionAttributeValues": {":one": nv(1)}}})
+        })
+        .collect();
+    // Begun as the state machine's Begin begins it: the execution, not this process, drives the transaction.
+    let execution = Some("arn:aws:states:us-east-1:000000000000:execution:dynamo-saga:describe");
+    let body = json!({ "TransactItems": items });
+    let id = begin::begin_with_execution(&env.store, &body, execution).await.unwrap().transaction_id;
+    let process = || Store::new(env.client.clone(), (*env.store.cfg).clone());
+    let locked = lock::lock(&process(), &id, 0).await.unwrap();
+    assert!(locked.usage.writes >= 99, "{locked:?}");
+    assert!(locked.usage.calls <= locked.usage.writes + 8, "one DescribeTable and a few reads: {locked:?}");
+    let store = process();
+    for b in 0..3 {
+        lock::lock(&store, &id, b).await.unwrap();
+        save::save(&store, &id, b).await.unwrap();
+    }
+    commit::commit(&store, &id).await.unwrap();
+    let applied = apply::apply(&process(), &id, 0).await.unwrap();
+    assert!(applied.usage.writes >= 99, "{applied:?}");
+    assert!(applied.usage.calls <= applied.usage.writes + 8, "one DescribeTable and a few reads: {applied:?}");
+
+    // However many ask at once, a store describes a table once; a table that is not there is an error to each.
+    let cold = process();
+    let m = Meter::default();
+    let asks = (0..64).map(|i| cold.schema(&m, if i % 2 == 0 { &env.a } else { &env.b }));
+    let schemas = futures::future::try_join_all(asks).await.unwrap();
+    assert_eq!((schemas[0].key_names.len(), schemas[1].key_names.len()), (1, 2));
+    assert_eq!(m.usage().calls, 2, "{:?}", m.usage());
+    let missing = format!("{}-missing", env.a);
+    for _ in 0..2 {
+        let e = cold.schema(&m, &missing).await.unwrap_err();
+        assert!(e.to_string().contains("does not exist"), "{e}");
+    }
+}

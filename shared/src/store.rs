@@ -229,7 +229,9 @@ fn sent_once<E: ProvideErrorMetadata + std::fmt::Debug>(
 pub struct Store {
     pub client: Client,
     pub cfg: Arc<Config>,
-    schemas: Arc<Mutex<HashMap<String, TableSchema>>>,
+    /// Each table's key schema, described once per store: the first caller describes it, and callers that ask while
+    /// it does (a phase's first writes, side by side) wait for its answer instead of sending their own.
+    schemas: Arc<Mutex<HashMap<String, Arc<tokio::sync::OnceCell<TableSchema>>>>>,
     /// Each described table's global secondary indexes, for billing.
     indexes: Arc<Mutex<HashMap<String, Vec<billing::Index>>>>,
     faults: Option<Arc<Faults>>,
@@ -578,9 +580,12 @@ impl Store {
 
     /// The key schema of a table (DescribeTable, once per table per process).
     pub async fn schema(&self, m: &Meter, table: &str) -> Result<TableSchema, TxError> {
-        if let Some(s) = self.schemas.lock().expect("schema cache").get(table) {
-            return Ok(s.clone());
-        }
+        let cell = self.schemas.lock().expect("schema cache").entry(table.to_string()).or_default().clone();
+        cell.get_or_try_init(|| self.describe(m, table)).await.cloned()
+    }
+
+    /// Describes a table for [`Store::schema`], keeping its indexes for billing.
+    async fn describe(&self, m: &Meter, table: &str) -> Result<TableSchema, TxError> {
         self.check_alive()?;
         let out = self.client.describe_table().table_name(table).send().await;
         m.record(false, &[]);
@@ -640,9 +645,7 @@ impl Store {
                 Some(if local { key.of_local_index() } else { key })
             })
             .collect();
-        let s = TableSchema { key_names: names, key_types: types, index_keys };
-        self.schemas.lock().expect("schema cache").insert(table.to_string(), s.clone());
-        Ok(s)
+        Ok(TableSchema { key_names: names, key_types: types, index_keys })
     }
 
     /// A strongly consistent `GetItem`.
