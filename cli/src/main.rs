@@ -544,13 +544,28 @@ async fn run(a: Args) -> Result<i32, Failure> {
     }
 }
 
+/// What to check when DynamoDB says a table does not exist: the item tables were found when the request was
+/// checked, so it is most likely the transactions table.
+fn missing_table_hint(table: &str) -> String {
+    format!(
+        "  the transactions table {table:?} ({ENV_TX_TABLE} or --table) may not exist in this account, Region and \
+         endpoint:\n  `sam deploy` creates it (the stack's TransactionsTableName output); docs/cli.md shows it created \
+         on DynamoDB Local"
+    )
+}
+
 #[tokio::main]
 async fn main() {
     // Usage errors exit 2, --help and --version 0, as clap has it.
-    let code = match run(Args::parse()).await {
+    let args = Args::parse();
+    let tx_table = args.table.clone().or_else(|| std::env::var(ENV_TX_TABLE).ok());
+    let code = match run(args).await {
         Ok(code) => code,
         Err(Failure(code, text)) => {
             eprintln!("dynamo-saga: {text}");
+            if let Some(table) = tx_table.filter(|_| text.contains("ResourceNotFoundException")) {
+                eprintln!("{}", missing_table_hint(&table));
+            }
             code
         }
     };

@@ -231,8 +231,8 @@ async fn bad_arguments_and_requests_get_clear_errors_and_exit_codes() {
 }
 
 /// `--table` names the transactions table in place of `SAGA_TABLE` and nothing else: the other `SAGA_*` settings
-/// still hold (a table outside `SAGA_ALLOWED_TABLES` is refused), a bad one is an error, and without either table the
-/// command says how to name one.
+/// still hold (a table outside `SAGA_ALLOWED_TABLES` is refused), a bad one is an error, without either table the
+/// command says how to name one, and a table that does not exist is named.
 #[tokio::test]
 async fn table_flag_keeps_the_other_settings() {
     let env = Env::on_stack("clitable").await;
@@ -258,6 +258,16 @@ async fn table_flag_keeps_the_other_settings() {
     let out = cli_with("", &["status", "01JDQ5A7K2M9P4R6T8V1W3X5Z7"], None, &[("SAGA_TABLE", None)]).await;
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("SAGA_TABLE is not set (or pass --table)"), "{}", stderr(&out));
+
+    // A transactions table that is not there is named in the error, with where its name came from.
+    for args in [&["status", "01JDQ5A7K2M9P4R6T8V1W3X5Z7"][..], &["submit", "-", "--in-process"]] {
+        let args = [&["--table", "t-no-such-transactions"][..], args].concat();
+        let out = cli_with("", &args, Some(updates(&env, &keys).to_string()), &[("SAGA_TABLE", None)]).await;
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(4), "{args:?}: {err}");
+        assert!(err.contains("ResourceNotFoundException"), "{args:?}: {err}");
+        assert!(err.contains("transactions table \"t-no-such-transactions\" (SAGA_TABLE"), "{args:?}: {err}");
+    }
 
     let out = cli_with(
         "",
