@@ -198,6 +198,12 @@ async fn bad_arguments_and_requests_get_clear_errors_and_exit_codes() {
         (vec!["get", "t-x"], None, 2, "<KEY>"),
         (vec!["get", "t-x", "{\"pk\": 1}"], None, 2, "not DynamoDB JSON"),
         (
+            vec!["get", "t-no-such-table", "{\"pk\": {\"S\": \"a\"}}"],
+            None,
+            2,
+            "table \"t-no-such-table\" does not exist",
+        ),
+        (
             vec!["get", "t-x", "{\"pk\": {\"S\": \"a\"}}", "--isolation", "dirty"],
             None,
             2,

@@ -178,6 +178,11 @@ impl TxError {
         matches!(self, TxError::Contended { .. } | TxError::Throttled(_) | TxError::DynamoDb { .. })
     }
 
+    /// Whether DynamoDB answered that the table of the call does not exist (`ResourceNotFoundException`).
+    pub fn is_missing_table(&self) -> bool {
+        matches!(self, TxError::DynamoDb { message, .. } if message.starts_with("ResourceNotFoundException"))
+    }
+
     pub fn invalid(action: Option<usize>, message: impl Into<String>) -> Self {
         TxError::Validation(Invalid { action, message: message.into() })
     }

@@ -65,7 +65,12 @@ pub async fn get_item(store: &Store, table: &str, key: Item, isolation: Isolatio
         return Ok(read_locked(store, vec![(table.to_owned(), key)]).await?.pop().flatten());
     }
     let m = Meter::default();
-    let item = store.get(&m, table, key.clone()).await?;
+    let item = match store.get(&m, table, key.clone()).await {
+        Err(e) if e.is_missing_table() => {
+            return Err(TxError::invalid(None, format!("table {table:?} does not exist")))
+        }
+        item => item?,
+    };
     resolve(store, &m, table, key, item, isolation).await
 }
 
