@@ -816,6 +816,26 @@ async fn the_api_runs_what_it_is_sent_intact_and_refuses_bad_bodies() {
     assert_eq!(status, "SUCCEEDED", "{error}");
     assert_eq!(env.get(&env.a, json!({"pk": sv("staged")})).await, Some(item("staged", awkward)));
     assert_eq!(env.get(&env.a, json!({"pk": sv("staged-big")})).await, Some(item("staged-big", &big)));
+    // Staged again under the same token (a client starting over): the seal answers the first transaction, and its
+    // execution input names that one, whose execution is already there.
+    let (code, created) = call(
+        "POST",
+        "/transactions/staged",
+        Value::Null,
+        json!({"ClientRequestToken": "api-staged-'\"\\-1"}).to_string(),
+    )
+    .await;
+    let again = created["TransactionId"].as_str().unwrap().to_string();
+    assert!(code == 201 && again != staged, "{created}");
+    let (code, appended) =
+        call("PUT", "/transactions/staged/{id}/chunks/{chunk}", json!({"id": again, "chunk": "0"}), chunk.to_string())
+            .await;
+    assert_eq!(code, 200, "{appended}");
+    let (code, resealed) = call("POST", "/transactions/staged/{id}/seal", json!({"id": again}), String::new()).await;
+    assert_eq!((code, &resealed["TransactionId"]), (200, &json!(staged)), "{resealed}");
+    assert_eq!(resealed["ExecutionInput"], json!({"TransactionId": staged}), "{resealed}");
+    let (code, rerun) = call("POST", "/transactions", Value::Null, resealed["ExecutionInput"].to_string()).await;
+    assert_eq!((code, &rerun["ExecutionArn"]), (200, &run["ExecutionArn"]), "{rerun}");
     env.assert_clean().await;
 
     // Invalid bodies: 400 (404 for an unknown transaction), the reason named, no execution, no write.

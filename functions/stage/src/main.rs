@@ -87,12 +87,13 @@ async fn route(store: &Store, runner: Option<&StateMachine>, event: &Value) -> R
                 None | Some(Value::Null) => None,
                 Some(v) => Some(v.as_u64().ok_or_else(|| bad("Chunks must be a whole number"))? as usize),
             };
-            let id = param("id");
-            let begun = stage::seal(store, &id, chunks).await?;
+            // With a ClientRequestToken an earlier transaction already used, the seal answers that transaction, not
+            // the staged id: the execution input names the one that runs.
+            let begun = stage::seal(store, &param("id"), chunks).await?;
             Ok((
                 200,
                 json!({"TransactionId": begun.transaction_id, "Actions": begun.actions, "Batches": begun.batches,
-                "State": begun.state, "ExecutionInput": {"TransactionId": id}}),
+                "State": begun.state, "ExecutionInput": {"TransactionId": begun.transaction_id}}),
             ))
         }
         _ => Err(TxError::invalid(None, format!("no route {method} {resource}"))),
