@@ -51,6 +51,22 @@ async fn reused_token_with_another_body_is_rejected_without_writes() {
     assert_eq!(env.tx_records().await.len(), records);
 }
 
+/// `TransactWriteItems`' reporting options, as `aws dynamodb transact-write-items --generate-cli-skeleton` writes
+/// them, are taken with any of their values, in one call and through the protocol; the transaction commits.
+#[tokio::test]
+async fn transact_write_items_reporting_options_are_accepted() {
+    let env = Env::new("options").await;
+    let co = Coordinator::new(env.store.clone());
+    for (n, rcc, icm) in [(2, "TOTAL", "SIZE"), (150, "INDEXES", "NONE"), (3, "NONE", "NONE")] {
+        let items: Vec<Value> = (0..n).map(|i| upd(&env.a, &format!("o{n}-{i}"))).collect();
+        let body = json!({"TransactItems": items, "ReturnConsumedCapacity": rcc, "ReturnItemCollectionMetrics": icm});
+        let done = co.run(&body).await.unwrap();
+        assert_eq!(done.actions, n, "{done:?}");
+        let got = env.get(&env.a, json!({"pk": sv(&format!("o{n}-{}", n - 1))})).await;
+        assert!(got.is_some(), "{n} actions committed");
+    }
+}
+
 /// A tombstone must leave room for a later transaction to lock it (the tombstone kept whole beside its key), so one
 /// that would fit in an item by itself but not in that lock item is refused up front.
 #[tokio::test]

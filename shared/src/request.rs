@@ -207,12 +207,25 @@ fn bad(action: Option<usize>, msg: impl Into<String>) -> TxError {
 /// Checks the request's shape, values and expressions. Needs no table metadata.
 pub fn parse(body: &Value, cfg: &Config) -> Result<ParsedRequest, TxError> {
     let top = body.as_object().ok_or_else(|| bad(None, "the request must be a JSON object with TransactItems"))?;
-    for k in top.keys() {
-        if !["TransactItems", "ClientRequestToken", "Parent", "Options"].contains(&k.as_str()) {
-            return Err(bad(
-                None,
-                format!("unknown field {k:?} (expected TransactItems, ClientRequestToken, Parent, Options)"),
-            ));
+    for (k, v) in top {
+        // TransactWriteItems' own reporting options are taken as DynamoDB takes them: the capacity a transaction
+        // consumed is always reported (`Usage`), and item collection metrics are not.
+        let allowed: &[&str] = match k.as_str() {
+            "TransactItems" | "ClientRequestToken" | "Parent" | "Options" => continue,
+            "ReturnConsumedCapacity" => &["INDEXES", "TOTAL", "NONE"],
+            "ReturnItemCollectionMetrics" => &["SIZE", "NONE"],
+            _ => {
+                return Err(bad(
+                    None,
+                    format!(
+                        "unknown field {k:?} (expected TransactItems, ClientRequestToken, Parent, Options, \
+                         ReturnConsumedCapacity, ReturnItemCollectionMetrics)"
+                    ),
+                ))
+            }
+        };
+        if !v.as_str().is_some_and(|v| allowed.contains(&v)) {
+            return Err(bad(None, format!("{k} must be one of {}, not {v}", allowed.join(", "))));
         }
     }
     let list = match top.get("TransactItems") {

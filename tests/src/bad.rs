@@ -138,6 +138,16 @@ pub fn catalogue(a: &str, b: &str, tx_table: &str, max_actions: usize) -> Vec<(V
         (json!({"TransactItems": [ok.clone()], "ClientRequestToken": 7}), None, "ClientRequestToken"),
         (json!({"TransactItems": [ok.clone()], "Unknown": 1}), None, "unknown field"),
         (
+            json!({"TransactItems": [ok.clone()], "ReturnConsumedCapacity": "ALL"}),
+            None,
+            "ReturnConsumedCapacity must be",
+        ),
+        (
+            json!({"TransactItems": [ok.clone()], "ReturnItemCollectionMetrics": true}),
+            None,
+            "ReturnItemCollectionMetrics",
+        ),
+        (
             json!({"TransactItems": [{"Update": {"TableName": a, "Key": {"pk": sv("p")}}}]}),
             Some(0),
             "UpdateExpression is required",
