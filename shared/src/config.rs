@@ -191,13 +191,14 @@ impl Config {
     pub fn check(&self) -> Result<(), TxError> {
         if !(2..=MAX_TRANSACT_ACTIONS).contains(&self.batch_size) {
             return Err(TxError::Internal(format!(
-                "batch size {} must be between 2 and {MAX_TRANSACT_ACTIONS} (one place is the fencing ConditionCheck)",
+                "batch size ({ENV_BATCH_SIZE}) {} must be between 2 and {MAX_TRANSACT_ACTIONS} (one place is the fencing \
+                 ConditionCheck)",
                 self.batch_size
             )));
         }
         if self.max_actions == 0 || self.concurrency == 0 {
             return Err(TxError::Internal(format!(
-                "max actions and the in-flight limit ({ENV_IN_FLIGHT}) must be at least 1"
+                "max actions ({ENV_MAX_ACTIONS}) and the in-flight limit ({ENV_IN_FLIGHT}) must be at least 1"
             )));
         }
         Ok(())
@@ -221,6 +222,24 @@ mod tests {
 
     fn from(vars: &[(&str, &str)]) -> Config {
         Config::from_vars(|k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())).unwrap()
+    }
+
+    /// A value out of range fails start-up naming its variable, as a malformed one does.
+    #[test]
+    fn a_setting_out_of_range_names_its_variable() {
+        let vars = |extra: (&'static str, &'static str)| {
+            move |k: &str| match k {
+                ENV_TX_TABLE => Some("tx".to_string()),
+                _ if k == extra.0 => Some(extra.1.to_string()),
+                _ => None,
+            }
+        };
+        for (k, v) in [(ENV_BATCH_SIZE, "1"), (ENV_BATCH_SIZE, "101"), (ENV_MAX_ACTIONS, "0"), (ENV_IN_FLIGHT, "0")] {
+            let e = Config::from_vars(vars((k, v))).unwrap_err().to_string();
+            assert!(e.contains(k), "{k}={v}: {e}");
+        }
+        let e = Config::from_vars(vars((ENV_BATCH_SIZE, "many"))).unwrap_err().to_string();
+        assert!(e.contains("SAGA_BATCH_SIZE=\"many\" is not a whole number"), "{e}");
     }
 
     #[test]
