@@ -555,3 +555,45 @@ async fn a_new_process_describes_each_table_once() {
         assert!(e.to_string().contains("does not exist"), "{e}");
     }
 }
+
+/// Rolls back `n` updates of one action a batch, the first refused, and returns the header.
+async fn refused_first(name: &str, n: usize) -> dynamo_saga::records::Header {
+    let env = Env::with(name, |c| dynamo_saga::Config { batch_size: 2, direct: false, ..c }).await;
+    let keys: Vec<String> = (0..n).map(|i| format!("s{i:03}")).collect();
+    for k in &keys {
+        env.put(&env.a, json!({"pk": sv(k), "n": nv(0)})).await;
+    }
+    let items: Vec<_> = keys
+        .iter()
+        .map(|k| {
+            json!({"Update": {"TableName": env.a, "Key": {"pk": sv(k)}, "UpdateExpression": "ADD n :one",
+                                   "ConditionExpression": "n < :one", "ExpressionAttributeValues": {":one": nv(1)}}})
+        })
+        .collect();
+    env.put(&env.a, json!({"pk": sv(&keys[0]), "n": nv(5)})).await;
+    let before = env.snapshot().await;
+    let c = harness::canceled(Coordinator::new(env.store.clone()).run(&json!({ "TransactItems": items })).await);
+    assert_eq!(c.failed().map(|(i, _)| i).collect::<Vec<_>>(), [0]);
+    assert_eq!(env.snapshot().await, before, "every item as before, no lock left");
+    env.assert_clean().await;
+    dynamo_saga::records::read_header(&env.store, &Meter::default(), &c.transaction_id).await.unwrap()
+}
+
+/// Up to 100 actions, lock goes on past a failed condition to report every one, as `TransactWriteItems` does: with
+/// one action a batch, 60 batches where a lock run takes 20, the later batches' locks are recorded started before
+/// they are taken, and the rollback lets go of every one of them.
+#[tokio::test]
+async fn a_rollback_lets_go_of_the_locks_taken_to_report_every_failure() {
+    let h = refused_first("rbeval", 60).await;
+    assert_eq!((h.batches, h.lock_started, h.restored), (60, 60, 60), "{h:?}");
+}
+
+/// A rollback visits the batches whose locking started, one step each, and passes all the others in one more step:
+/// 150 batches of one action each, the first refused, lock only the first run of 20.
+#[tokio::test]
+async fn a_rollback_passes_the_batches_never_locked_in_one_step() {
+    let h = refused_first("rbskip", 150).await;
+    assert_eq!((h.batches, h.lock_started, h.restored), (150, 20, 150), "{h:?}");
+    // Begin, a lock run of 20 writes, 21 rollback steps, release: 130 steps fewer, two calls each.
+    assert!(h.usage.calls < 100, "{:?}", h.usage);
+}

@@ -150,9 +150,25 @@ pub(crate) async fn lock_from(store: &Store, m: Meter, h: Header, batch: usize) 
     if !failed.is_empty() || (!refused.is_empty() && contention.is_empty()) {
         // DynamoDB reports every failing condition of a transaction; for transactions it could have run itself, do
         // the same by evaluating the remaining batches too.
-        if h.actions <= MAX_TRANSACT_ACTIONS && run.end < plan.batch_count() {
+        // Those batches' locks are this attempt's too: `lockStarted` covers them first, so that a rollback looks at
+        // them (one that cannot move it, because the attempt was decided meanwhile, leaves them alone).
+        let later_batches = run.end..plan.batch_count();
+        if h.actions <= MAX_TRANSACT_ACTIONS
+            && !later_batches.is_empty()
+            && (h.lock_started >= later_batches.end
+                || records::update_header(
+                    store,
+                    &m,
+                    tx_id,
+                    records::Expect::at(&h),
+                    &[],
+                    Some((H_LOCK_STARTED, later_batches.end)),
+                    &Default::default(),
+                )
+                .await?)
+        {
             let mut later = Met::default();
-            lock_run(store, &m, &h, &plan, run.end..plan.batch_count(), pass, &mut later).await?;
+            lock_run(store, &m, &h, &plan, later_batches, pass, &mut later).await?;
             failed.append(&mut later.failed);
             refused.append(&mut later.refused);
         }

@@ -4,8 +4,8 @@
 //! Protocol 2 rolls back before anything but locks was written: each item is unlocked, and an item that exists only
 //! to hold the lock is deleted (or given its tombstone back). No images are read.
 //!
-//! Only batches whose locking had started are visited; every write is conditional on this transaction's lock, so an
-//! item restored once is never touched again.
+//! Only batches whose locking had started are visited, one step each; one more step passes all the others. Every write
+//! is conditional on this transaction's lock, so an item restored once is never touched again.
 
 use super::parent::release_parent;
 use super::{concurrently, progress, release_item, Outcome, Release, Report};
@@ -64,11 +64,14 @@ pub async fn rollback(store: &Store, tx_id: &str, batch: usize, why: Option<&Dec
         })
         .await?;
     }
-    if batch + 1 == h.batches {
+    // The batches whose locking never started hold nothing of this attempt: the step that meets the first of them
+    // passes them all.
+    let restored = if batch < h.lock_started { batch + 1 } else { h.batches };
+    if restored == h.batches {
         // Everything the attempt held goes with its last batch, the parent too: nothing is held while another
         // attempt is awaited.
         release_parent(store, &m, &h).await?;
     }
-    let outcome = progress(store, &m, &h, H_RESTORED, batch + 1).await?.unwrap_or(Outcome::Done);
+    let outcome = progress(store, &m, &h, H_RESTORED, restored).await?.unwrap_or(Outcome::Done);
     Ok(Report::new(outcome, &m))
 }
