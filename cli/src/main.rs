@@ -86,10 +86,11 @@ enum Command {
     },
     /// Finish abandoned transactions once, as the scheduled sweeper does.
     Sweep {
-        /// Only transactions still for this long (default: as the sweeper function).
+        /// Only transactions still for this long (default: SAGA_SWEEP_AFTER_SECONDS, else 120, as the sweeper
+        /// function).
         #[arg(long, value_name = "SECONDS")]
         older_than: Option<u64>,
-        /// At most this many transactions.
+        /// At most this many transactions (default: SAGA_SWEEP_MAX, else 100).
         #[arg(long, value_name = "N")]
         max: Option<usize>,
         /// Start recovery executions of this state machine (default: SAGA_STATE_MACHINE_ARN) instead of finishing
@@ -124,10 +125,13 @@ async fn store(a: &Args) -> Result<Store, Failure> {
         Some(t) if k == ENV_TX_TABLE => Some(t.clone()),
         _ => std::env::var(k).ok(),
     };
-    let cfg = Config::from_vars(lookup).map_err(|e| match lookup(ENV_TX_TABLE).filter(|t| !t.trim().is_empty()) {
-        None => Failure(2, format!("{e} (or pass --table)")),
-        Some(_) => Failure(2, e.to_string()),
-    })?;
+    let mut cfg =
+        Config::from_vars(lookup).map_err(|e| match lookup(ENV_TX_TABLE).filter(|t| !t.trim().is_empty()) {
+            None => Failure(2, format!("{e} (or pass --table)")),
+            Some(_) => Failure(2, e.to_string()),
+        })?;
+    // Metrics lines go to a function's log, which CloudWatch reads; here they would only mix into the output.
+    cfg.metrics_namespace = None;
     Ok(Store::connect(cfg).await)
 }
 
@@ -170,6 +174,13 @@ fn progress_line(s: &Status) -> String {
         s.state.as_str(),
         s.elapsed_ms as f64 / 1000.0
     )
+}
+
+/// The progress line of `s` when its phase, its count of batches or its state differs from the one shown last.
+fn changed_line(last: &mut String, s: &Status) -> Option<String> {
+    let (phase, done) = phase_progress(s);
+    let shown = format!("{phase} {done}/{} {}", s.batches, s.state.as_str());
+    (shown != std::mem::replace(last, shown.clone())).then(|| progress_line(s))
 }
 
 fn print_status(json: bool, s: &Status) {
@@ -269,12 +280,9 @@ impl Progress {
                 ));
             }
             Progress::Lines(last) => {
-                let line = progress_line(s);
-                let shown = line.split("  ").take(3).collect::<Vec<_>>().join("  ");
-                if shown != *last {
+                if let Some(line) = changed_line(last, s) {
                     eprintln!("{line}");
                 }
-                *last = shown;
             }
             Progress::Quiet => {}
         }
@@ -495,7 +503,8 @@ async fn sweep(
     max: Option<usize>,
     state_machine_arn: Option<&str>,
 ) -> Result<i32, Failure> {
-    let mut sweeper = Sweeper::new(store(a).await?);
+    let mut sweeper =
+        Sweeper::from_vars(store(a).await?, |k| std::env::var(k).ok()).map_err(|e| Failure(2, e.to_string()))?;
     if let Some(s) = older_than {
         sweeper.stale_after = Duration::from_secs(s);
     }
@@ -571,4 +580,52 @@ async fn main() {
     };
     let _ = std::io::stdout().flush();
     std::process::exit(code);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(step: Value, locked: usize, state: &str, elapsed_ms: u64) -> Status {
+        serde_json::from_value(json!({
+            "Actions": 250, "Attempt": 1, "Batches": 3, "CreatedAtMs": 1, "DeadlineMs": 2, "ElapsedMs": elapsed_ms,
+            "Finished": false, "Next": step, "Protocol": 2, "State": state, "TransactionId": "01M8G54TWV946XJ72F77K8XZVD",
+            "UpdatedAtMs": 1, "WaitedMs": 0,
+            "Progress": {"Applied": 0, "Completed": 0, "Locked": locked, "Restored": 0, "Saved": 0},
+            "Usage": {"Calls": 0, "ReadUnits": 0.0, "WriteUnits": 0.0, "Writes": 0},
+        }))
+        .unwrap()
+    }
+
+    /// Without a terminal, a line is printed each time the phase, its count or the state changes, and only then:
+    /// "Lock" and "Save" are padded like the others, so their counts show too.
+    #[test]
+    fn a_progress_line_each_time_the_phase_or_its_count_changes() {
+        let mut last = String::new();
+        let lock = |n: usize, ms: u64| status(json!({"Step": "Lock", "Batch": n}), n, "PENDING", ms);
+        let shown: Vec<Option<String>> = [
+            lock(0, 0),
+            lock(0, 100),
+            lock(1, 200),
+            lock(2, 300),
+            lock(2, 400),
+            status(json!({"Step": "Rollback", "Batch": 0}), 2, "ROLLED_BACK", 500),
+        ]
+        .iter()
+        .map(|s| changed_line(&mut last, s))
+        .collect();
+        let counts: Vec<Option<&str>> =
+            shown.iter().map(|l| l.as_deref().map(|l| l.split(']').nth(1).unwrap().trim())).collect();
+        assert_eq!(
+            counts,
+            [
+                Some("0/3 batches  250 actions  PENDING  0.0 s"),
+                None,
+                Some("1/3 batches  250 actions  PENDING  0.2 s"),
+                Some("2/3 batches  250 actions  PENDING  0.3 s"),
+                None,
+                Some("0/3 batches  250 actions  ROLLED_BACK  0.5 s"),
+            ]
+        );
+    }
 }

@@ -161,10 +161,20 @@ async fn sweep_finishes_an_abandoned_transaction() {
     seed(&env, &keys).await;
     let begun = dynamo_saga::phase::begin::begin(&env.store, &updates(&env, &keys)).await.unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
-    let out = cli(&env.tx_table, &["--json", "sweep", "--older-than", "1"], None).await;
+    // Without --older-than, SAGA_SWEEP_AFTER_SECONDS says when a transaction is abandoned, as for the sweeper function.
+    let vars = |after| [("SAGA_SWEEP_AFTER_SECONDS", Some(after)), ("SAGA_SWEEP_MAX", Some("10"))];
+    let out = cli_with(&env.tx_table, &["--json", "sweep"], None, &vars("3600")).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout_json(&out)["Finished"], json!([]), "not still for an hour yet");
+    let out = cli_with(&env.tx_table, &["sweep"], None, &[("SAGA_SWEEP_MAX", Some("ten"))]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("SAGA_SWEEP_MAX=\"ten\" is not a whole number"), "{}", stderr(&out));
+    let out = cli_with(&env.tx_table, &["--json", "sweep"], None, &vars("1")).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let report = stdout_json(&out);
     assert_eq!(report["Finished"][0]["TransactionId"], begun.transaction_id, "{report}");
+    let out = cli(&env.tx_table, &["--json", "sweep", "--older-than", "1"], None).await;
+    assert_eq!((out.status.code(), &stdout_json(&out)["Finished"]), (Some(0), &json!([])), "nothing left to finish");
     let out = cli(&env.tx_table, &["--json", "status", &begun.transaction_id], None).await;
     assert_eq!(stdout_json(&out)["State"], "ROLLED_BACK");
     env.assert_clean().await;

@@ -36,13 +36,13 @@ pub struct Status {
     /// Milliseconds the attempt under way has waited for other transactions' locks.
     pub waited_ms: u64,
     /// The attempts before this one: when each ran, how long it waited, which transaction rolled it back, and why.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attempts: Vec<Attempt>,
     pub actions: usize,
     /// Carried out in one `TransactWriteItems` call with its header, taking no locks (0 batches): a request small
     /// enough, with nothing beyond native. Its usage counts that call but not the capacity it consumed, which the
     /// caller's result and the metrics line carry.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub direct: bool,
     pub batches: usize,
     /// The protocol its batches run: 2 commits before it applies each item with its unlock; 1 (transactions begun

@@ -72,6 +72,28 @@ impl Sweeper {
         }
     }
 
+    /// A sweeper with the settings the sweeper function runs with: `SAGA_SWEEP_AFTER_SECONDS` (how long a transaction
+    /// must have been still to count as abandoned, default 120) and `SAGA_SWEEP_MAX` (transactions a run, default 100),
+    /// read through `var`; a value that is not a whole number is an error naming it.
+    pub fn from_vars(store: Store, var: impl Fn(&str) -> Option<String>) -> Result<Self, TxError> {
+        let mut sweeper = Self::new(store);
+        let num = |k: &str| match var(k).filter(|v| !v.trim().is_empty()) {
+            Some(v) => v
+                .trim()
+                .parse::<u64>()
+                .map(Some)
+                .map_err(|_| TxError::Internal(format!("{k}={v:?} is not a whole number"))),
+            None => Ok(None),
+        };
+        if let Some(s) = num(ENV_SWEEP_AFTER_SECONDS)? {
+            sweeper.stale_after = Duration::from_secs(s);
+        }
+        if let Some(n) = num(ENV_SWEEP_MAX)? {
+            sweeper.max_transactions = n as usize;
+        }
+        Ok(sweeper)
+    }
+
     pub async fn sweep(&self) -> Result<SweepReport, TxError> {
         let started = Instant::now();
         let mut report = SweepReport::default();

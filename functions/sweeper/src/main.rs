@@ -11,21 +11,12 @@ use lambda_runtime::{service_fn, Diagnostic, LambdaEvent};
 use saga_lambda::{Error, PhaseError};
 use serde_json::Value;
 
-fn env_u64(name: &str, default: u64) -> Result<u64, Error> {
-    match std::env::var(name) {
-        Ok(v) if !v.trim().is_empty() => {
-            v.trim().parse().map_err(|_| format!("{name}={v:?} is not a whole number").into())
-        }
-        _ => Ok(default),
-    }
-}
-
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     saga_lambda::init_logs();
-    let mut sweeper = Sweeper::new(saga_lambda::store_from_env().await?);
-    sweeper.stale_after = Duration::from_secs(env_u64("SAGA_SWEEP_AFTER_SECONDS", 120)?);
-    sweeper.max_transactions = env_u64("SAGA_SWEEP_MAX", 100)? as usize;
+    let store = saga_lambda::store_from_env().await?;
+    let mut sweeper =
+        Sweeper::from_vars(store, |k| std::env::var(k).ok()).map_err(|e| format!("configuration: {e}"))?;
     if let Ok(arn) = std::env::var("SAGA_STATE_MACHINE_ARN") {
         if !arn.is_empty() {
             let client = dynamo_saga::calls::state_machine_client().await;
