@@ -351,12 +351,14 @@ function synthetic(cfg) {
     }
   }
 
-  // The CLI through the state machine (a request of under 100 actions carried out in one call, a larger one staged).
+  // The CLI through the state machine (a request of under 100 actions carried out in one call, a larger one staged
+  // and begun, which samples whether the items it updates exist).
   const tx = cfg.tables.TransactionsTable.arn;
   const table = (t) => arnOf(cfg, 'dynamodb', `table/${t}`);
   const user = cfg.allowedTables.map((t) => t.replace('*', 'sample'));
   const cliCalls = [
     ['dynamodb:DescribeTable', user.map(table)],
+    ['dynamodb:BatchGetItem', user.map(table)],
     ['dynamodb:PutItem', [tx, ...user.map(table)]],
     ['dynamodb:UpdateItem', user.map(table)],
     ['dynamodb:DeleteItem', user.map(table)],
