@@ -71,7 +71,7 @@ pub async fn get_item(store: &Store, table: &str, key: Item, isolation: Isolatio
         }
         item => item?,
     };
-    resolve(store, &m, table, key, item, isolation).await
+    resolve(store, &m, &Holders::default(), table, key, item, isolation).await
 }
 
 /// `BatchGetItem` at `isolation`: the items that exist (as `isolation` sees them), in any order.
@@ -88,9 +88,10 @@ pub async fn batch_get_item(
     let m = Meter::default();
     let schema = store.schema(&m, table).await?;
     let mut out = Vec::new();
+    let holders = Holders::default();
     for item in store.batch_get(&m, table, keys).await? {
         let key = key_of(&item, &schema.key_names);
-        if let Some(i) = resolve(store, &m, table, key, Some(item), isolation).await? {
+        if let Some(i) = resolve(store, &m, &holders, table, key, Some(item), isolation).await? {
             out.push(i);
         }
     }
@@ -112,9 +113,10 @@ pub async fn resolve_all(
         return Ok(read_locked(store, keys).await?.into_iter().flatten().collect());
     }
     let mut out = Vec::with_capacity(items.len());
+    let holders = Holders::default();
     for item in items {
         let key = key_of(&item, &schema.key_names);
-        if let Some(i) = resolve(store, &m, table, key, Some(item), isolation).await? {
+        if let Some(i) = resolve(store, &m, &holders, table, key, Some(item), isolation).await? {
             out.push(i);
         }
     }
@@ -164,7 +166,7 @@ pub async fn lock_for_read(
         let m = &m;
         async move {
             let item = store.get(m, &table, key.clone()).await?;
-            resolve(store, m, &table, key, item, Isolation::Uncommitted).await
+            resolve(store, m, &Holders::default(), &table, key, item, Isolation::Uncommitted).await
         }
     });
     let items = futures::future::try_join_all(reads).await;
@@ -271,10 +273,35 @@ fn key_of(item: &Item, key_names: &[String]) -> Item {
     key_names.iter().filter_map(|k| item.get(k).map(|v| (k.clone(), v.clone()))).collect()
 }
 
+/// The headers of the transactions holding the items one read resolves, each read once: items a transaction holds are
+/// all seen at the state one read of its header found, and cost one `GetItem` between them. `None`: no such
+/// transaction (its records expired).
+type Holders = std::sync::Mutex<std::collections::HashMap<String, Option<records::Header>>>;
+
+/// The header of `holder`, from `holders` when this read has read it already.
+async fn holder_header(
+    store: &Store,
+    m: &Meter,
+    holders: &Holders,
+    holder: &str,
+) -> Result<Option<records::Header>, TxError> {
+    if let Some(h) = holders.lock().expect("holders lock").get(holder) {
+        return Ok(h.clone());
+    }
+    let h = match records::read_header(store, m, holder).await {
+        Ok(h) => Some(h),
+        Err(TxError::NotFound(_)) => None,
+        Err(e) => return Err(e),
+    };
+    holders.lock().expect("holders lock").insert(holder.to_string(), h.clone());
+    Ok(h)
+}
+
 /// What `isolation` makes of `item` (as read) at `key`. A tombstone reads as absent.
 async fn resolve(
     store: &Store,
     m: &Meter,
+    holders: &Holders,
     table: &str,
     key: Item,
     item: Option<Item>,
@@ -293,12 +320,10 @@ async fn resolve(
     if isolation == Isolation::Uncommitted {
         return Ok(as_is);
     }
-    let header = match records::read_header(store, m, holder).await {
+    let header = match holder_header(store, m, holders, holder).await? {
         // A lock an earlier attempt left behind: that attempt applied nothing to the item.
-        Ok(h) if h.attempt != attempt => return Ok(as_is),
-        Ok(h) => Some(h),
-        Err(TxError::NotFound(_)) => None,
-        Err(e) => return Err(e),
+        Some(h) if h.attempt != attempt => return Ok(as_is),
+        header => header,
     };
     if let Some(h) = header.as_ref().filter(|h| h.commits_first()) {
         // Protocol 2 writes nothing to an item but its lock before the commit, and unlocks it as it applies it: a
@@ -320,7 +345,8 @@ async fn resolve(
                     }
                     // Applied, by this read or by apply: the item as it is now, which another transaction may hold.
                     let now = store.get(m, table, key.clone()).await?;
-                    Box::pin(resolve(store, m, table, key, now, isolation)).await
+                    holders.lock().expect("holders lock").remove(&h.id);
+                    Box::pin(resolve(store, m, holders, table, key, now, isolation)).await
                 }
             },
             // A lock on an item of a batch already applied was taken again by a lock run that woke after the commit:
