@@ -793,23 +793,22 @@ async fn the_api_runs_what_it_is_sent_intact_and_refuses_bad_bodies() {
     assert_eq!(executions().await, before + 1, "one execution for one transaction");
 
     // A staged transaction with the same awkward values, run by POST /transactions {"TransactionId"}.
-    let (code, created) = call(
-        "POST",
-        "/transactions/staged",
-        Value::Null,
-        json!({"ClientRequestToken": "api-staged-'\"\\-1"}).to_string(),
-    )
-    .await;
-    assert_eq!(code, 201, "{created}");
-    let staged = created["TransactionId"].as_str().unwrap().to_string();
     let chunk = json!({"TransactItems": [{"Put": {"TableName": env.a, "Item": item("staged", awkward)}},
         {"Put": {"TableName": env.a, "Item": item("staged-big", &big)}}]});
-    let (code, appended) =
-        call("PUT", "/transactions/staged/{id}/chunks/{chunk}", json!({"id": staged, "chunk": "0"}), chunk.to_string())
-            .await;
-    assert_eq!((code, appended["Actions"].as_u64()), (200, Some(2)), "{appended}");
-    let (code, sealed) = call("POST", "/transactions/staged/{id}/seal", json!({"id": staged}), String::new()).await;
-    assert_eq!(code, 200, "{sealed}");
+    // Creates a staged transaction under the token, appends the chunk and seals it: its id and the seal's answer.
+    let stage = || async {
+        let token = json!({"ClientRequestToken": "api-staged-'\"\\-1"}).to_string();
+        let (code, created) = call("POST", "/transactions/staged", Value::Null, token).await;
+        assert_eq!(code, 201, "{created}");
+        let id = created["TransactionId"].as_str().unwrap().to_string();
+        let path = json!({"id": id, "chunk": "0"});
+        let (code, appended) = call("PUT", "/transactions/staged/{id}/chunks/{chunk}", path, chunk.to_string()).await;
+        assert_eq!((code, appended["Actions"].as_u64()), (200, Some(2)), "{appended}");
+        let (code, sealed) = call("POST", "/transactions/staged/{id}/seal", json!({"id": id}), String::new()).await;
+        assert_eq!(code, 200, "{sealed}");
+        (id, sealed)
+    };
+    let (staged, sealed) = stage().await;
     let (code, run) = call("POST", "/transactions", Value::Null, sealed["ExecutionInput"].to_string()).await;
     assert_eq!((code, run["TransactionId"].as_str()), (200, Some(staged.as_str())), "{run}");
     let (status, _, error) = finished(run["ExecutionArn"].as_str().unwrap().to_string()).await;
@@ -818,21 +817,9 @@ async fn the_api_runs_what_it_is_sent_intact_and_refuses_bad_bodies() {
     assert_eq!(env.get(&env.a, json!({"pk": sv("staged-big")})).await, Some(item("staged-big", &big)));
     // Staged again under the same token (a client starting over): the seal answers the first transaction, and its
     // execution input names that one, whose execution is already there.
-    let (code, created) = call(
-        "POST",
-        "/transactions/staged",
-        Value::Null,
-        json!({"ClientRequestToken": "api-staged-'\"\\-1"}).to_string(),
-    )
-    .await;
-    let again = created["TransactionId"].as_str().unwrap().to_string();
-    assert!(code == 201 && again != staged, "{created}");
-    let (code, appended) =
-        call("PUT", "/transactions/staged/{id}/chunks/{chunk}", json!({"id": again, "chunk": "0"}), chunk.to_string())
-            .await;
-    assert_eq!(code, 200, "{appended}");
-    let (code, resealed) = call("POST", "/transactions/staged/{id}/seal", json!({"id": again}), String::new()).await;
-    assert_eq!((code, &resealed["TransactionId"]), (200, &json!(staged)), "{resealed}");
+    let (again, resealed) = stage().await;
+    assert_ne!(again, staged, "a new staged id");
+    assert_eq!(resealed["TransactionId"], json!(staged), "{resealed}");
     assert_eq!(resealed["ExecutionInput"], json!({"TransactionId": staged}), "{resealed}");
     let (code, rerun) = call("POST", "/transactions", Value::Null, resealed["ExecutionInput"].to_string()).await;
     assert_eq!((code, &rerun["ExecutionArn"]), (200, &run["ExecutionArn"]), "{rerun}");
