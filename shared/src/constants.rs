@@ -214,8 +214,10 @@ pub const MAX_DEADLINE_SECONDS: u64 = 7 * 24 * 3600;
 /// cancelled as a wait past `LockWaitSeconds` is.
 pub const ENV_EXECUTION_WAITS: &str = "SAGA_EXECUTION_WAITS";
 /// How long a transaction must have been still for the sweeper to count it abandoned, in seconds.
+#[cfg(feature = "internals")]
 pub const ENV_SWEEP_AFTER_SECONDS: &str = "SAGA_SWEEP_AFTER_SECONDS";
 /// The most transactions one sweeper run finishes.
+#[cfg(feature = "internals")]
 pub const ENV_SWEEP_MAX: &str = "SAGA_SWEEP_MAX";
 /// A Standard execution holds 25,000 history events and each lock wait adds 9 (Wait 2, Relock 5, Route 2): 2,000
 /// waits are 18,000 events, which leaves about 7,000 for the transaction's own calls (the largest, 100,000 actions,
