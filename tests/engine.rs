@@ -3,7 +3,7 @@
 use dynamo_saga::phase::begin;
 use dynamo_saga::store::Meter;
 use dynamo_saga::{Coordinator, TxError};
-use harness::workload::{assert_mixed_committed, kind, mixed, seed_mixed};
+use harness::workload::{assert_mixed_committed, counters, kind, mixed, seed_mixed};
 use harness::{nv, sv, Env};
 use serde_json::json;
 
@@ -505,26 +505,6 @@ async fn a_transaction_of_the_first_protocol_finishes_the_first_way() {
     env.assert_clean().await;
 }
 
-/// `n` counters at 0 in table `a`, and an `ADD n :one` of each (under `condition`): their keys and the actions.
-async fn counters(env: &Env, n: usize, condition: Option<&str>) -> (Vec<String>, Vec<serde_json::Value>) {
-    let keys: Vec<String> = (0..n).map(|i| format!("c{i:03}")).collect();
-    for k in &keys {
-        env.put(&env.a, json!({"pk": sv(k), "n": nv(0)})).await;
-    }
-    let items = keys
-        .iter()
-        .map(|k| {
-            let mut update = json!({"TableName": env.a, "Key": {"pk": sv(k)}, "UpdateExpression": "ADD n :one",
-                                    "ExpressionAttributeValues": {":one": nv(1)}});
-            if let Some(c) = condition {
-                update["ConditionExpression"] = json!(c);
-            }
-            json!({ "Update": update })
-        })
-        .collect();
-    (keys, items)
-}
-
 /// A phase call of a Lambda function may run in a new process, whose store has described no table yet: the first
 /// writes of its lock run, sent side by side, wait for one `DescribeTable` of their table instead of each sending
 /// its own. So a lock of 250 updates on a new store sends its writes and a handful of reads, and so does the apply.
@@ -533,7 +513,7 @@ async fn a_new_process_describes_each_table_once() {
     use dynamo_saga::phase::{apply, commit, lock, save};
     use dynamo_saga::Store;
     let env = Env::new("describe").await;
-    let (_, items) = counters(&env, 250, None).await;
+    let (_, items) = counters(&env, "d", 250, None).await;
     // Begun as the state machine's Begin begins it: the execution, not this process, drives the transaction.
     let execution = Some("arn:aws:states:us-east-1:000000000000:execution:dynamo-saga:describe");
     let body = json!({ "TransactItems": items });
@@ -569,7 +549,7 @@ async fn a_new_process_describes_each_table_once() {
 /// Rolls back `n` updates of one action a batch, the first refused, and returns the header.
 async fn refused_first(name: &str, n: usize) -> dynamo_saga::records::Header {
     let env = Env::with(name, |c| dynamo_saga::Config { batch_size: 2, direct: false, ..c }).await;
-    let (keys, items) = counters(&env, n, Some("n < :one")).await;
+    let (keys, items) = counters(&env, "s", n, Some("n < :one")).await;
     env.put(&env.a, json!({"pk": sv(&keys[0]), "n": nv(5)})).await;
     let before = env.snapshot().await;
     let c = harness::canceled(Coordinator::new(env.store.clone()).run(&json!({ "TransactItems": items })).await);

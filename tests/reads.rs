@@ -373,33 +373,21 @@ async fn a_read_lock_read_waits_for_a_pending_transaction_and_returns_what_it_co
 #[tokio::test]
 async fn a_batch_read_reads_the_header_of_a_holder_once() {
     let env = Env::with("readsholder", protocol).await;
-    let keys: Vec<String> = (0..40).map(|i| format!("h{i:02}")).collect();
-    for k in &keys {
-        env.put(&env.a, json!({"pk": sv(k), "v": nv(1)})).await;
-    }
-    let items: Vec<Value> = keys
-        .iter()
-        .map(|k| {
-            json!({"Update": {"TableName": env.a, "Key": {"pk": sv(k)}, "UpdateExpression": "SET v = :v",
-                                   "ExpressionAttributeValues": {":v": nv(2)}}})
-        })
-        .collect();
+    let (keys, items) = harness::workload::counters(&env, "h", 40, None).await;
     let id =
         dynamo_saga::phase::begin::begin(&env.store, &json!({ "TransactItems": items })).await.unwrap().transaction_id;
     dynamo_saga::phase::lock::lock(&env.store, &id, 0).await.unwrap();
-    for k in ["h00", "h39"] {
+    for k in [&keys[0], &keys[39]] {
         let raw = env.get(&env.a, json!({"pk": sv(k)})).await.unwrap();
         assert!(raw.get(ATTR_LOCK).is_some(), "{k} locked: {raw}");
     }
 
     let tracer = harness::trips::Tracer::default();
-    let client =
-        aws_sdk_dynamodb::Client::from_conf(env.client.config().to_builder().interceptor(tracer.clone()).build());
-    let store = dynamo_saga::Store::new(client, (*env.store.cfg).clone());
+    let store = harness::trips::traced_store(&env, &tracer, env.store.cfg.concurrency);
     let keys: Vec<_> = keys.iter().map(|k| item_from_json(&json!({"pk": sv(k)})).unwrap()).collect();
     let seen = read::batch_get_item(&store, &env.a, keys, Isolation::Committed).await.unwrap();
-    let values: Vec<Value> = seen.iter().map(|i| item_to_json(i)["v"].clone()).collect();
-    assert_eq!(values, vec![nv(1); 40], "every item as it was before the pending transaction");
+    let values: Vec<Value> = seen.iter().map(|i| item_to_json(i)["n"].clone()).collect();
+    assert_eq!(values, vec![nv(0); 40], "every item as it was before the pending transaction");
     let gets = tracer.traced().iter().filter(|t| t.operation == "GetItem").count();
     assert_eq!(gets, 1, "one read of the holder's header");
 }

@@ -8,20 +8,12 @@ use std::time::Instant;
 
 use dynamo_saga::{Coordinator, Store, TxState};
 use harness::proxy::Proxy;
-use harness::{nv, sv, Env};
+use harness::{nv, Env};
 use serde_json::{json, Value};
 
 async fn run(env: &Env, proxy: &Proxy, tag: &str, n: usize) -> (u64, u64) {
-    let keys: Vec<String> = (0..n).map(|i| format!("{tag}{i:05}")).collect();
-    harness::put_all(&env.client, &env.a, keys.iter().map(|k| json!({"pk": sv(k), "n": nv(0)}))).await;
+    let (keys, items) = harness::workload::counters(env, tag, n, None).await;
     let store = Store::from_conf(harness::conf_for(&proxy.url), (*env.store.cfg).clone());
-    let items: Vec<Value> = keys
-        .iter()
-        .map(|k| {
-            json!({"Update": {"TableName": env.a, "Key": {"pk": sv(k)}, "UpdateExpression": "ADD n :one",
-                "ExpressionAttributeValues": {":one": nv(1)}}})
-        })
-        .collect();
     let started = Instant::now();
     let done = Coordinator::new(store.clone()).run(&json!({"TransactItems": items})).await.expect("commits");
     let ms = started.elapsed().as_millis() as u64;

@@ -115,13 +115,7 @@ impl Config {
     /// [`Config::from_env`] with `lookup` standing in for the environment.
     pub fn from_vars(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, TxError> {
         let var = |k: &str| lookup(k).filter(|v| !v.trim().is_empty());
-        let num = |k: &str| -> Result<Option<u64>, TxError> {
-            var(k)
-                .map(|v| {
-                    v.trim().parse::<u64>().map_err(|_| TxError::Internal(format!("{k}={v:?} is not a whole number")))
-                })
-                .transpose()
-        };
+        let num = |k: &str| whole_number(&lookup, k);
         let table = var(ENV_TX_TABLE).ok_or_else(|| TxError::Internal(format!("{ENV_TX_TABLE} is not set")))?;
         let mut c = Config::new(table);
         if let Some(list) = var(ENV_ALLOWED_TABLES) {
@@ -214,6 +208,14 @@ impl Config {
         };
         table != self.tx_table && self.allowed_tables.as_ref().is_none_or(|s| s.iter().any(listed))
     }
+}
+
+/// The setting `k` as a whole number, `None` when unset or blank; an error naming it when it is something else.
+pub(crate) fn whole_number(lookup: impl Fn(&str) -> Option<String>, k: &str) -> Result<Option<u64>, TxError> {
+    lookup(k)
+        .filter(|v| !v.trim().is_empty())
+        .map(|v| v.trim().parse::<u64>().map_err(|_| TxError::Internal(format!("{k}={v:?} is not a whole number"))))
+        .transpose()
 }
 
 #[cfg(test)]

@@ -77,14 +77,7 @@ impl Sweeper {
     /// read through `var`; a value that is not a whole number is an error naming it.
     pub fn from_vars(store: Store, var: impl Fn(&str) -> Option<String>) -> Result<Self, TxError> {
         let mut sweeper = Self::new(store);
-        let num = |k: &str| match var(k).filter(|v| !v.trim().is_empty()) {
-            Some(v) => v
-                .trim()
-                .parse::<u64>()
-                .map(Some)
-                .map_err(|_| TxError::Internal(format!("{k}={v:?} is not a whole number"))),
-            None => Ok(None),
-        };
+        let num = |k: &str| crate::config::whole_number(&var, k);
         if let Some(s) = num(ENV_SWEEP_AFTER_SECONDS)? {
             sweeper.stale_after = Duration::from_secs(s);
         }

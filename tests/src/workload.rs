@@ -191,3 +191,22 @@ pub async fn refused_at_lock(env: &Env, tag: &str) -> Value {
     env.put(&table, json!({"pk": key["pk"], "v": nv(1)})).await;
     json!({"Update": {"TableName": table, "Key": key, "UpdateExpression": "SET g = :g", "ExpressionAttributeValues": {":g": sv("text")}}})
 }
+
+/// `n` counters `{tag}{i:05}` at 0 in table `a`, and an `ADD n :one` of each (under `condition`, when given): their
+/// keys and the actions.
+pub async fn counters(env: &Env, tag: &str, n: usize, condition: Option<&str>) -> (Vec<String>, Vec<Value>) {
+    let keys: Vec<String> = (0..n).map(|i| format!("{tag}{i:05}")).collect();
+    crate::put_all(&env.client, &env.a, keys.iter().map(|k| json!({"pk": sv(k), "n": nv(0)}))).await;
+    let items = keys
+        .iter()
+        .map(|k| {
+            let mut update = json!({"TableName": env.a, "Key": {"pk": sv(k)}, "UpdateExpression": "ADD n :one",
+                                    "ExpressionAttributeValues": {":one": nv(1)}});
+            if let Some(c) = condition {
+                update["ConditionExpression"] = json!(c);
+            }
+            json!({ "Update": update })
+        })
+        .collect();
+    (keys, items)
+}

@@ -20,7 +20,7 @@
 //! committed per second and the time each took to end.
 
 use harness::cpu::{CpuMeter, CpuPerAction, WriteCpu};
-use harness::trips::{modelled_ms, Model, Tracer};
+use harness::trips::{modelled_ms, traced_store, Model, Tracer};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -524,12 +524,6 @@ async fn measure(env: &Env, a: &Args, kind: Kind, n: usize, method: Method) -> R
 }
 
 /// A store like `env`'s whose client notes every request in `tracer`, with `in_flight` requests at most in flight.
-fn traced_store(env: &Env, tracer: &Tracer, in_flight: usize) -> Store {
-    let client =
-        aws_sdk_dynamodb::Client::from_conf(env.client.config().to_builder().interceptor(tracer.clone()).build());
-    Store::new(client, dynamo_saga::Config { concurrency: in_flight, ..(*env.store.cfg).clone() })
-}
-
 /// Updates of `n` items through the state machine on the local stack.
 async fn machine(n: usize, bytes: usize) -> MachineRow {
     let env = Env::on_stack(&format!("bsm{n}")).await;
