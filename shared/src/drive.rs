@@ -300,7 +300,6 @@ impl Driver {
     ) -> Result<Resolution, TxError> {
         let s = &self.store;
         let m = Meter::default();
-        let now = crate::value::now_ms();
         let (holder_id, holder_attempt) = records::parse_owner(&c.holder);
         if holder_id == me.id {
             // A lock an earlier attempt of ours left behind.
@@ -318,6 +317,9 @@ impl Driver {
             }
             _ => None,
         };
+        // Read after the holder's version: a version first seen now was written before this moment, so a lease counted
+        // from it never ends before a whole lease after the holder's last beat.
+        let now = crate::value::now_ms();
         match holder {
             // A lock left by a transaction that has ended (or whose records have expired), or by an attempt that was
             // followed by another: nobody will release it.
