@@ -496,7 +496,9 @@ impl Driver {
         let m = Meter::default();
         warn!(tx_id = %me.id, holder = %c.holder, item = %c.item, "clearing a lock left by an ended attempt");
         match (&c.key, c.action, &me.parent) {
-            (Some((table, key)), _, _) => phase::release_key(s, &m, &c.holder, table, key, Release::Keep, None).await.map(|_| ()),
+            (Some((table, key)), _, _) => {
+                phase::release_key(s, &m, &c.holder, table, key, Release::Keep, None).await.map(|_| ())
+            }
             (None, Some(_), _) => Ok(()),
             (None, None, Some(p)) => phase::parent::unlock_parent(s, &m, p, &c.holder).await,
             (None, None, None) => Ok(()),

@@ -138,24 +138,94 @@ pub mod sdk;
 pub mod start;
 pub mod status;
 
-/// The protocol's own modules: public with the `internals` feature, for dynamo-saga's own Lambda functions, CLI, tests
-/// and benchmarks, and private to the crate otherwise. They carry no stability promise.
-macro_rules! internal_modules {
-    ($($name:ident),* $(,)?) => {
-        $(
-            #[cfg(feature = "internals")]
-            #[doc(hidden)]
-            pub mod $name;
-            #[cfg(not(feature = "internals"))]
-            mod $name;
-        )*
-    };
-}
-
-internal_modules!(
-    billing, calls, constants, drive, eval, expr, items, judge, metrics, pace, phase, plan, records, request, store,
-    stored, value
-);
+// The protocol's own modules: public with the `internals` feature, for dynamo-saga's own Lambda functions, CLI, tests
+// and benchmarks, and private to the crate otherwise. They carry no stability promise. Each is declared with a plain
+// `mod` line (twice, once per feature setting) so that rustfmt, which does not look inside macros, formats it.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod billing;
+#[cfg(not(feature = "internals"))]
+mod billing;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod calls;
+#[cfg(not(feature = "internals"))]
+mod calls;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod constants;
+#[cfg(not(feature = "internals"))]
+mod constants;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod drive;
+#[cfg(not(feature = "internals"))]
+mod drive;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod eval;
+#[cfg(not(feature = "internals"))]
+mod eval;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod expr;
+#[cfg(not(feature = "internals"))]
+mod expr;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod items;
+#[cfg(not(feature = "internals"))]
+mod items;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod judge;
+#[cfg(not(feature = "internals"))]
+mod judge;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod metrics;
+#[cfg(not(feature = "internals"))]
+mod metrics;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod pace;
+#[cfg(not(feature = "internals"))]
+mod pace;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod phase;
+#[cfg(not(feature = "internals"))]
+mod phase;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod plan;
+#[cfg(not(feature = "internals"))]
+mod plan;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod records;
+#[cfg(not(feature = "internals"))]
+mod records;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod request;
+#[cfg(not(feature = "internals"))]
+mod request;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod store;
+#[cfg(not(feature = "internals"))]
+mod store;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod stored;
+#[cfg(not(feature = "internals"))]
+mod stored;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod value;
+#[cfg(not(feature = "internals"))]
+mod value;
 
 /// The Lambda functions' and the CLI's drivers (the state machine's Task contract, the staging API, the sweeper): only
 /// with the `internals` feature, since nothing else in the library uses them.

@@ -173,7 +173,8 @@ mod tests {
 
     #[test]
     fn dynamodbs_throttling_errors_are_recognised() {
-        let pte = br#"{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"x"}"#;
+        let pte =
+            br#"{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"x"}"#;
         assert!(is_throttling(pte));
         assert!(is_throttling(br#"{"__type":"com.amazon.coral.availability#ThrottlingException"}"#));
         assert!(!is_throttling(br#"{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException"}"#));

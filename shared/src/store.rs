@@ -23,8 +23,8 @@ use crate::billing::{self, Bill};
 use crate::config::Config;
 use crate::error::TxError;
 use crate::eval::IndexKey;
-use crate::request::TableSchema;
 use crate::pace::{Pace, Watch};
+use crate::request::TableSchema;
 use crate::value::{item_size, Item};
 
 /// DynamoDB calls and capacity one phase run used.
@@ -182,11 +182,8 @@ macro_rules! single_write {
             let req = $req
                 .return_consumed_capacity(ReturnConsumedCapacity::Total)
                 .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
-            let r = if $once {
-                req.customize().config_override(Store::sent_once()).send().await
-            } else {
-                req.send().await
-            };
+            let r =
+                if $once { req.customize().config_override(Store::sent_once()).send().await } else { req.send().await };
             match r {
                 Ok(o) => Sent::Done(o.attributes, o.consumed_capacity.into_iter().collect()),
                 Err(SdkError::ServiceError(se)) if se.err().is_conditional_check_failed_exception() => {

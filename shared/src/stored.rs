@@ -135,9 +135,7 @@ pub async fn read_batch(
     let mut bytes = Vec::new();
     for p in pages.clone() {
         bytes.extend(
-            got.remove(&p)
-                .ok_or_else(|| TxError::Internal(format!("request page {p} of {tx_id} is missing")))?
-                .iter(),
+            got.remove(&p).ok_or_else(|| TxError::Internal(format!("request page {p} of {tx_id} is missing")))?.iter(),
         );
     }
     let actions = plan::decode_batch(plan, b, part, pages.start, &bytes).map_err(TxError::Internal)?;

@@ -228,12 +228,15 @@ pub(crate) async fn apply_item(
     let old = match sent {
         Ok(Written::Done(_)) => return Ok(None),
         Ok(Written::ConditionFailed(old)) => old,
-        Err(TxError::DynamoDb { message, .. }) if message.starts_with("ValidationException") => return Ok(Some(message)),
+        Err(TxError::DynamoDb { message, .. }) if message.starts_with("ValidationException") => {
+            return Ok(Some(message))
+        }
         Err(e) => return Err(e),
     };
     // The lock was gone (applied by an earlier run), or a lock write that landed late holds the item.
     if let (Some(expected), Some(old)) = (id, old) {
-        if let Some(late) = LockId::of(&old).filter(|late| lock_holder(&old) == Some(owner.as_str()) && *late != expected)
+        if let Some(late) =
+            LockId::of(&old).filter(|late| lock_holder(&old) == Some(owner.as_str()) && *late != expected)
         {
             tracing::warn!(tx_id = %h.id, action = a.index, lock_id = %late, "a lock write landed after its item was applied: removing it");
             release_key(store, m, &owner, &a.table, &a.key, Release::Keep, Some(late)).await?;

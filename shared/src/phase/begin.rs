@@ -238,10 +238,8 @@ async fn absent_tables(store: &Store, m: &Meter, actions: &[crate::request::Acti
         let step = keys.len().div_ceil(EXISTENCE_SAMPLE).max(1);
         let sample: Vec<Item> = keys.iter().step_by(step).map(|k| (*k).clone()).collect();
         let found = store.batch_get_eventually(m, table, sample.clone()).await?;
-        let present = found
-            .iter()
-            .filter(|i| !crate::items::flag(i, ATTR_TRANSIENT) && !crate::request::is_tombstone(i))
-            .count();
+        let present =
+            found.iter().filter(|i| !crate::items::flag(i, ATTR_TRANSIENT) && !crate::request::is_tombstone(i)).count();
         Ok::<_, TxError>((present * 2 < sample.len()).then(|| table.to_string()))
     });
     let found = futures::future::try_join_all(reads).await?;

@@ -192,7 +192,9 @@ pub(crate) async fn lock_from(store: &Store, m: Meter, h: Header, batch: usize) 
             if let Pass::Id(..) = pass {
                 concurrently(taken, store.cfg.concurrency, |t| {
                     let (m, owner) = (&m, &owner);
-                    async move { release_key(store, m, owner, &t.table, &t.key, Release::Keep, Some(t.id)).await.map(|_| ()) }
+                    async move {
+                        release_key(store, m, owner, &t.table, &t.key, Release::Keep, Some(t.id)).await.map(|_| ())
+                    }
                 })
                 .await?;
             }
@@ -373,9 +375,8 @@ async fn lock_run(
     }
     if !judge.is_empty() && met.failed.is_empty() && met.refused.is_empty() && !met.superseded {
         let owner = h.owner();
-        let id_of = |batch: usize, index: usize| {
-            met.taken.iter().find(|t| t.batch == batch && t.index == index).map(|t| t.id)
-        };
+        let id_of =
+            |batch: usize, index: usize| met.taken.iter().find(|t| t.batch == batch && t.index == index).map(|t| t.id);
         let writes = judge
             .iter()
             .map(|(b, a)| Ok((a.index, super::apply::judged_write(a, &owner, id_of(*b, a.index))?)))
@@ -456,7 +457,9 @@ async fn lock_item(
             Locked::Now(before) => {
                 // A lock taken over stood for the item as it was, unless it created the item.
                 let before = match before {
-                    Some(b) if lock_holder(&b) == Some(owner.as_str()) && crate::items::flag(&b, ATTR_TRANSIENT) => None,
+                    Some(b) if lock_holder(&b) == Some(owner.as_str()) && crate::items::flag(&b, ATTR_TRANSIENT) => {
+                        None
+                    }
                     other => other,
                 };
                 let before = before.filter(|b| !is_tombstone(b)).map(crate::items::strip_reserved);

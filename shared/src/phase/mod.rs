@@ -247,7 +247,8 @@ where
             done
         })
     });
-    let mut done: Vec<(usize, Result<R, TxError>)> = futures::future::join_all(lanes).await.into_iter().flatten().collect();
+    let mut done: Vec<(usize, Result<R, TxError>)> =
+        futures::future::join_all(lanes).await.into_iter().flatten().collect();
     done.sort_by_key(|(i, _)| *i);
     done.into_iter().map(|(_, r)| r).collect()
 }
@@ -342,7 +343,9 @@ fn held_condition(id: Option<LockId>) -> String {
 fn held_values<B: HeldValues>(req: B, owner: &str, id: Option<LockId>) -> B {
     let req = req.held_name(ph::LOCK, ATTR_LOCK).held_value(ph::TX, s(owner));
     match id {
-        Some(id) => req.held_name(ph::LOCKED_AT, ATTR_LOCKED_AT).held_value(ph::LOCK_ID, AttributeValue::N(id.number())),
+        Some(id) => {
+            req.held_name(ph::LOCKED_AT, ATTR_LOCKED_AT).held_value(ph::LOCK_ID, AttributeValue::N(id.number()))
+        }
         None => req,
     }
 }
