@@ -16,7 +16,9 @@
 // POST /__proxy/hold {"match": ["text", ...], "count": 1} holds the next `count` writes whose body contains every
 // text. Each is answered at once with DynamoDB's InternalServerError (HTTP 500), which says nothing of whether the
 // write was carried out, and kept; POST /__proxy/release sends every held write on to DynamoDB and answers
-// {"released", "statuses", "answers"} once DynamoDB has answered them.
+// {"released", "statuses", "answers"} once DynamoDB has answered them. With "silent": true a held write gets no
+// answer at all (its sender's timeout ends the wait, as for a request lost in a network or a driver frozen); the
+// connection is closed when the write is released.
 import { request as httpRequest, createServer } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -69,13 +71,14 @@ export async function startProxy({ target, port = 0, delayMs = 0, throttle = 0, 
     };
     if (req.method === 'GET' && req.url === '/__proxy/stats') return reply(200, stats);
     if (req.method === 'POST' && req.url === '/__proxy/hold') {
-      const { match, count = 1 } = JSON.parse(body.toString() || '{}');
+      const { match, count = 1, silent = false } = JSON.parse(body.toString() || '{}');
       if (!Array.isArray(match) || match.some((m) => typeof m !== 'string')) return reply(400, { error: 'match must be a list of strings' });
-      holds.push({ match, count });
+      holds.push({ match, count, silent: silent === true });
       return reply(200, { armed: holds.length });
     }
     if (req.method === 'POST' && req.url === '/__proxy/release') {
       const writes = held.splice(0);
+      for (const w of writes) w.res?.destroy();
       Promise.all(
         writes.map(
           (w) =>
@@ -113,7 +116,8 @@ export async function startProxy({ target, port = 0, delayMs = 0, throttle = 0, 
         hold.count -= 1;
         if (hold.count === 0) holds.splice(holds.indexOf(hold), 1);
         stats.held += 1;
-        held.push({ req: { method: req.method, url: req.url, headers: req.headers }, body });
+        held.push({ req: { method: req.method, url: req.url, headers: req.headers }, body, res: hold.silent ? res : null });
+        if (hold.silent) return undefined;
         res.writeHead(500, { 'content-type': 'application/x-amz-json-1.0', 'x-amzn-requestid': `proxy-${stats.requests}`, 'content-length': Buffer.byteLength(INTERNAL_ERROR) });
         return res.end(INTERNAL_ERROR);
       }

@@ -98,6 +98,16 @@ enum Command {
         #[arg(long, value_name = "ARN")]
         state_machine: Option<String>,
     },
+    /// Find what transactions that have ended left on tables (locks, items created only to hold one), by reading every
+    /// item of each table; with --clear, remove each with a conditional write on that very lock.
+    Audit {
+        /// The tables to read, whole (each costs a scan of the table: half a read unit per 4 KB).
+        #[arg(required = true, value_name = "TABLE")]
+        tables: Vec<String>,
+        /// Remove what was found (a lock of a transaction still running is never touched).
+        #[arg(long)]
+        clear: bool,
+    },
     /// Print a completion script for a shell.
     Completions {
         /// bash, elvish, fish, powershell or zsh.
@@ -518,19 +528,70 @@ async fn sweep(
         print_json(&v);
     } else {
         println!(
-            "examined {}, left running {}, finished {}, recovery executions {}, failed {}{}",
+            "examined {}, left running {}, finished {}, recovery executions {}, visited again {}, failed {}{}",
             report.examined,
             report.running.len(),
             report.finished.len(),
             report.recovery_executions.len(),
+            report.revisited.len(),
             report.failed.len(),
             if report.more { " (more left: run again)" } else { "" }
         );
+        for r in &report.revisited {
+            println!("  visited again: {} ({})", r.transaction_id, r.outcome);
+        }
         for f in &report.failed {
             println!("  failed: {f:?}");
         }
     }
     Ok(if report.failed.is_empty() { 0 } else { 4 })
+}
+
+/// Exit 0 when nothing was found (or everything found was cleared), 1 when traces are left.
+async fn audit(a: &Args, tables: &[String], clear: bool) -> Result<i32, Failure> {
+    let store = store(a).await?;
+    let mut left = 0;
+    let mut reports = Vec::new();
+    for table in tables {
+        let shown = !a.json && std::io::stderr().is_terminal();
+        let report = dynamo_saga::audit::audit_table(&store, table, clear, |p| {
+            if shown {
+                eprint!("\r{}: {} items read", p.table_name, p.scanned);
+            }
+        })
+        .await?;
+        if shown {
+            eprintln!();
+        }
+        left += report.traces.iter().filter(|t| !t.cleared).count();
+        if !a.json {
+            println!(
+                "{}: {} items read ({:.1} read units), {} locked by transactions under way, {} left by ended ones{}",
+                report.table_name,
+                report.scanned,
+                report.read_units,
+                report.in_progress,
+                report.traces.len(),
+                if clear { format!(", {} cleared", report.traces.iter().filter(|t| t.cleared).count()) } else { String::new() }
+            );
+            for t in &report.traces {
+                println!(
+                    "  {} of {} ({}){}: {}{}",
+                    t.key,
+                    t.transaction_id,
+                    t.transaction_state,
+                    if t.transient { ", an item created only to hold the lock" } else { "" },
+                    t.attributes.join(", "),
+                    if t.cleared { "  [cleared]" } else { "" }
+                );
+            }
+        }
+        reports.push(report);
+    }
+    if a.json {
+        print_json(&serde_json::to_value(&reports).expect("reports"));
+    }
+    Ok(if left == 0 { 0 } else { 1 })
 }
 
 async fn run(a: Args) -> Result<i32, Failure> {
@@ -546,6 +607,7 @@ async fn run(a: Args) -> Result<i32, Failure> {
         Command::Sweep { older_than, max, state_machine } => {
             sweep(&a, *older_than, *max, state_machine.as_deref()).await
         }
+        Command::Audit { tables, clear } => audit(&a, tables, *clear).await,
         Command::Completions { shell } => {
             clap_complete::generate(*shell, &mut Args::command(), "dynamo-saga", &mut std::io::stdout());
             Ok(0)

@@ -50,6 +50,17 @@ pub struct Config {
     /// deadline allow. Past it the transaction is cancelled with `TransactionConflict` naming the holder, as a wait
     /// past `LockWaitSeconds` is. The in-process coordinator keeps no history and has no such bound.
     pub execution_waits: u32,
+    /// The longest one HTTP attempt of a DynamoDB request may take before the client gives up on it
+    /// (`SAGA_ATTEMPT_TIMEOUT_SECONDS`, default 10): the SDK's operation attempt timeout.
+    pub attempt_timeout: Duration,
+    /// The longest a DynamoDB request may take with all its retries (`SAGA_OPERATION_TIMEOUT_SECONDS`, default 60): the
+    /// SDK's operation timeout.
+    pub operation_timeout: Duration,
+    /// How long after a transaction ended a write its drivers sent may still land (`SAGA_REVISIT_AFTER_SECONDS`, default
+    /// 420): a transaction that may have such writes ([`crate::records::Header::needs_revisit`]) is visited again once
+    /// this has passed since it finished, and whatever of it remains is removed. On AWS the bound is a lock pass's
+    /// longest life (the lease) plus the five minutes DynamoDB accepts a signed request for (SigV4).
+    pub revisit_after: Duration,
 }
 
 /// See [`Config::precommit_check`]: the safety net for what no list of DynamoDB's rules covers (a rule added later,
@@ -99,6 +110,9 @@ impl Config {
             committed_reads: CommittedReads::Evaluate,
             precommit_check: PrecommitCheck::NearLimits,
             execution_waits: EXECUTION_WAITS,
+            attempt_timeout: Duration::from_secs(DEFAULT_ATTEMPT_TIMEOUT_SECONDS),
+            operation_timeout: Duration::from_secs(DEFAULT_OPERATION_TIMEOUT_SECONDS),
+            revisit_after: Duration::from_secs(DEFAULT_REVISIT_AFTER_SECONDS),
         }
     }
 
@@ -151,6 +165,15 @@ impl Config {
         if let Some(n) = num(ENV_EXECUTION_WAITS)? {
             c.execution_waits = u32::try_from(n).unwrap_or(u32::MAX);
         }
+        if let Some(n) = num(ENV_ATTEMPT_TIMEOUT_SECONDS)? {
+            c.attempt_timeout = Duration::from_secs(n);
+        }
+        if let Some(n) = num(ENV_OPERATION_TIMEOUT_SECONDS)? {
+            c.operation_timeout = Duration::from_secs(n);
+        }
+        if let Some(n) = num(ENV_REVISIT_AFTER_SECONDS)? {
+            c.revisit_after = Duration::from_secs(n);
+        }
         c.metrics_namespace = var(ENV_METRICS_NAMESPACE).map(|v| v.trim().to_string());
         c.max_request_bytes = match num(ENV_MAX_REQUEST_BYTES)? {
             Some(n) => Some(n as usize),
@@ -188,6 +211,12 @@ impl Config {
                 "batch size ({ENV_BATCH_SIZE}) {} must be between 2 and {MAX_TRANSACT_ACTIONS} (one place is the fencing \
                  ConditionCheck)",
                 self.batch_size
+            )));
+        }
+        if self.attempt_timeout.is_zero() || self.operation_timeout < self.attempt_timeout {
+            return Err(TxError::Internal(format!(
+                "the attempt timeout ({ENV_ATTEMPT_TIMEOUT_SECONDS}) must be at least 1 s and no longer than the \
+                 operation timeout ({ENV_OPERATION_TIMEOUT_SECONDS})"
             )));
         }
         if self.max_actions == 0 || self.concurrency == 0 {

@@ -109,6 +109,25 @@ pub const H_RETRY: &str = "retry";
 pub const H_WAIT_FOR: &str = "waitFor";
 /// Header: milliseconds the attempt under way has waited for other transactions' locks.
 pub const H_WAITED: &str = "waitedMs";
+/// Header: the lock pass that may have lock writes in flight (its number, as `lockPass`): set when a pass claims the
+/// lock phase, removed when it has its every write's answer. Left on the header by a pass that died, timed out or
+/// was overtaken, it means a lock of this transaction may land later.
+pub const H_LOCK_OPEN: &str = "lockOpen";
+/// Header: present (true) once any write of this transaction may land after it ends (a lock pass abandoned, a lock
+/// write whose answer was lost).
+pub const H_LATE_WRITES: &str = "lateWrites";
+/// Header: when the finished transaction is to be visited again for writes that landed after its end (epoch
+/// milliseconds); removed by that visit.
+pub const H_REVISIT_AT: &str = "revisitAt";
+/// Header: when that visit was made (epoch milliseconds), and how many items it cleared.
+pub const H_REVISITED_AT: &str = "revisitedAt";
+pub const H_REVISIT_CLEARED: &str = "revisitCleared";
+/// Partition of the open-transactions index ([`H_OPEN_SHARD`]) that holds open transactions, followed by the shard
+/// number.
+pub const OPEN_SHARD_PREFIX: &str = "open#";
+/// Partition of the open-transactions index ([`H_OPEN_SHARD`]) that holds finished transactions waiting to be
+/// visited again, followed by the shard number; their sort key, `updatedAt`, is when they finished.
+pub const REVISIT_SHARD_PREFIX: &str = "revisit#";
 /// Header: the attempts rolled back and followed by another, as JSON (the last 100).
 pub const H_ATTEMPTS: &str = "attempts";
 /// Header: the Step Functions execution driving the transaction, when there is one.
@@ -200,6 +219,18 @@ pub const ENV_IN_FLIGHT: &str = "SAGA_IN_FLIGHT";
 /// `near-limits` (the default), `all` or `off`: which writes DynamoDB judges before a transaction of batches commits
 /// ([`crate::config::PrecommitCheck`]).
 pub const ENV_PRECOMMIT_CHECK: &str = "SAGA_PRECOMMIT_CHECK";
+/// Seconds one HTTP attempt of a DynamoDB request may take (default [`DEFAULT_ATTEMPT_TIMEOUT_SECONDS`]).
+pub const ENV_ATTEMPT_TIMEOUT_SECONDS: &str = "SAGA_ATTEMPT_TIMEOUT_SECONDS";
+pub const DEFAULT_ATTEMPT_TIMEOUT_SECONDS: u64 = 10;
+/// Seconds a DynamoDB request may take with its retries (default [`DEFAULT_OPERATION_TIMEOUT_SECONDS`]).
+pub const ENV_OPERATION_TIMEOUT_SECONDS: &str = "SAGA_OPERATION_TIMEOUT_SECONDS";
+pub const DEFAULT_OPERATION_TIMEOUT_SECONDS: u64 = 60;
+/// Seconds after its end at which a transaction that may have writes still in flight is visited again
+/// ([`crate::config::Config::revisit_after`]; default [`DEFAULT_REVISIT_AFTER_SECONDS`]).
+pub const ENV_REVISIT_AFTER_SECONDS: &str = "SAGA_REVISIT_AFTER_SECONDS";
+/// A lock pass's longest life (the default lease, 30 s), SigV4's five minutes, and a minute and a half for clocks and
+/// a request's own time.
+pub const DEFAULT_REVISIT_AFTER_SECONDS: u64 = 420;
 /// A file to append every AWS call this process's clients make to, one JSON line each, for the permission simulation
 /// ([`crate::calls`]); unset: nothing is recorded.
 pub const ENV_CALL_LOG: &str = "SAGA_CALL_LOG";

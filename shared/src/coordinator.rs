@@ -54,6 +54,13 @@ impl Coordinator {
         self.driver.cancel(tx_id, why).await
     }
 
+    /// Visits a finished transaction again for writes of it that may have landed after its end, once that is due
+    /// ([`crate::Config::revisit_after`] after it finished), and removes what of it remains: the sweeper does this on
+    /// its schedule for every such transaction; this is the same visit for one, on demand.
+    pub async fn revisit(&self, tx_id: &str) -> Result<crate::Revisit, TxError> {
+        crate::phase::revisit::revisit(self.driver.store(), tx_id).await
+    }
+
     /// Drives a pending transaction until every item is locked, meeting other transactions' locks as
     /// [`Coordinator::drive`] does; it then holds every lock and has changed nothing. Errors with
     /// `TransactionCanceled` when it was rolled back instead, after finishing that rollback.

@@ -130,6 +130,7 @@
 //! - `calls`: the AWS calls a process makes, as IAM sees them, for the permission simulation.
 //! - `billing`: the capacity DynamoDB bills for a call, by its documented rules (for the benchmark).
 
+pub mod audit;
 pub mod config;
 pub mod coordinator;
 pub mod error;
@@ -242,6 +243,7 @@ pub mod sweeper;
 pub use config::Config;
 pub use coordinator::{Committed, Coordinator, TransactWriteItems};
 pub use error::{Cancellation, CancellationReason, TxError};
+pub use phase::revisit::Revisit;
 pub use phase::{Outcome, Report};
 pub use records::{Attempt, Header, Refusal, TxState};
 

@@ -316,6 +316,20 @@ pub struct Header {
     /// write to one of their items expects it absent.
     #[serde(default)]
     pub absent_tables: Vec<String>,
+    /// The lock pass that may still have lock writes in flight (`lockOpen`), when one may.
+    #[serde(default)]
+    pub lock_open: Option<u64>,
+    /// Some write of this transaction may land after its end (`lateWrites`).
+    #[serde(default)]
+    pub late_writes: bool,
+    /// When the finished transaction is to be visited again (`revisitAt`, epoch milliseconds); removed by the visit.
+    #[serde(default)]
+    pub revisit_at: Option<u64>,
+    /// When that visit was made (`revisitedAt`), and the items it cleared (`revisitCleared`).
+    #[serde(default)]
+    pub revisited_at: Option<u64>,
+    #[serde(default)]
+    pub revisit_cleared: u64,
 }
 
 /// A committed write DynamoDB refused at apply (`ApplyRejected`): the item keeps its lock until the write is applied.
@@ -335,6 +349,20 @@ pub struct Refusal {
 impl Header {
     pub fn finished(&self) -> bool {
         self.finished_at.is_some()
+    }
+    /// Whether, once finished, the transaction must be visited again after [`crate::Config::revisit_after`]: a write of
+    /// it may land after its end. That is so when a lock pass may still have had writes in flight when it ended (its
+    /// driver died, timed out, was overtaken by another pass, or someone else decided the transaction meanwhile), when a
+    /// lock write's answer was lost, and when a transaction with a `Parent` rolled back (its parent lock is taken before
+    /// any pass claims its batches). A transaction its own live driver ended, every answer in hand, is not visited.
+    pub fn needs_revisit(&self) -> bool {
+        self.late_writes
+            || self.lock_open.is_some()
+            || (self.parent.is_some() && self.state == TxState::RolledBack && !self.direct())
+    }
+    /// A visit for writes that landed late is due or under way: the transaction finished, and was not visited yet.
+    pub fn revisit_pending(&self) -> bool {
+        self.revisit_at.is_some()
     }
     /// Carried out in one `TransactWriteItems` call (`phase::direct`): the only transactions without batches,
     /// since the protocol's have at least one.
@@ -421,6 +449,11 @@ impl Header {
                 .unwrap_or_default(),
             refused: s(H_REFUSED).map(|r| serde_json::from_str(&r)).transpose().map_err(|_| bad(H_REFUSED))?,
             lock_pass: u(H_LOCK_PASS),
+            lock_open: u(H_LOCK_OPEN),
+            late_writes: matches!(item.get(H_LATE_WRITES), Some(AttributeValue::Bool(true))),
+            revisit_at: u(H_REVISIT_AT),
+            revisited_at: u(H_REVISITED_AT),
+            revisit_cleared: u(H_REVISIT_CLEARED).unwrap_or(0),
             absent_tables: s(H_ABSENT_TABLES)
                 .map(|r| serde_json::from_str(&r))
                 .transpose()
@@ -454,6 +487,12 @@ pub const H_LOCK_PASS: &str = "lockPass";
 pub const H_LOCK_IDS: &str = "lockIds";
 /// Header: the tables most of whose items the request names did not exist when begin looked (JSON list).
 pub const H_ABSENT_TABLES: &str = "absentTables";
+
+/// The partition of the open-transactions index a transaction's header is in (`open#N`, and `revisit#N` while it waits
+/// to be visited again): from its id, so that many transactions do not share one key.
+pub fn shard_of(tx_id: &str) -> u32 {
+    ulid::Ulid::from_string(tx_id).map(|u| (u.random() % OPEN_SHARDS as u128) as u32).unwrap_or(0)
+}
 
 pub fn header_key(tx_id: &str) -> Item {
     HashMap::from([(TX_PK.to_string(), s(tx_id)), (TX_SK.to_string(), s(SK_HEADER))])
@@ -637,14 +676,7 @@ pub async fn decide_rollback(
     attempt: Option<u32>,
     decision: &Decision,
 ) -> Result<TxState, TxError> {
-    let reasons = serde_json::to_string(decision).expect("decisions serialise");
-    let mut w = HeaderWrite {
-        set: vec![(H_STATE, s(TxState::RolledBack.as_str())), (H_REASONS, s(reasons)), (H_DECIDED_AT, n(now_ms()))],
-        ..HeaderWrite::default()
-    };
-    if decision.retries() {
-        w.set.push((H_RETRY, AttributeValue::Bool(true)));
-    }
+    let w = rollback_write(decision);
     if write_header(
         store,
         m,
@@ -658,6 +690,45 @@ pub async fn decide_rollback(
         return Ok(TxState::RolledBack);
     }
     Ok(read_header(store, m, tx_id).await?.state)
+}
+
+/// The header write that decides a rollback for `decision`.
+fn rollback_write(decision: &Decision) -> HeaderWrite<'static> {
+    let reasons = serde_json::to_string(decision).expect("decisions serialise");
+    let mut w = HeaderWrite {
+        set: vec![(H_STATE, s(TxState::RolledBack.as_str())), (H_REASONS, s(reasons)), (H_DECIDED_AT, n(now_ms()))],
+        ..HeaderWrite::default()
+    };
+    if decision.retries() {
+        w.set.push((H_RETRY, AttributeValue::Bool(true)));
+    }
+    w
+}
+
+/// [`decide_rollback`] by the lock pass `pass` of `h`'s attempt, which has every write's answer (but those `unknown`
+/// says had none): the pass is closed (`lockOpen` removed) in the same write, so that a transaction its own driver
+/// cancels is not visited again for late writes. When another pass holds the lock phase, decided as anyone decides.
+pub async fn decide_rollback_after_pass(
+    store: &Store,
+    m: &Meter,
+    h: &Header,
+    decision: &Decision,
+    pass: Option<u64>,
+    unknown: bool,
+) -> Result<TxState, TxError> {
+    if let Some(p) = pass {
+        let mut w = rollback_write(decision);
+        w.remove.push(H_LOCK_OPEN);
+        w.equal.push((H_LOCK_OPEN, Some(n(p))));
+        if unknown {
+            w.set.push((H_LATE_WRITES, AttributeValue::Bool(true)));
+        }
+        let expect = Expect { state: TxState::Pending, attempt: Some(h.attempt), touched_at: None };
+        if write_header(store, m, &h.id, expect, w, &Usage::default()).await? {
+            return Ok(TxState::RolledBack);
+        }
+    }
+    decide_rollback(store, m, &h.id, Some(h.attempt), decision).await
 }
 
 /// Gives up the retry a rolled-back attempt was waiting for (`why`: the deadline passed, or nobody drives it): its
@@ -730,6 +801,11 @@ pub async fn restart(store: &Store, m: &Meter, h: &Header) -> Result<bool, TxErr
         require: vec![(H_RETRY, true), (H_FINISHED_AT, false)],
         ..HeaderWrite::default()
     };
+    if h.lock_open.is_some() {
+        // A pass of the attempt rolled back may have writes in flight: the transaction is visited once it ends.
+        w.remove.push(H_LOCK_OPEN);
+        w.set.push((H_LATE_WRITES, AttributeValue::Bool(true)));
+    }
     if let (Some(by), Some(r)) = (d.wounded_by.as_ref(), retry.filter(|r| r.wait)) {
         let wait = WaitFor { holder: by.clone(), action: r.action, item: r.item.clone() };
         w.remove.retain(|k| *k != H_WAIT_FOR);

@@ -73,6 +73,24 @@ pub struct Status {
     /// refuses, then resume the transaction (docs/operations.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refused: Option<Refusal>,
+    /// A finished transaction that may have had writes in flight when it ended is visited again: when that visit is
+    /// due, or when it was made and what it cleared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revisit: Option<RevisitStatus>,
+}
+
+/// The visit for writes that land after a transaction's end ([`Status::revisit`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct RevisitStatus {
+    /// When it is due (epoch milliseconds), until it is made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub due_at_ms: Option<u64>,
+    /// When it was made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revisited_at_ms: Option<u64>,
+    /// Items it cleared: locks or items of the transaction that landed after its end.
+    pub cleared: u64,
 }
 
 impl From<&Header> for Status {
@@ -110,6 +128,11 @@ impl From<&Header> for Status {
                 .refused
                 .clone()
                 .filter(|r| h.state == TxState::Committed && !h.finished() && h.applied <= r.batch),
+            revisit: (h.revisit_at.is_some() || h.revisited_at.is_some()).then(|| RevisitStatus {
+                due_at_ms: h.revisit_at,
+                revisited_at_ms: h.revisited_at,
+                cleared: h.revisit_cleared,
+            }),
         }
     }
 }

@@ -116,6 +116,9 @@ struct PhaseInput {
     waits: u32,
     #[serde(default)]
     abort: bool,
+    /// The Revisit Task's call of the Release function: the visit for writes that landed after the end.
+    #[serde(default)]
+    revisit: bool,
     #[serde(default)]
     error: Option<Value>,
 }
@@ -140,6 +143,10 @@ pub struct StepOutput {
     pub wait_seconds: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contention: Option<Waiting>,
+    /// With `Step` `Revisit`: when the finished transaction is visited again for writes that may land after its end
+    /// (RFC 3339, whole seconds, UTC), which the state machine waits for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revisit_at: Option<String>,
 }
 
 impl StepOutput {
@@ -166,12 +173,25 @@ impl StepOutput {
             waits,
             wait_seconds: None,
             contention: None,
+            revisit_at: None,
+        }
+    }
+
+    /// The Step `Revisit`: the transaction has finished, and the state machine waits until `at_ms` and calls the
+    /// Release function again to visit it ([`crate::phase::revisit`]).
+    fn revisit(h: &Header, at_ms: u64, waits: u32) -> Self {
+        let at = aws_smithy_types::DateTime::from_secs(at_ms.div_ceil(1000) as i64);
+        StepOutput {
+            step: "Revisit".into(),
+            revisit_at: Some(at.fmt(aws_smithy_types::date_time::Format::DateTime).expect("a time after 1970 formats")),
+            ..StepOutput::at(h, Step::Finished, waits)
         }
     }
 }
 
 /// Handles one Task invocation of `phase`.
 pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) -> Result<StepOutput, TxError> {
+    let mut revisit = false;
     let (tx_id, contention, waits) = if phase == Phase::Begin {
         let (tx_id, waits) = begin_or_pick_up(store, input).await?;
         (tx_id, None, waits)
@@ -192,6 +212,7 @@ pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) 
                 rollback::rollback(store, &input.transaction_id, 0, Some(&why)).await?;
             }
         }
+        revisit = input.revisit;
         (input.transaction_id, input.contention, input.waits)
     };
     let tx_id = tx_id.as_str();
@@ -206,6 +227,13 @@ pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) 
             {
                 // This call finished the transaction: its one metrics line (a repeated Release finds it finished).
                 println!("{}", crate::metrics::record(&h, namespace, crate::value::now_ms()));
+            }
+            if let (Step::Finished, Some(at_ms)) = (step, h.revisit_at.filter(|_| waits_to_revisit(&h))) {
+                let h = if revisit { revisit_when_due(store, h, at_ms, budget).await? } else { h };
+                if let Some(at_ms) = h.revisit_at {
+                    return Ok(StepOutput::revisit(&h, at_ms, waits));
+                }
+                return released(&h, step, waits);
             }
             return released(&h, step, waits);
         }
@@ -275,6 +303,24 @@ pub fn from_eventbridge(input: &Value) -> Result<Option<Value>, TxError> {
         top.entry("ClientRequestToken").or_insert_with(|| Value::String(id.to_owned()));
     }
     Ok(Some(request))
+}
+
+/// Whether the execution driving `h` makes the visit for writes that land after its end itself: a Standard one, which
+/// may wait that long. An Express execution (5 minutes at most) leaves it to the sweeper, as any other driver does.
+fn waits_to_revisit(h: &Header) -> bool {
+    h.execution_arn.as_deref().is_some_and(|arn| !crate::sweeper::is_express(arn))
+}
+
+/// The Revisit Task's work: the visit, once due (waiting for it within this call's budget when it is near); returns the
+/// header as the visit left it, which no longer names a time when the visit was made.
+async fn revisit_when_due(store: &Store, h: Header, at_ms: u64, budget: Budget) -> Result<Header, TxError> {
+    let early = Duration::from_millis(at_ms.saturating_sub(crate::value::now_ms()));
+    if early > budget.left() {
+        return Ok(h);
+    }
+    tokio::time::sleep(early).await;
+    crate::phase::revisit::revisit_from(store, Meter::default(), h.clone()).await?;
+    records::read_header(store, &Meter::default(), &h.id).await
 }
 
 /// Release ends the execution: a committed transaction finishes, a rolled-back one fails with its reasons

@@ -19,6 +19,7 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_sdk_dynamodb::Client;
 
+use crate::constants::{H_FINISHED_AT, SK_HEADER, TX_PK, TX_SK};
 use crate::billing::{self, Bill};
 use crate::config::Config;
 use crate::error::TxError;
@@ -88,6 +89,9 @@ struct Faults {
     budget: u64,
     used: AtomicU64,
     dead: AtomicBool,
+    /// With [`Store::crash_after_late`]: the transaction whose end the first write past the budget waits for, and
+    /// whether that write was taken.
+    late: Option<(String, AtomicBool)>,
 }
 
 /// What a conditional single-item write came to.
@@ -396,7 +400,7 @@ impl Store {
     /// client also logs its calls ([`crate::calls`]).
     pub fn from_conf(conf: aws_sdk_dynamodb::config::Builder, cfg: Config) -> Self {
         let pace = Pace::new(cfg.concurrency);
-        let mut conf = Self::with_retries(conf).interceptor(Watch(pace.clone()));
+        let mut conf = Self::with_retries(conf).timeout_config(Self::timeouts(&cfg)).interceptor(Watch(pace.clone()));
         if let Some(log) = crate::calls::CallLog::from_env() {
             conf = conf.interceptor(log);
         }
@@ -425,6 +429,17 @@ impl Store {
             .with_max_backoff(std::time::Duration::from_secs(5))
     }
 
+    /// The time bounds [`Store::from_conf`] gives every request: an attempt timeout and an operation timeout, so that no
+    /// request of this store stays outstanding longer than [`Config::operation_timeout`] (a write sent once, longer
+    /// than [`Config::attempt_timeout`]). The SDK sets neither by default. What the client gives up on may still be
+    /// carried out by DynamoDB; on AWS, not after the five minutes a SigV4 signature is accepted for.
+    pub fn timeouts(cfg: &Config) -> aws_sdk_dynamodb::config::timeout::TimeoutConfig {
+        aws_sdk_dynamodb::config::timeout::TimeoutConfig::builder()
+            .operation_attempt_timeout(cfg.attempt_timeout)
+            .operation_timeout(cfg.operation_timeout)
+            .build()
+    }
+
     /// The in-flight limit of this store's single-item writes, shared by its clones.
     pub fn pace(&self) -> &Arc<Pace> {
         &self.pace
@@ -434,8 +449,62 @@ impl Store {
     /// `writes` write requests: the crash tests' stand-in for a Lambda that times out or dies between two writes.
     pub fn crash_after(&self, writes: u64) -> Store {
         let mut s = self.clone();
-        s.faults = Some(Arc::new(Faults { budget: writes, used: AtomicU64::new(0), dead: AtomicBool::new(false) }));
+        s.faults =
+            Some(Arc::new(Faults { budget: writes, used: AtomicU64::new(0), dead: AtomicBool::new(false), late: None }));
         s
+    }
+
+    /// [`Store::crash_after`], and the first lock write past the budget is not lost but held: sent once the header
+    /// of transaction `tx_id` shows it finished (polled for up to two minutes), by a task that outlives the call. The
+    /// stand-in for a Lambda frozen or timed out with a write in flight, which lands after someone else ended its
+    /// transaction.
+    pub fn crash_after_late(&self, writes: u64, tx_id: &str) -> Store {
+        let mut s = self.clone();
+        s.faults = Some(Arc::new(Faults {
+            budget: writes,
+            used: AtomicU64::new(0),
+            dead: AtomicBool::new(false),
+            late: Some((tx_id.to_string(), AtomicBool::new(false))),
+        }));
+        s
+    }
+
+    /// The transaction whose end a write sent once now waits for, when this write is the one
+    /// [`Store::crash_after_late`] holds.
+    fn held_late(&self) -> Option<String> {
+        let f = self.faults.as_ref()?;
+        let (tx_id, taken) = f.late.as_ref()?;
+        if f.used.load(Ordering::SeqCst) < f.budget || taken.swap(true, Ordering::SeqCst) {
+            return None;
+        }
+        f.dead.store(true, Ordering::SeqCst);
+        tracing::warn!(tx_id, "injected fault: a lock write is held until the transaction ends");
+        Some(tx_id.clone())
+    }
+
+    /// Sends `send` once the header of `tx_id` shows it finished, in a task of its own.
+    fn send_after_end<F>(&self, tx_id: String, send: F)
+    where
+        F: std::future::Future + Send + 'static,
+    {
+        let (client, table) = (self.client.clone(), self.cfg.tx_table.clone());
+        tokio::spawn(async move {
+            for _ in 0..1_200 {
+                let header = client
+                    .get_item()
+                    .table_name(&table)
+                    .key(TX_PK, AttributeValue::S(tx_id.clone()))
+                    .key(TX_SK, AttributeValue::S(SK_HEADER.into()))
+                    .consistent_read(true)
+                    .send()
+                    .await;
+                if header.ok().and_then(|h| h.item).is_some_and(|h| h.contains_key(H_FINISHED_AT)) {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            send.await;
+        });
     }
 
     /// Write requests this store has sent (or refused, once crashed); `None` without [`Store::crash_after`].
@@ -837,6 +906,11 @@ impl Store {
     /// to the client's 12 attempts ([`Store::retry_config`]). Lock writes are sent this way, so that a lock landing
     /// late never carries the value apply trusts (`phase::lock`).
     pub async fn update_once(&self, m: &Meter, req: UpdateItemFluentBuilder) -> Result<Once, TxError> {
+        if let Some(tx_id) = self.held_late() {
+            let held = req.clone();
+            self.send_after_end(tx_id, async move { held.send().await });
+            return Err(TxError::InjectedFault(self.writes_sent().unwrap_or(0)));
+        }
         let key = (req.get_table_name().clone().unwrap_or_default(), req.get_key().clone().unwrap_or_default());
         until_answered(|| {
             let (req, key) = (req.clone(), key.clone());
@@ -857,6 +931,11 @@ impl Store {
 
     /// A `PutItem` sent once, as [`Store::update_once`] sends an update.
     pub async fn put_once(&self, m: &Meter, req: PutItemFluentBuilder) -> Result<Once, TxError> {
+        if let Some(tx_id) = self.held_late() {
+            let held = req.clone();
+            self.send_after_end(tx_id, async move { held.send().await });
+            return Err(TxError::InjectedFault(self.writes_sent().unwrap_or(0)));
+        }
         let key = match (&self.billing, req.get_table_name(), req.get_item()) {
             (Some(_), Some(table), Some(item)) => self.key_of(table, item).await?,
             _ => Default::default(),

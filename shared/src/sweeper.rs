@@ -7,6 +7,11 @@
 //! done by a recovery execution of the state machine when one is configured (its name carries the header version,
 //! so sweeping twice starts it once), or in-process within the time budget otherwise. Each run handles at most
 //! `max_transactions`; the report says whether more were left.
+//!
+//! Each run also visits again the finished transactions that may have had writes in flight when they ended, once
+//! `Config::revisit_after` has passed since they finished (partitions `revisit#0`..`revisit#7` of the same index,
+//! [`crate::phase::revisit`]): in-process, a read of each item the transaction named and a conditional write for each
+//! one that still holds something of it.
 
 use std::time::{Duration, Instant};
 
@@ -50,6 +55,10 @@ pub struct SweepReport {
     pub rolled_back: Vec<String>,
     /// Transactions that could not be handled this time, and why.
     pub failed: Vec<Swept>,
+    /// Finished transactions visited again for writes that landed after their end ([`crate::phase::revisit`]), with
+    /// what the visit cleared.
+    #[serde(default)]
+    pub revisited: Vec<Swept>,
     /// True when more stale transactions were left for the next run.
     pub more: bool,
 }
@@ -90,7 +99,8 @@ impl Sweeper {
     pub async fn sweep(&self) -> Result<SweepReport, TxError> {
         let started = Instant::now();
         let mut report = SweepReport::default();
-        let (ids, more) = self.stale().await?;
+        let cutoff = crate::value::now_ms().saturating_sub(self.stale_after.as_millis() as u64);
+        let (ids, more) = self.stale(OPEN_SHARD_PREFIX, cutoff).await?;
         report.more = more;
         for id in ids {
             if started.elapsed() >= self.budget {
@@ -103,7 +113,29 @@ impl Sweeper {
                 report.failed.push(Swept { transaction_id: id, outcome: format!("{}: {e}", e.name()) });
             }
         }
+        // Finished transactions whose late writes can no longer land: visited again, in-process (a few reads each).
+        let due = crate::value::now_ms().saturating_sub(self.store.cfg.revisit_after.as_millis() as u64);
+        let (ids, more) = self.stale(REVISIT_SHARD_PREFIX, due).await?;
+        report.more |= more;
+        for id in ids {
+            if started.elapsed() >= self.budget {
+                report.more = true;
+                break;
+            }
+            match crate::phase::revisit::revisit(&self.store, &id).await {
+                Ok(crate::phase::revisit::Revisit::Done { items, cleared, .. }) => report.revisited.push(Swept {
+                    transaction_id: id,
+                    outcome: format!("{cleared} of {items} items cleared"),
+                }),
+                Ok(_) => {}
+                Err(e) => {
+                    warn!(tx_id = %id, error = %e, "sweeper could not visit a transaction again");
+                    report.failed.push(Swept { transaction_id: id, outcome: format!("{}: {e}", e.name()) });
+                }
+            }
+        }
         info!(
+            revisited = report.revisited.len(),
             examined = report.examined,
             running = report.running.len(),
             recovery = report.recovery_executions.len(),
@@ -116,10 +148,10 @@ impl Sweeper {
         Ok(report)
     }
 
-    /// Ids of open transactions whose header has not changed for `stale_after`, oldest first, at most
-    /// `max_transactions`; and whether there were more.
-    async fn stale(&self) -> Result<(Vec<String>, bool), TxError> {
-        let cutoff = crate::value::now_ms().saturating_sub(self.stale_after.as_millis() as u64);
+    /// Ids of the transactions in the index partitions `prefix` (`open#`: open; `revisit#`: finished and waiting to be
+    /// visited again) whose header has not changed since `cutoff`, oldest first, at most `max_transactions`; and
+    /// whether there were more.
+    async fn stale(&self, prefix: &str, cutoff: u64) -> Result<(Vec<String>, bool), TxError> {
         let mut found: Vec<(u64, String)> = Vec::new();
         let mut more = false;
         // The oldest `max_transactions` overall are among the oldest `max_transactions` of each shard, so one page a
@@ -134,7 +166,7 @@ impl Sweeper {
                 .key_condition_expression("#sh = :sh AND #upd < :cut")
                 .expression_attribute_names("#sh", H_OPEN_SHARD)
                 .expression_attribute_names("#upd", H_UPDATED_AT)
-                .expression_attribute_values(":sh", AttributeValue::S(format!("open#{shard}")))
+                .expression_attribute_values(":sh", AttributeValue::S(format!("{prefix}{shard}")))
                 .expression_attribute_values(":cut", AttributeValue::N(cutoff.to_string()))
                 .limit(self.max_transactions as i32)
                 .send()

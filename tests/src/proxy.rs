@@ -43,6 +43,11 @@ impl Proxy {
         self.control("POST", "hold", Some(serde_json::json!({"match": texts, "count": count}))).await;
     }
 
+    /// [`Proxy::hold`], but each held write gets no answer at all: its sender's attempt timeout ends the wait.
+    pub async fn hold_silently(&self, texts: &[&str], count: usize) {
+        self.control("POST", "hold", Some(serde_json::json!({"match": texts, "count": count, "silent": true}))).await;
+    }
+
     /// Delivers every held write to DynamoDB: `{"released", "statuses", "answers"}` once DynamoDB has answered them.
     pub async fn release(&self) -> Value {
         self.control("POST", "release", None).await

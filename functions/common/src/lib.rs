@@ -11,7 +11,8 @@
 //!   file and dies after its k-th DynamoDB write with `InjectedFault`, as a Lambda timeout would. A file named
 //!   `<SAGA_FAULT_FILE>.<TransactionId>` does the same for that transaction only (for Begin given a request, which
 //!   has no id yet, `<SAGA_FAULT_FILE>.<execution name>`). A call whose k-th write was its last dies before it
-//!   answers. Release builds ignore both.
+//!   answers. `<Phase> <k> late` also holds the call's first lock write past the k-th and sends it once the
+//!   transaction has finished, as a write of a Lambda that timed out may land. Release builds ignore both.
 
 use std::time::Duration;
 
@@ -113,11 +114,15 @@ fn injected_fault(store: &Store, phase: Phase, tx_id: &str) -> Store {
     let Ok(spec) = std::fs::read_to_string(&path) else { return store.clone() };
     let mut words = spec.split_whitespace();
     let (Some(name), Some(Ok(k))) = (words.next(), words.next().map(str::parse::<u64>)) else { return store.clone() };
+    let late = words.next() == Some("late");
     // Renaming claims the fault, so exactly one call of the phase takes it even if calls race.
     if name != phase.name() || std::fs::rename(&path, format!("{path}.taken")).is_err() {
         return store.clone();
     }
-    tracing::warn!(writes = k, "injected fault: this call dies after {k} writes");
+    tracing::warn!(writes = k, late, "injected fault: this call dies after {k} writes");
+    if late {
+        return store.crash_after_late(k, tx_id);
+    }
     store.crash_after(k)
 }
 

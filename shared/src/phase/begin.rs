@@ -183,14 +183,14 @@ pub(crate) async fn begin_as(
     let absent = absent?;
 
     let mut header = header_item(store, &tx_id, &valid, now, deadline, execution_arn);
-    let shard = ulid::Ulid::from_string(&tx_id).map(|u| (u.random() % OPEN_SHARDS as u128) as u32).unwrap_or(0);
+    let shard = records::shard_of(&tx_id);
     for (k, v) in [
         (H_STATE, s(TxState::Pending.as_str())),
         (H_BATCHES, n(plan.batch_count())),
         (H_PAGES, n(plan.page_count())),
         (H_PROTOCOL, n(PROTOCOL)),
         (H_ITEMS_CHECKED, n(1)),
-        (H_OPEN_SHARD, s(format!("open#{shard}"))),
+        (H_OPEN_SHARD, s(format!("{OPEN_SHARD_PREFIX}{shard}"))),
         (records::H_LOCK_PASS, n(now)),
     ] {
         header.insert(k.to_string(), v);
@@ -206,6 +206,8 @@ pub(crate) async fn begin_as(
     let claimed = here;
     if claimed {
         header.insert(H_LOCK_STARTED.to_string(), n(plan.batch_count().min(RUN_BATCHES)));
+        // Open from here: a driver of this process that dies mid-pass leaves it so (`phase::lock`).
+        header.insert(H_LOCK_OPEN.to_string(), n(now));
     }
     let created = records::put_header(store, &m, header).await?;
     if created && claimed {

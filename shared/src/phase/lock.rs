@@ -37,8 +37,8 @@ use super::{
 };
 use crate::config::PrecommitCheck;
 use crate::constants::{
-    ATTR_GONE, ATTR_LOCK, ATTR_LOCKED_AT, ATTR_STONE, ATTR_TOMBSTONE, ATTR_TRANSIENT, H_LOCKED, H_LOCK_STARTED,
-    MAX_TRANSACT_ACTIONS,
+    ATTR_GONE, ATTR_LOCK, ATTR_LOCKED_AT, ATTR_STONE, ATTR_TOMBSTONE, ATTR_TRANSIENT, H_LATE_WRITES, H_LOCKED,
+    H_LOCK_OPEN, H_LOCK_STARTED, MAX_TRANSACT_ACTIONS,
 };
 use crate::error::{CancellationReason, TxError};
 use crate::items::{lock_holder, LockId};
@@ -140,7 +140,7 @@ pub(crate) async fn lock_from(store: &Store, m: Meter, h: Header, batch: usize) 
     };
     let mut met = Met::default();
     lock_run(store, &m, &h, &plan, run.clone(), pass, &mut met).await?;
-    let Met { mut failed, mut refused, mut contention, taken, superseded } = met;
+    let Met { mut failed, mut refused, mut contention, taken, superseded, mut unknown } = met;
     if superseded {
         // A later pass holds the lock phase and takes these items over: leave them to it. A pause first, so that two
         // drivers of one transaction do not keep taking it from each other.
@@ -171,9 +171,11 @@ pub(crate) async fn lock_from(store: &Store, m: Meter, h: Header, batch: usize) 
             lock_run(store, &m, &h, &plan, later_batches, pass, &mut later).await?;
             failed.append(&mut later.failed);
             refused.append(&mut later.refused);
+            unknown |= later.unknown;
         }
         let reasons = if failed.is_empty() { refused } else { failed };
-        return Ok(Report::new(decided(store, &m, &h, &Decision::actions(reasons)).await?, &m));
+        let d = Decision::actions(reasons);
+        return Ok(Report::new(decided_after(store, &m, &h, &d, pass, unknown).await?, &m));
     }
     // The batches before the first one that met another transaction's lock are locked whole: the run after the wait
     // starts there.
@@ -181,7 +183,14 @@ pub(crate) async fn lock_from(store: &Store, m: Meter, h: Header, batch: usize) 
     if done > batch && batch > 0 {
         beat_parent(store, &m, &h).await?;
     }
-    let ended = if done > batch { record(store, &m, &h, pass, batch..done, &taken).await? } else { None };
+    let ended = if done > batch {
+        record(store, &m, &h, pass, batch..done, &taken, unknown).await?
+    } else {
+        // Nothing to record (the run's first batch met another transaction's lock): every write of the pass has its
+        // answer all the same, which the header is told, so that the next pass does not count this one abandoned.
+        settle(store, &m, &h, pass, unknown).await?;
+        None
+    };
     if let Some(ended) = ended {
         let owner = h.owner();
         if h.commits_first() && ended == (Outcome::Ended { state: TxState::Committed }) {
@@ -236,8 +245,14 @@ async fn claim(store: &Store, m: &Meter, h: &Header, end: usize) -> Result<Optio
         return Ok(Some(Pass::Id(last, h.locked)));
     }
     let pass = crate::value::now_ms().max(last + 1);
+    let mut set = vec![(H_LOCK_PASS, n(pass)), (H_LOCK_STARTED, n(h.lock_started.max(end))), (H_LOCK_OPEN, n(pass))];
+    if h.lock_open.is_some() {
+        // The last pass never said it had every answer: it died, timed out or was overtaken, and a write it sent may
+        // land after the transaction ends.
+        set.push((H_LATE_WRITES, AttributeValue::Bool(true)));
+    }
     let w = HeaderWrite {
-        set: vec![(H_LOCK_PASS, n(pass)), (H_LOCK_STARTED, n(h.lock_started.max(end)))],
+        set,
         equal: vec![(H_LOCK_PASS, Some(n(last))), (H_LOCKED, (h.locked > 0).then(|| n(h.locked)))],
         ..HeaderWrite::default()
     };
@@ -274,6 +289,7 @@ async fn record(
     pass: Pass,
     batches: std::ops::Range<usize>,
     taken: &[Taken],
+    unknown: bool,
 ) -> Result<Option<Outcome>, TxError> {
     let usage = m.usage();
     let Pass::Id(p, _) = pass else {
@@ -286,8 +302,13 @@ async fn record(
         .map(|t| (t.index, t.id))
         .collect();
     let ids = h.lock_ids.record(batches.start, p, &actions, &except);
+    let mut set = vec![(H_LOCK_IDS, s(serde_json::to_string(&ids).expect("lock ids serialise")))];
+    if unknown {
+        set.push((H_LATE_WRITES, AttributeValue::Bool(true)));
+    }
     let w = HeaderWrite {
-        set: vec![(H_LOCK_IDS, s(serde_json::to_string(&ids).expect("lock ids serialise")))],
+        set,
+        remove: vec![H_LOCK_OPEN],
         watermark: Some((H_LOCKED, batches.end)),
         equal: vec![(H_LOCK_PASS, Some(n(p)))],
         ..HeaderWrite::default()
@@ -300,6 +321,41 @@ async fn record(
         return Ok(Some(Outcome::Ended { state: now.state }));
     }
     Ok(None)
+}
+
+/// Tells the header that `pass`, which recorded nothing, has every write's answer (`lockOpen` removed), and that a
+/// write of it may land late when one had no answer (`unknown`). Nothing when a later pass holds the lock phase or the
+/// attempt was decided: the header then keeps saying the pass may have writes in flight, which only costs a visit.
+async fn settle(store: &Store, m: &Meter, h: &Header, pass: Pass, unknown: bool) -> Result<(), TxError> {
+    let Pass::Id(p, _) = pass else { return Ok(()) };
+    let w = HeaderWrite {
+        set: if unknown { vec![(H_LATE_WRITES, AttributeValue::Bool(true))] } else { Vec::new() },
+        remove: vec![H_LOCK_OPEN],
+        equal: vec![(H_LOCK_PASS, Some(n(p)))],
+        ..HeaderWrite::default()
+    };
+    records::write_header(store, m, &h.id, records::Expect::at(h), w, &Default::default()).await?;
+    Ok(())
+}
+
+/// Decides the rollback of `h`'s attempt after `pass` met a failed condition or a refused write with every write's
+/// answer in hand: the pass is closed in the same write (see [`records::decide_rollback_after_pass`]).
+async fn decided_after(
+    store: &Store,
+    m: &Meter,
+    h: &Header,
+    d: &Decision,
+    pass: Pass,
+    unknown: bool,
+) -> Result<Outcome, TxError> {
+    let p = match pass {
+        Pass::Id(p, _) => Some(p),
+        Pass::Legacy => None,
+    };
+    Ok(match records::decide_rollback_after_pass(store, m, h, d, p, unknown).await? {
+        TxState::RolledBack => Outcome::Canceled,
+        state => Outcome::Ended { state },
+    })
 }
 
 /// What a run met besides locks taken.
@@ -315,6 +371,8 @@ struct Met {
     taken: Vec<Taken>,
     /// A later pass of this attempt holds the lock phase.
     superseded: bool,
+    /// A lock write had no answer that says whether DynamoDB carried it out: it may land later.
+    unknown: bool,
 }
 
 /// An item another transaction holds, and the batch it is in.
@@ -346,8 +404,10 @@ async fn lock_run(
     met: &mut Met,
 ) -> Result<(), TxError> {
     let actions = crate::stored::read_batches(store, m, &h.id, plan, run, Part::Heads).await?;
+    let unknown = std::sync::atomic::AtomicBool::new(false);
+    let unknown = &unknown;
     let results = concurrently(actions, store.cfg.concurrency, |(batch, _, a)| async move {
-        let (r, id) = match lock_item(store, m, h, batch, &a, pass).await {
+        let (r, id) = match lock_item(store, m, h, batch, &a, pass, unknown).await {
             // DynamoDB refuses the lock write itself (the caller's condition, say, with a value it refuses): the
             // request's fault, named as `TransactWriteItems` names it, before anything can commit.
             Err(TxError::DynamoDb { message, .. }) if message.starts_with("ValidationException") => {
@@ -359,6 +419,7 @@ async fn lock_run(
         Ok((batch, a, r, id))
     })
     .await?;
+    met.unknown |= unknown.load(std::sync::atomic::Ordering::Relaxed);
     let mut judge = Vec::new();
     for (batch, a, r, id) in results {
         if let Some(id) = id {
@@ -425,6 +486,7 @@ async fn lock_item(
     batch: usize,
     a: &Action,
     pass: Pass,
+    unknown_seen: &std::sync::atomic::AtomicBool,
 ) -> Result<(ItemLock, Option<LockId>), TxError> {
     let owner = h.owner();
     let pk = store.schema(m, &a.table).await?.key_names[0].clone();
@@ -436,6 +498,14 @@ async fn lock_item(
     let mut write = if earlier { Write::TakeOver } else { Write::Guess(absent_guess) };
     let mut unknown = 0u32;
     for _ in 0..ITEM_LOCK_WRITES {
+        if let Pass::Id(p, _) = pass {
+            // A pass sends nothing later than the operation timeout after it started, so a lock write of it is
+            // signed by then, whatever holds its driver up: what bounds how late one may land (`Config::revisit_after`).
+            // The items it has not reached go to the next pass.
+            if crate::value::now_ms() > p + store.cfg.operation_timeout.as_millis() as u64 {
+                return Ok((ItemLock::Superseded, None));
+            }
+        }
         let sent = match &write {
             Write::Tombstone(stone) => {
                 let caller = tombstone_condition(a)?;
@@ -469,6 +539,7 @@ async fn lock_item(
             Locked::Unknown(message) => {
                 // It may land yet: no later write to this item may carry its id.
                 unknown += 1;
+                unknown_seen.store(true, std::sync::atomic::Ordering::Relaxed);
                 tracing::warn!(tx_id = %h.id, action = a.index, %message, "a lock write's outcome is unknown; the next carries a new id");
                 id = id.and_then(LockId::next);
                 if id.is_none() || unknown as usize >= ITEM_LOCK_WRITES / 2 {

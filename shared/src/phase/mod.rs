@@ -16,6 +16,7 @@ pub mod queue;
 pub mod release;
 pub mod resume;
 pub mod retry;
+pub mod revisit;
 pub mod rollback;
 pub mod save;
 

@@ -4,8 +4,8 @@
 use super::parent::release_parent;
 use super::{Outcome, Report};
 use crate::constants::{
-    ATTR_EXPIRES_AT, H_APPLIED, H_CALLS, H_COMPLETED, H_FINISHED_AT, H_OPEN_SHARD, H_READ_UNITS, H_STATE, H_UPDATED_AT,
-    H_VERSION, H_WRITE_UNITS,
+    ATTR_EXPIRES_AT, H_APPLIED, H_CALLS, H_COMPLETED, H_FINISHED_AT, H_OPEN_SHARD, H_READ_UNITS, H_REVISIT_AT, H_STATE,
+    H_UPDATED_AT, H_VERSION, H_WRITE_UNITS, REVISIT_SHARD_PREFIX,
 };
 use crate::error::TxError;
 use crate::records::{self, Expect, Header, HeaderWrite, TxState};
@@ -39,13 +39,17 @@ pub(crate) async fn release_from(store: &Store, m: Meter, h: Header) -> Result<R
     release_parent(store, &m, &h).await?;
     let now_ms = now_ms();
     let usage = m.usage();
+    let end = End::of(store, &h, now_ms);
     let req = store
         .client
         .update_item()
         .table_name(&store.cfg.tx_table)
         .set_key(Some(records::header_key(tx_id)))
         .update_expression(
-            "SET #fin = :now, #upd = :now, #exp = :exp, #ver = #ver + :one REMOVE #open ADD #calls :calls, #writes :writes, #ru :ru, #wu :wu",
+            match end.revisit_at {
+                None => "SET #fin = :now, #upd = :now, #exp = :exp, #ver = #ver + :one REMOVE #open ADD #calls :calls, #writes :writes, #ru :ru, #wu :wu",
+                Some(_) => "SET #fin = :now, #upd = :now, #exp = :exp, #ver = #ver + :one, #open = :open, #rat = :rat ADD #calls :calls, #writes :writes, #ru :ru, #wu :wu",
+            },
         )
         .condition_expression("#st = :st AND attribute_not_exists(#fin)")
         .expression_attribute_names("#fin", H_FINISHED_AT)
@@ -59,7 +63,7 @@ pub(crate) async fn release_from(store: &Store, m: Meter, h: Header) -> Result<R
         .expression_attribute_names("#ru", H_READ_UNITS)
         .expression_attribute_names("#wu", H_WRITE_UNITS)
         .expression_attribute_values(":now", n(now_ms))
-        .expression_attribute_values(":exp", n(now_ms / 1000 + store.cfg.retention.as_secs()))
+        .expression_attribute_values(":exp", n(end.expires_at))
         .expression_attribute_values(":one", n(1))
         .expression_attribute_values(":st", s(h.state.as_str()))
         .expression_attribute_values(":calls", n(usage.calls + 1))
@@ -67,11 +71,39 @@ pub(crate) async fn release_from(store: &Store, m: Meter, h: Header) -> Result<R
         .expression_attribute_values(":ru", n(usage.read_units))
         .expression_attribute_values(":wu", n(usage.write_units))
         .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew);
+    let req = match end.revisit_at {
+        Some(at) => req
+            .expression_attribute_names("#rat", H_REVISIT_AT)
+            .expression_attribute_values(":rat", n(at))
+            .expression_attribute_values(":open", s(end.shard)),
+        None => req,
+    };
     if let crate::store::Written::Done(Some(header)) = store.update(&m, req).await? {
         store.keep_header(tx_id, header);
     }
     tracing::info!(tx_id, state = h.state.as_str(), "finished");
     Ok(Report::new(Outcome::Done, &m))
+}
+
+/// How a transaction finishing now ends: when its records expire, and, when it must be visited again for writes that
+/// may land after its end ([`Header::needs_revisit`]), when, and the index partition the sweeper finds it in then.
+struct End {
+    expires_at: u64,
+    revisit_at: Option<u64>,
+    shard: String,
+}
+
+impl End {
+    fn of(store: &Store, h: &Header, now: u64) -> Self {
+        let retention = store.cfg.retention.as_secs();
+        let revisit_at = h.needs_revisit().then(|| now + store.cfg.revisit_after.as_millis() as u64);
+        let expires_at = (revisit_at.unwrap_or(now) / 1000).max(now / 1000) + retention;
+        let shard = format!("{REVISIT_SHARD_PREFIX}{}", records::shard_of(&h.id));
+        if let Some(at) = revisit_at {
+            tracing::info!(tx_id = %h.id, revisit_at = at, "a write of this transaction may land after its end: it is visited again then");
+        }
+        End { expires_at, revisit_at, shard }
+    }
 }
 
 /// Whether a driver that runs the last apply run, complete and release (the in-process coordinator; the state machine
@@ -86,17 +118,19 @@ pub(crate) fn with_apply(h: &Header, run_end: usize) -> bool {
 /// header has left the state or attempt `h` shows, or another driver recorded the batches first.
 pub(crate) async fn finish_applied(store: &Store, m: &Meter, h: &Header) -> Result<Option<super::Outcome>, TxError> {
     let now = now_ms();
-    let w = HeaderWrite {
-        set: vec![
-            (H_COMPLETED, n(h.batches)),
-            (H_FINISHED_AT, n(now)),
-            (ATTR_EXPIRES_AT, n(now / 1000 + store.cfg.retention.as_secs())),
-        ],
+    let end = End::of(store, h, now);
+    let mut w = HeaderWrite {
+        set: vec![(H_COMPLETED, n(h.batches)), (H_FINISHED_AT, n(now)), (ATTR_EXPIRES_AT, n(end.expires_at))],
         remove: vec![H_OPEN_SHARD],
         watermark: Some((H_APPLIED, h.batches)),
         require: vec![(H_FINISHED_AT, false)],
         ..HeaderWrite::default()
     };
+    if let Some(at) = end.revisit_at {
+        w.remove.clear();
+        w.set.push((H_OPEN_SHARD, s(end.shard)));
+        w.set.push((H_REVISIT_AT, n(at)));
+    }
     let expect = Expect { state: TxState::Committed, attempt: Some(h.attempt), touched_at: None };
     if records::write_header(store, m, &h.id, expect, w, &m.usage()).await? {
         tracing::info!(tx_id = %h.id, state = h.state.as_str(), "finished");
