@@ -155,3 +155,162 @@ async fn a_lock_write_landing_after_its_transaction_ended_is_read_through_and_cl
     assert_eq!(counts(&env, tag).await, vec![2; ACTIONS]);
     env.assert_clean().await;
 }
+
+/// How long after its end the transactions of the tests below are visited again (`Config::revisit_after`).
+const BOUND: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How the transaction whose driver dies with a lock write in flight ends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum End {
+    /// An operator's `sweep --older-than 0` (a sweeper that finds it stale at once) rolls it back.
+    RolledBackBySweeper,
+    /// Another coordinator takes it over and commits it.
+    CommittedByTakeover,
+}
+
+/// `n` items `{tag}-{i}` of table a: with `present`, each seeded with `n = 0` and updated (`ADD n :one`); without,
+/// each absent and put. Returns the request.
+async fn items(env: &Env, tag: &str, n: usize, present: bool) -> Value {
+    let keys: Vec<Value> = (0..n).map(|i| json!({"pk": sv(&format!("{tag}-{i:03}"))})).collect();
+    if present {
+        harness::put_all(&env.client, &env.a, keys.iter().map(|k| json!({"pk": k["pk"], "n": nv(0)}))).await;
+    }
+    let actions: Vec<Value> = keys
+        .iter()
+        .map(|k| match present {
+            true => json!({"Update": {"TableName": env.a, "Key": k, "UpdateExpression": "ADD n :one",
+                "ExpressionAttributeValues": {":one": nv(1)}}}),
+            false => json!({"Put": {"TableName": env.a, "Item": {"pk": k["pk"], "n": nv(1)}}}),
+        })
+        .collect();
+    json!({ "TransactItems": actions })
+}
+
+/// Every item of table a that holds a lock.
+async fn locked(env: &Env) -> Vec<Value> {
+    env.scan(&env.a).await.into_values().filter(|v| v.get("_sagaLock").is_some()).collect()
+}
+
+/// The driver of a 150-action transaction dies with its first lock write in flight (`Store::crash_after_late`: the
+/// write is held and sent once the transaction has finished), someone else ends the transaction, and the held write
+/// lands after that end: on an item that did not exist it creates one holding only a lock, on one that did it leaves a
+/// lock. Once the bound has passed, a sweep visits the transaction again and removes it: every item is as it was (or
+/// as the transaction left it, when it committed), byte for byte, with no `_saga*` attribute and no item that did not
+/// exist.
+async fn held_lock_write_after(end: End, present: bool) {
+    let env = Env::with(&format!("late-{}", if present { "p" } else { "a" }), |c| dynamo_saga::Config {
+        revisit_after: BOUND,
+        ..c
+    })
+    .await;
+    let tag = "held";
+    let body = items(&env, tag, ACTIONS, present).await;
+    let before = env.snapshot().await;
+    let id = begin::begin(&env.store, &body).await.unwrap().transaction_id;
+
+    // Its driver claims the lock phase, sends one lock write that is held, and dies.
+    let dying = env.store.crash_after_late(1, &id);
+    let died = Coordinator::new(dying).drive(&id).await;
+    assert!(matches!(died, Err(TxError::InjectedFault(_))), "{died:?}");
+
+    match end {
+        End::RolledBackBySweeper => {
+            let mut sweeper = dynamo_saga::sweeper::Sweeper::new(env.store.clone());
+            sweeper.stale_after = std::time::Duration::ZERO;
+            loop {
+                let r = sweeper.sweep().await.unwrap();
+                assert!(r.failed.is_empty(), "{r:?}");
+                if r.examined == 0 && !r.more {
+                    break;
+                }
+            }
+        }
+        End::CommittedByTakeover => {
+            Coordinator::new(env.store.clone()).drive(&id).await.expect("the takeover commits");
+        }
+    }
+    let h = read_header(&env.store, &Meter::default(), &id).await.unwrap();
+    let state = if end == End::CommittedByTakeover { TxState::Committed } else { TxState::RolledBack };
+    assert_eq!((h.state, h.finished()), (state, true));
+    assert!(h.needs_revisit() && h.revisit_at.is_some(), "a pass was left open: {h:?}");
+
+    // The held write lands after the end: a trace nobody wrote.
+    let mut landed = Vec::new();
+    for _ in 0..50 {
+        landed = locked(&env).await;
+        if !landed.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(landed.len(), 1, "the held lock write landed after the end ({end:?}, present {present})");
+    assert_eq!(landed[0].get("_sagaTransient").is_some(), !present, "{landed:?}");
+    assert_eq!(dynamo_saga::status::status(&env.store, &id).await.unwrap().revisit.unwrap().revisited_at_ms, None);
+
+    // Before the bound, a sweep leaves it; after, it visits the transaction and clears it.
+    let mut sweeper = dynamo_saga::sweeper::Sweeper::new(env.store.clone());
+    sweeper.stale_after = std::time::Duration::ZERO;
+    assert!(sweeper.sweep().await.unwrap().revisited.is_empty(), "not before the bound");
+    tokio::time::sleep(BOUND).await;
+    let r = sweeper.sweep().await.unwrap();
+    assert_eq!(r.revisited.len(), 1, "{r:?}");
+    assert_eq!(r.revisited[0].outcome, format!("1 of {ACTIONS} items cleared"));
+    let status = dynamo_saga::status::status(&env.store, &id).await.unwrap();
+    let revisit = status.revisit.expect("the visit shows in the status");
+    assert!(revisit.due_at_ms.is_none() && revisit.revisited_at_ms.is_some() && revisit.cleared == 1, "{revisit:?}");
+
+    let after = env.snapshot().await;
+    if end == End::CommittedByTakeover {
+        let applied = env.scan(&env.a).await;
+        assert_eq!(applied.len(), ACTIONS);
+        assert!(applied.values().all(|v| v["n"] == nv(1) && v.as_object().unwrap().len() == 2), "{applied:?}");
+    } else {
+        assert_eq!(after, before, "every item as it was, byte for byte, and no item that did not exist");
+    }
+    env.assert_clean().await;
+    // Visited once: a second sweep finds nothing more to do.
+    assert!(sweeper.sweep().await.unwrap().revisited.is_empty());
+    harness::report(format!(
+        "late lock write after the end ({}, items {}): landed after the end, cleared {} s after it, {ACTIONS} items \
+         read",
+        format!("{end:?}").to_lowercase(),
+        if present { "present" } else { "absent" },
+        BOUND.as_secs()
+    ));
+}
+
+#[tokio::test]
+async fn a_lock_write_landing_after_the_sweeper_rolled_back_its_transaction_leaves_no_item_once_the_bound_passed() {
+    held_lock_write_after(End::RolledBackBySweeper, false).await;
+}
+
+#[tokio::test]
+async fn a_lock_write_landing_after_the_sweeper_rolled_back_its_transaction_leaves_no_lock_once_the_bound_passed() {
+    held_lock_write_after(End::RolledBackBySweeper, true).await;
+}
+
+#[tokio::test]
+async fn a_lock_write_landing_after_a_takeover_committed_its_transaction_leaves_no_lock_once_the_bound_passed() {
+    held_lock_write_after(End::CommittedByTakeover, true).await;
+}
+
+/// Only transactions that may have had writes in flight when they ended pay for a visit: one its own driver commits,
+/// or cancels on a failed condition, with every answer in hand, is finished for good.
+#[tokio::test]
+async fn a_transaction_its_own_driver_ended_with_every_answer_is_not_visited_again() {
+    let env = Env::new("late-none").await;
+    let body = items(&env, "own", ACTIONS, true).await;
+    let done = Coordinator::new(env.store.clone()).run(&body).await.expect("commits");
+    let h = read_header(&env.store, &Meter::default(), &done.transaction_id).await.unwrap();
+    assert!(h.finished() && !h.needs_revisit() && h.revisit_at.is_none(), "{h:?}");
+    let mut refused = body.clone();
+    refused["TransactItems"][ACTIONS - 1]["Update"]["ConditionExpression"] = json!("n = :none");
+    refused["TransactItems"][ACTIONS - 1]["Update"]["ExpressionAttributeValues"][":none"] = nv(7);
+    let id = match Coordinator::new(env.store.clone()).run(&refused).await {
+        Err(TxError::Canceled(c)) => c.transaction_id.clone(),
+        other => panic!("expected a cancellation: {other:?}"),
+    };
+    let h = read_header(&env.store, &Meter::default(), &id).await.unwrap();
+    assert!(h.finished() && !h.needs_revisit() && h.revisit_at.is_none(), "{h:?}");
+    env.assert_clean().await;
+}

@@ -10,7 +10,9 @@
 #                                (killed outright included), by a watchdog in a session of its own.
 #   tools/stack.sh stop NAME     stop it
 # The functions may write the tables Orders, Inventory (events/), shop (the demo) and t-* (tests), unless
-# SAGA_ALLOWED_TABLES says otherwise; SAGA_MAX_ACTIONS (default 100000) and SAGA_LEASE_SECONDS pass through too.
+# SAGA_ALLOWED_TABLES says otherwise; SAGA_MAX_ACTIONS (default 100000), SAGA_LEASE_SECONDS and
+# SAGA_REVISIT_AFTER_SECONDS (default 3: a transaction that may have had writes in flight is visited again 3 s after
+# it ends, not 7 minutes) pass through too.
 # SAGA_STACK_PROFILE=release runs the functions as optimised builds (target/release, without fault injection) instead
 # of debug builds: the benchmark measures time and memory per call that way.
 # A stack's settings: DYNAMODB_ENDPOINT, LAMBDA_ENDPOINT, SAGA_TABLE (the transactions table the functions use; the
@@ -84,6 +86,7 @@ SAGA_TABLE=${SAGA_TABLE:-saga-transactions}
 SAGA_ALLOWED_TABLES=${SAGA_ALLOWED_TABLES:-Orders,Inventory,shop,t-*}
 SAGA_LEASE_SECONDS=${SAGA_LEASE_SECONDS:-30}
 SAGA_MAX_ACTIONS=${SAGA_MAX_ACTIONS:-100000}
+SAGA_REVISIT_AFTER_SECONDS=${SAGA_REVISIT_AFTER_SECONDS:-3}
 SAGA_FAULT_FILE=$dir/fault
 AWS_ENDPOINT_URL_SFN=http://127.0.0.1:$sfn_port
 SAGA_STATE_MACHINE_ARN=$sfn_arn
@@ -123,6 +126,7 @@ LAMBDA_ENDPOINT=$endpoint
 SAGA_TABLE=${SAGA_TABLE:-saga-transactions}
 SAGA_FAULT_FILE=$dir/fault
 SAGA_MAX_ACTIONS=${SAGA_MAX_ACTIONS:-100000}
+SAGA_REVISIT_AFTER_SECONDS=${SAGA_REVISIT_AFTER_SECONDS:-3}
 SFN_ENDPOINT=http://127.0.0.1:$sfn_port
 SAGA_STATE_MACHINE_ARN=$sfn_arn
 SAGA_CALL_LOG=$dir/calls.jsonl
