@@ -934,3 +934,63 @@ async fn a_refused_write_is_shown_by_the_status_api_and_resumed_through_the_api_
     assert_eq!((code, out.get("ExecutionArn")), (200, None), "{out}");
     env.assert_clean().await;
 }
+
+/// A Lock call dies with a lock write in flight (its Lambda timed out: the write is held and lands once the
+/// transaction has finished), the state machine retries Lock, and the transaction commits, or rolls back on a failed
+/// condition. The late write lands after that end, on an item the transaction no longer holds; the execution waits
+/// out the stack's bound (`SAGA_REVISIT_AFTER_SECONDS`) after Release, visits the transaction again and removes it:
+/// every item as committed, or as it was byte for byte, with no `_saga*` attribute.
+#[tokio::test]
+async fn a_lock_write_of_a_timed_out_lock_call_that_lands_after_the_end_is_cleared_by_the_execution() {
+    let env = Env::on_stack("smlate").await;
+    let st = stack().await;
+    let n = 150;
+    for commit_path in [true, false] {
+        let tag = if commit_path { "lc" } else { "lr" };
+        let keys: Vec<String> = (0..n).map(|i| format!("{tag}-{i:03}")).collect();
+        harness::put_all(&env.client, &env.a, keys.iter().map(|k| json!({"pk": sv(k), "n": nv(0)}))).await;
+        let mut actions: Vec<Value> = keys
+            .iter()
+            .map(|k| {
+                json!({"Update": {"TableName": env.a, "Key": {"pk": sv(k)}, "UpdateExpression": "ADD n :one",
+                    "ExpressionAttributeValues": {":one": nv(1)}}})
+            })
+            .collect();
+        if !commit_path {
+            actions[n - 1]["Update"]["ConditionExpression"] = json!("n = :seven");
+            actions[n - 1]["Update"]["ExpressionAttributeValues"][":seven"] = nv(7);
+        }
+        let before = env.scan(&env.a).await;
+        let begun = st.invoke("saga-begin", &json!({"TransactItems": actions})).await.expect("begins");
+        let id = begun["TransactionId"].as_str().unwrap().to_string();
+        // The first Lock call claims the lock phase (its first write) and dies with its first lock write in flight.
+        let fault = st.inject_late_fault_for(&id, "Lock", 1);
+        let ex = st.execute(&json!({ "TransactionId": id })).await;
+        assert!(!fault.exists(), "the fault was taken");
+        let _ = std::fs::remove_file(format!("{}.taken", fault.display()));
+        if commit_path {
+            assert_committed(&ex, n, 2);
+        } else {
+            assert_eq!(ex.error.as_deref(), Some("TransactionCanceled"), "{ex:?}");
+        }
+        assert_eq!(ex.state_entries.get("Revisit"), Some(&1), "visited again after Release: {ex:?}");
+        let h = dynamo_saga::records::read_header(&env.store, &Meter::default(), &id).await.unwrap();
+        assert!(h.revisit_at.is_none() && h.revisited_at.is_some(), "{h:?}");
+        assert_eq!(h.revisit_cleared, 1, "the late lock write landed after the end, and was cleared");
+        let after = env.scan(&env.a).await;
+        let mine = |m: &std::collections::BTreeMap<String, Value>| {
+            m.iter().filter(|(k, _)| k.contains(tag)).map(|(k, v)| (k.clone(), v.clone())).collect::<Vec<_>>()
+        };
+        if commit_path {
+            assert!(mine(&after).iter().all(|(_, v)| v["n"] == nv(1) && v.as_object().unwrap().len() == 2));
+            assert_eq!(mine(&after).len(), n);
+        } else {
+            assert_eq!(mine(&after), mine(&before), "every item as it was, byte for byte");
+        }
+    }
+    env.assert_clean().await;
+    harness::report(
+        "late lock write of a Lock call that timed out, through the state machine: landed after the end, cleared by \
+         the execution's Revisit (commit and rollback)",
+    );
+}

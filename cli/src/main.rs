@@ -572,7 +572,11 @@ async fn audit(a: &Args, tables: &[String], clear: bool) -> Result<i32, Failure>
                 report.read_units,
                 report.in_progress,
                 report.traces.len(),
-                if clear { format!(", {} cleared", report.traces.iter().filter(|t| t.cleared).count()) } else { String::new() }
+                if clear {
+                    format!(", {} cleared", report.traces.iter().filter(|t| t.cleared).count())
+                } else {
+                    String::new()
+                }
             );
             for t in &report.traces {
                 println!(

@@ -380,3 +380,145 @@ async fn resume_carries_an_open_transaction_on_in_process_and_through_the_state_
     assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
     env.assert_clean().await;
 }
+
+/// `submit --in-process` through a proxy that holds two lock writes without answering (one to an item that did not
+/// exist, one to an item that did): the command's attempt timeout gives up on them, it locks both items with new
+/// writes, and the transaction commits or rolls back. The held writes are delivered after that end. `sweep` before the
+/// bound leaves them; after it, it visits the transaction again and clears what they left: every item as the
+/// transaction left it, byte for byte.
+#[tokio::test]
+async fn writes_held_past_the_end_of_an_in_process_submit_are_cleared_by_sweep_after_the_bound() {
+    for commit in [true, false] {
+        let env = Env::on_stack_alone(if commit { "clilatec" } else { "clilater" }).await;
+        let tag = if commit { "hc" } else { "hr" };
+        let present: Vec<String> = (0..60).map(|i| format!("{tag}-p{i:02}")).collect();
+        let absent: Vec<String> = (0..60).map(|i| format!("{tag}-a{i:02}")).collect();
+        seed(&env, &present).await;
+        let mut actions: Vec<Value> = present
+            .iter()
+            .map(|k| {
+                json!({"Update": {"TableName": env.a, "Key": {"pk": sv(k)}, "UpdateExpression": "SET v = v + :one",
+                "ExpressionAttributeValues": {":one": nv(1)}}})
+            })
+            .collect();
+        actions.extend(absent.iter().map(|k| {
+            json!({"Put": {"TableName": env.a, "Item": {"pk": sv(k), "v": nv(1)},
+                "ConditionExpression": "attribute_not_exists(pk)"}})
+        }));
+        if !commit {
+            // An item whose condition fails: the transaction rolls back.
+            let refused = format!("{tag}-zz");
+            seed(&env, std::slice::from_ref(&refused)).await;
+            actions.push(json!({"ConditionCheck": {"TableName": env.a, "Key": {"pk": sv(&refused)},
+                "ConditionExpression": "v = :seven", "ExpressionAttributeValues": {":seven": nv(7)}}}));
+        }
+        let before = env.scan(&env.a).await;
+        let proxy = harness::proxy::Proxy::start(0, 0.0).await;
+        proxy.hold_silently(&[&format!("\"{}\"", absent[30]), ":_sagaNow"], 1).await;
+        proxy.hold_silently(&[&format!("\"{}\"", present[30]), ":_sagaNow"], 1).await;
+        let file = std::env::temp_dir().join(format!("dynamo-saga-cli-held-{tag}-{}.json", std::process::id()));
+        std::fs::write(&file, json!({"TransactItems": actions}).to_string()).unwrap();
+        let vars = [
+            ("AWS_ENDPOINT_URL_DYNAMODB", Some(proxy.url.as_str())),
+            ("SAGA_ATTEMPT_TIMEOUT_SECONDS", Some("1")),
+            ("SAGA_REVISIT_AFTER_SECONDS", Some("3")),
+        ];
+        let out =
+            cli_with(&env.tx_table, &["--json", "submit", file.to_str().unwrap(), "--in-process"], None, &vars).await;
+        let _ = std::fs::remove_file(&file);
+        assert_eq!(out.status.code(), Some(if commit { 0 } else { 1 }), "{}", stderr(&out));
+        let s = stdout_json(&out);
+        let id = s["TransactionId"].as_str().unwrap().to_string();
+        assert_eq!(proxy.stats().await["held"], 2, "both lock writes were held");
+        assert!(s["Revisit"]["DueAtMs"].as_u64().is_some(), "status shows the visit to come: {s}");
+
+        // Delivered after the end. On the rollback path both land: an item nobody wrote, and a lock on an item.
+        let released = proxy.release().await;
+        let landed = env.scan(&env.a).await.into_values().filter(|v| v.get("_sagaLock").is_some()).count();
+        if !commit {
+            assert_eq!((released["statuses"].clone(), landed), (json!([200, 200]), 2), "{released}");
+        }
+        let direct = [("SAGA_REVISIT_AFTER_SECONDS", Some("3"))];
+        let out = cli_with(&env.tx_table, &["--json", "sweep", "--older-than", "0"], None, &direct).await;
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(stdout_json(&out)["Revisited"], json!([]), "not before the bound");
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        let out = cli_with(&env.tx_table, &["sweep", "--older-than", "0"], None, &direct).await;
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let named = if commit { 120 } else { 121 };
+        assert!(text.contains(&format!("visited again: {id} ({landed} of {named} items cleared)")), "{text}");
+
+        let after = env.scan(&env.a).await;
+        if commit {
+            assert_eq!(after.len(), 120);
+            assert!(after.values().all(|v| v["v"] == nv(1) && v.as_object().unwrap().len() == 2), "{after:?}");
+        } else {
+            assert_eq!(after, before, "every item as it was, byte for byte, and no item that did not exist");
+        }
+        env.assert_clean().await;
+        let out = cli_with(&env.tx_table, &["--json", "status", &id], None, &direct).await;
+        let revisit = stdout_json(&out)["Revisit"].clone();
+        assert!(revisit["RevisitedAtMs"].as_u64().is_some() && revisit["Cleared"] == json!(landed), "{revisit}");
+    }
+}
+
+/// `audit` reads a whole table and reports what transactions that ended left (a lock of one whose records are gone, a
+/// lock and an item created to hold one of a rolled-back one), leaves a lock of a transaction under way alone, and
+/// with `--clear` removes the others, each with a write conditioned on that very lock.
+#[tokio::test]
+async fn audit_reports_what_ended_transactions_left_and_clears_it_on_request() {
+    let env = Env::on_stack_alone("cliaudit").await;
+    let keys: Vec<String> = (0..30).map(|i| format!("au{i:02}")).collect();
+    seed(&env, &keys).await;
+    let clean = env.scan(&env.a).await;
+    // A transaction under way holds au00..au04.
+    let running = updates(&env, &keys[..5]);
+    let begun = dynamo_saga::phase::begin::begin(&env.store, &running).await.unwrap().transaction_id;
+    dynamo_saga::Coordinator::new(env.store.clone()).drive_locks(&begun).await.unwrap();
+    // Left by ended transactions: a lock whose transaction's records expired, an item that holds only a lock.
+    let gone = "01JAAAAAAAAAAAAAAAAAAAAAAA";
+    env.put(&env.a, json!({"pk": sv("au10"), "v": nv(0), "_sagaLock": sv(gone), "_sagaLockedAt": nv(5)})).await;
+    env.put(
+        &env.a,
+        json!({"pk": sv("au99"), "_sagaLock": sv(gone), "_sagaLockedAt": nv(5), "_sagaTransient": {"BOOL": true}}),
+    )
+    .await;
+
+    let out = cli(&env.tx_table, &["--json", "audit", &env.a], None).await;
+    assert_eq!(out.status.code(), Some(1), "traces left: {}", stderr(&out));
+    let report = stdout_json(&out);
+    let t = &report[0];
+    assert_eq!((t["Scanned"].as_u64(), t["InProgress"].as_u64()), (Some(31), Some(5)), "{t}");
+    let found: Vec<(String, bool, String)> = t["Traces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            (
+                x["Key"]["pk"]["S"].as_str().unwrap().to_string(),
+                x["Transient"] == json!(true),
+                x["TransactionState"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let mut found = found;
+    found.sort();
+    assert_eq!(found, vec![("au10".into(), false, "EXPIRED".into()), ("au99".into(), true, "EXPIRED".into())]);
+
+    let out = cli(&env.tx_table, &["audit", &env.a, "--clear"], None).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(text.contains("5 locked by transactions under way, 2 left by ended ones, 2 cleared"), "{text}");
+    // The transaction under way keeps its locks and commits; nothing else is left.
+    dynamo_saga::Coordinator::new(env.store.clone()).drive(&begun).await.unwrap();
+    let after = env.scan(&env.a).await;
+    for (k, v) in &clean {
+        let moved = keys[..5].iter().any(|x| k.contains(&format!("\"{x}\"")));
+        assert_eq!(after[k]["v"], if moved { nv(1) } else { nv(0) }, "{k}: {v}");
+    }
+    assert_eq!(after.len(), clean.len(), "the item that held only a lock is gone");
+    env.assert_clean().await;
+    let out = cli(&env.tx_table, &["audit", &env.a], None).await;
+    assert_eq!(out.status.code(), Some(0), "nothing left: {}", String::from_utf8_lossy(&out.stdout));
+}

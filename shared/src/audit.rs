@@ -158,4 +158,3 @@ fn trace(table: &str, key: &Item, item: &Item, tx_id: &str, state: &str) -> Trac
         cleared: false,
     }
 }
-

@@ -19,9 +19,9 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_sdk_dynamodb::Client;
 
-use crate::constants::{H_FINISHED_AT, SK_HEADER, TX_PK, TX_SK};
 use crate::billing::{self, Bill};
 use crate::config::Config;
+use crate::constants::{H_FINISHED_AT, SK_HEADER, TX_PK, TX_SK};
 use crate::error::TxError;
 use crate::eval::IndexKey;
 use crate::pace::{Pace, Watch};
@@ -449,8 +449,12 @@ impl Store {
     /// `writes` write requests: the crash tests' stand-in for a Lambda that times out or dies between two writes.
     pub fn crash_after(&self, writes: u64) -> Store {
         let mut s = self.clone();
-        s.faults =
-            Some(Arc::new(Faults { budget: writes, used: AtomicU64::new(0), dead: AtomicBool::new(false), late: None }));
+        s.faults = Some(Arc::new(Faults {
+            budget: writes,
+            used: AtomicU64::new(0),
+            dead: AtomicBool::new(false),
+            late: None,
+        }));
         s
     }
 

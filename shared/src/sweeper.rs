@@ -123,10 +123,9 @@ impl Sweeper {
                 break;
             }
             match crate::phase::revisit::revisit(&self.store, &id).await {
-                Ok(crate::phase::revisit::Revisit::Done { items, cleared, .. }) => report.revisited.push(Swept {
-                    transaction_id: id,
-                    outcome: format!("{cleared} of {items} items cleared"),
-                }),
+                Ok(crate::phase::revisit::Revisit::Done { items, cleared, .. }) => report
+                    .revisited
+                    .push(Swept { transaction_id: id, outcome: format!("{cleared} of {items} items cleared") }),
                 Ok(_) => {}
                 Err(e) => {
                     warn!(tx_id = %id, error = %e, "sweeper could not visit a transaction again");

@@ -420,4 +420,12 @@ impl Stack {
         std::fs::write(&path, format!("{phase} {writes}")).unwrap();
         path
     }
+
+    /// [`Stack::inject_fault_for`], and the call's first lock write past the `writes`-th is held and sent once the
+    /// transaction has finished: a write of a Lambda that timed out, landing after someone else ended its transaction.
+    pub fn inject_late_fault_for(&self, tx_id: &str, phase: &str, writes: u64) -> PathBuf {
+        let path = PathBuf::from(format!("{}.{tx_id}", self.fault_file.display()));
+        std::fs::write(&path, format!("{phase} {writes} late")).unwrap();
+        path
+    }
 }

@@ -55,7 +55,12 @@ pub async fn revisit_from(store: &Store, m: Meter, h: Header) -> Result<Revisit,
         for item in store.batch_get(&m, &table, keys).await? {
             let Some(owner) = lock_holder(&item).filter(|o| records::parse_owner(o).0 == h.id) else { continue };
             let key = item.iter().filter(|(k, _)| key_names.contains(k)).map(|(k, v)| (k.clone(), v.clone()));
-            left.push(Left { table: table.clone(), key: key.collect(), owner: owner.to_owned(), id: LockId::of(&item) });
+            left.push(Left {
+                table: table.clone(),
+                key: key.collect(),
+                owner: owner.to_owned(),
+                id: LockId::of(&item),
+            });
         }
     }
     let cleared = clear(store, &m, left).await?;
