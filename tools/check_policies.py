@@ -24,11 +24,18 @@ Rules:
      variables only after the fifth colon, so such an ARN matches nothing. An ARN whose Region or account is left
      open ("*") is allowed only in a statement whose Condition pins both, StringEquals aws:RequestedRegion to
      AWS::Region and aws:ResourceAccount to AWS::AccountId (how template.yaml names the caller's tables).
+  9. On the template as deployed (the SAM transform's output, tools/iam/resolve.py's transform): every
+     AWS::Lambda::Function names in LoggingConfig.LogGroup a log group of the stack that has RetentionInDays and is
+     deleted with the stack, and its role denies logs:CreateLogGroup, CreateLogStream and PutLogEvents on every other
+     log group (a Deny with NotResource naming only that group: SAM's AWSLambdaBasicExecutionRole allows them on "*").
+ 10. Every API Gateway stage writes access logs to such a log group, as JSON with the request id, the caller and the
+     status.
 Statements and policies inside Fn::If are checked in both branches.
 """
 
 import copy
 import json
+import os
 import re
 import sys
 
@@ -150,7 +157,9 @@ def policies_of(name, res):
         out = pol if isinstance(pol, list) else [pol]
     elif res.get("Type") == "AWS::IAM::Role":
         inline = [b for p in props.get("Policies", []) for b in branches(p) if isinstance(b, dict)]
-        out = [p.get("PolicyDocument", {}) for p in inline] + props.get("ManagedPolicyArns", [])
+        # A managed policy's ARN built with Fn::Sub (for the partition) is judged by its text.
+        managed = [m["Fn::Sub"] if isinstance(m, dict) and isinstance(m.get("Fn::Sub"), str) else m for m in props.get("ManagedPolicyArns", [])]
+        out = [p.get("PolicyDocument", {}) for p in inline] + managed
     elif res.get("Type") in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
         out = [props.get("PolicyDocument", {})]
     return [b for p in out for b in branches(p)]
@@ -370,6 +379,7 @@ def findings(template):
         if res.get("Type") in ALARM_TYPES:
             out += alarm_findings(template, name, res)
     out += dead_letter_findings(template)
+    out += deployed_findings(template)
     apis = {n for n, r in res_all.items() if r.get("Type") == "AWS::Serverless::Api"}
     for n in apis:
         auth = res_all[n].get("Properties", {}).get("Auth", {})
@@ -385,6 +395,115 @@ def findings(template):
                 out.append(f"{name}.{en}: an Api event outside the IAM-authorized API")
             if p.get("Auth", {}).get("Authorizer") not in (None, "AWS_IAM"):
                 out.append(f"{name}.{en}: authorization changed to {p['Auth']['Authorizer']!r}")
+    return out
+
+
+# Rule 9: what AWSLambdaBasicExecutionRole allows on "*", which each function role must deny beyond its own group.
+LAMBDA_LOG_ACTIONS = ("logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents")
+# Rule 10: what an access log line must carry, as $context variables: the request id, the caller, the status.
+ACCESS_LOG_FIELDS = {
+    "the request id": ("$context.requestId",),
+    "the caller": ("$context.identity.caller", "$context.identity.userArn"),
+    "the status": ("$context.status",),
+}
+
+
+def transformed(template):
+    """The template as CloudFormation deploys it: the SAM transform's output (tools/iam/resolve.py), parameters that
+    have no default given the sample values resolve.py uses. Intrinsic functions other than the transform's stay."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "iam"))
+    import resolve
+
+    plain = json.loads(json.dumps(template))
+    return resolve.transform(plain, dict(resolve.BASE_PARAMETERS))
+
+
+def ref_target(node):
+    """The logical id a plain Ref or Fn::GetAtt names, else None."""
+    if isinstance(node, dict) and len(node) == 1:
+        (k, v), = node.items()
+        if k == "Ref" and isinstance(v, str):
+            return v
+        if k == "Fn::GetAtt":
+            return v[0] if isinstance(v, list) else v.split(".", 1)[0]
+    return None
+
+
+def stack_log_group(res_all, node, where):
+    """Rule 9 and 10: the findings about a reference to a log group (a Ref, or an ARN built on one with Fn::Sub)."""
+    group = ref_target(node)
+    if group is None:
+        group = next((n for n, r in res_all.items() if r.get("Type") == "AWS::Logs::LogGroup" and names(node, n)), None)
+    if group is None or res_all.get(group, {}).get("Type") != "AWS::Logs::LogGroup":
+        return None, [f"{where}: {node!r} is no log group of the stack"]
+    out = []
+    r = res_all[group]
+    if "RetentionInDays" not in r.get("Properties", {}):
+        out.append(f"{where}: its log group {group} has no RetentionInDays (its events would be kept forever)")
+    if r.get("DeletionPolicy") in ("Retain", "RetainExceptOnCreate"):
+        out.append(f"{where}: its log group {group} stays when the stack is deleted (DeletionPolicy {r['DeletionPolicy']})")
+    return group, out
+
+
+def confines_logs(res_all, role, group):
+    """Rule 9: the role holds a Deny of the log writes on every resource but group's."""
+    props = res_all.get(role, {}).get("Properties", {})
+    for pol in props.get("Policies", []):
+        for doc in branches(pol):
+            for st in statements(doc.get("PolicyDocument") if isinstance(doc, dict) else None):
+                if st.get("Effect") != "Deny" or "Resource" in st or "Condition" in st:
+                    continue
+                actions = st.get("Action", [])
+                actions = actions if isinstance(actions, list) else [actions]
+                if not all(a in actions or "logs:*" in actions for a in LAMBDA_LOG_ACTIONS):
+                    continue
+                spared = resources(st.get("NotResource", []))
+                if spared and all(names(x, group) for x in spared):
+                    return True
+    return False
+
+
+def deployed_findings(template):
+    """Rules 9 and 10, on the transformed template."""
+    try:
+        cfn = transformed(template)
+    except Exception as e:  # the translator's errors have no common base class
+        return [f"the SAM transform refuses the template: {e}"]
+    res_all = cfn.get("Resources", {})
+    out = []
+    for name, res in res_all.items():
+        props = res.get("Properties", {})
+        if res.get("Type") == "AWS::Lambda::Function":
+            target = (props.get("LoggingConfig") or {}).get("LogGroup")
+            if target is None:
+                out.append(f"{name}: no LoggingConfig.LogGroup: Lambda would log to /aws/lambda/<name>, a group outside the stack")
+                continue
+            group, found = stack_log_group(res_all, target, f"{name} LoggingConfig.LogGroup")
+            out += found
+            role = ref_target(props.get("Role"))
+            if group and not confines_logs(res_all, role, group):
+                out.append(
+                    f"{name}: its role {role} does not deny {', '.join(LAMBDA_LOG_ACTIONS)} on every log group but {group} "
+                    "(a Deny with NotResource naming only that group)"
+                )
+        if res.get("Type") == "AWS::ApiGateway::Stage":
+            setting = props.get("AccessLogSetting") or {}
+            if not setting.get("DestinationArn"):
+                out.append(f"{name}: the stage writes no access logs (AccessLogSetting.DestinationArn)")
+                continue
+            out += stack_log_group(res_all, setting["DestinationArn"], f"{name} AccessLogSetting")[1]
+            fmt = setting.get("Format")
+            try:
+                fields = json.loads(fmt) if isinstance(fmt, str) else None
+            except ValueError:
+                fields = None
+            if not isinstance(fields, dict):
+                out.append(f"{name}: the access log Format is not a JSON object: {fmt!r}")
+                continue
+            values = " ".join(str(v) for v in fields.values())
+            for what, variables in ACCESS_LOG_FIELDS.items():
+                if not any(v in values for v in variables):
+                    out.append(f"{name}: the access log Format lacks {what} ({' or '.join(variables)})")
     return out
 
 
@@ -484,6 +603,30 @@ def self_test(template):
              Resource={"Fn::Split": [",", {"Fn::Join": ["", [old_form, {"Fn::Join": ["," + old_form, {"Ref": "AllowedTables"}]}]]}]}))
     case("an open account without aws:ResourceAccount", "does not pin aws:RequestedRegion to AWS::Region and aws:ResourceAccount",
          lambda t: statement(t, "ApplyFunction", "AllowedTablesWrites")["Condition"]["StringEquals"].pop("aws:ResourceAccount"))
+    def fn_props(t, fn):
+        return t["Resources"][fn]["Properties"]
+
+    def access_log(t):
+        return t["Resources"]["TransactionsApi"]["Properties"]["AccessLogSetting"]
+
+    case("a function logging to a group Lambda makes", "LockFunction: no LoggingConfig.LogGroup",
+         lambda t: fn_props(t, "LockFunction")["LoggingConfig"].pop("LogGroup"))
+    case("a function log group without retention", "its log group ApplyLogGroup has no RetentionInDays",
+         lambda t: t["Resources"]["ApplyLogGroup"]["Properties"].pop("RetentionInDays"))
+    case("a function log group kept after the stack", "its log group SaveLogGroup stays when the stack is deleted",
+         lambda t: t["Resources"]["SaveLogGroup"].update(DeletionPolicy="Retain"))
+    case("a function role that may write another function's log group", "StatusFunction: its role",
+         lambda t: statement(t, "StatusFunction", "OwnLogGroupOnly")["NotResource"].append(
+             {"Fn::Sub": "arn:${AWS::Partition}:logs:${AWS::Region}:${AWS::AccountId}:log-group:${BeginLogGroup}:*"}))
+    case("a function role without the deny", "SweeperFunction: its role",
+         lambda t: fn_props(t, "SweeperFunction")["Policies"][0]["Statement"].remove(
+             statement(t, "SweeperFunction", "OwnLogGroupOnly")))
+    case("an API without access logs", "the stage writes no access logs",
+         lambda t: t["Resources"]["TransactionsApi"]["Properties"].pop("AccessLogSetting"))
+    case("access logs to a group without retention", "its log group ApiAccessLogGroup has no RetentionInDays",
+         lambda t: t["Resources"]["ApiAccessLogGroup"]["Properties"].pop("RetentionInDays"))
+    case("access logs without the caller", "the access log Format lacks the caller",
+         lambda t: access_log(t).update(Format=access_log(t)["Format"].replace("$context.identity.", "$context.")))
     ok = True
     for what, expect, broken in cases:
         got = findings(broken)

@@ -37,14 +37,15 @@ SAMPLE = "SAMPLE"
 ALLOWED_TABLES = "Orders,Inventory,shop,t-*"
 
 # Every configuration the simulation runs: both workflow types, each with alarms, tracing, metrics and the dashboard
-# all on and all off, and one mixed each way so that every flag is also seen beside the others' opposite. Express
-# needs SweepAfterSeconds over 300 (the template's Rules refuse less).
+# all on and all off, and one mixed each way so that every flag is also seen beside the others' opposite; one of them
+# leaves the account's API Gateway logging role to the account. Express needs SweepAfterSeconds over 300 (the
+# template's Rules refuse less).
 _ON = {"Tracing": "true", "EnableAlarms": "true", "EnableMetrics": "true", "EnableDashboard": "true"}
 _OFF = {k: "false" for k in _ON}
 CONFIGS = {
     "standard-all-on": {"WorkflowType": "STANDARD", **_ON},
     "standard-all-off": {"WorkflowType": "STANDARD", **_OFF},
-    "standard-mixed": {"WorkflowType": "STANDARD", **_OFF, "Tracing": "true", "EnableMetrics": "true"},
+    "standard-mixed": {"WorkflowType": "STANDARD", **_OFF, "Tracing": "true", "EnableMetrics": "true", "CreateApiGatewayLoggingRole": "false"},
     "express-all-on": {"WorkflowType": "EXPRESS", "SweepAfterSeconds": "360", **_ON},
     "express-all-off": {"WorkflowType": "EXPRESS", "SweepAfterSeconds": "360", **_OFF},
     "express-mixed": {"WorkflowType": "EXPRESS", "SweepAfterSeconds": "360", **_ON, "Tracing": "false", "EnableMetrics": "false"},
@@ -99,11 +100,21 @@ def _caller_credentials(t):
     t["Resources"]["TransactionsApi"]["Properties"]["Auth"].pop("InvokeRole", None)
 
 
+def _logs_to_another_group(t):
+    """Lock's OwnLogGroupOnly sparing Begin's log group instead of its own: Lock could not write its logs at all."""
+    for st in _statements(t["Resources"]["LockFunction"]):
+        if st.get("Sid") == "OwnLogGroupOnly":
+            st["NotResource"] = [x if not isinstance(x, dict) else {"Fn::Sub": x["Fn::Sub"].replace("${LockLogGroup}", "${BeginLogGroup}")} for x in st["NotResource"]]
+            return
+    raise SystemExit("mutation: LockFunction has no statement OwnLogGroupOnly")
+
+
 MUTATIONS = {
     "old-arn-form": _old_arn_form,
     "rollback-without-delete": _drop_action("RollbackFunction", "TransactionRecords", "dynamodb:DeleteItem"),
     "api-caller-credentials": _caller_credentials,
     "sweeper-without-describe": _drop_action("SweeperFunction", "DescribeExecutions", "states:DescribeExecution"),
+    "logs-to-another-group": _logs_to_another_group,
 }
 
 
@@ -498,8 +509,24 @@ def resolve(sam, config, parameters):
                         "credentials": integ.get("credentials"),
                         "auth": [list(s) for s in m.get("security", [])],
                     })
-            stage = next(r.eval(res[n]["Properties"]["StageName"]) for n in res if res[n]["Type"] == "AWS::ApiGateway::Stage")
-            out["api"] = {"id": API_ID, "stage": stage, "routes": routes, "arn": r.arn("execute-api", API_ID)}
+            stage_props = next(res[n]["Properties"] for n in res if res[n]["Type"] == "AWS::ApiGateway::Stage")
+            stage = r.eval(stage_props["StageName"])
+            # The access logs go to the stage's destination, written with the account's API Gateway logging role: the
+            # template's when it makes the account name it, otherwise one outside the template.
+            access_log = r.eval(stage_props.get("AccessLogSetting", {})).get("DestinationArn")
+            account = next((n for n in res if res[n]["Type"] == "AWS::ApiGateway::Account" and r.exists(n)), None)
+            log_role = None
+            if account:
+                getatt = res[account]["Properties"]["CloudWatchRoleArn"]["Fn::GetAtt"]
+                log_role = getatt[0] if isinstance(getatt, list) else getatt.split(".", 1)[0]
+            out["api"] = {
+                "id": API_ID,
+                "stage": stage,
+                "routes": routes,
+                "arn": r.arn("execute-api", API_ID),
+                "accessLog": access_log,
+                "accountLogRole": log_role,
+            }
             symbol(API_ID, "${TransactionsApi}")
     allowed = r.params.get("AllowedTables", [])
     out["allowedTables"] = allowed
