@@ -30,6 +30,14 @@ Rules:
      log group (a Deny with NotResource naming only that group: SAM's AWSLambdaBasicExecutionRole allows them on "*").
  10. Every API Gateway stage writes access logs to such a log group, as JSON with the request id, the caller and the
      status.
+ 11. The state machine invokes published versions only: every Lambda function a Task of its definition names is a
+     DefinitionSubstitutions value that is a Ref to an AWS::Lambda::Version (not a function's ARN, which runs whatever a
+     deploy put there last, nor an alias, which a deploy moves), and the version stays when a deploy replaces or drops
+     it (UpdateReplacePolicy and DeletionPolicy Retain), for the executions still on it.
+ 12. Every function that publishes versions (AutoPublishAlias) names, in its VersionDescription, every template
+     parameter its configuration refers to (Globals included, through conditions too): SAM publishes a new version
+     when a property as written changes, not when the value of a parameter in it does, and a changed description
+     publishes one.
 Statements and policies inside Fn::If are checked in both branches.
 """
 
@@ -380,6 +388,7 @@ def findings(template):
             out += alarm_findings(template, name, res)
     out += dead_letter_findings(template)
     out += deployed_findings(template)
+    out += version_description_findings(template)
     apis = {n for n, r in res_all.items() if r.get("Type") == "AWS::Serverless::Api"}
     for n in apis:
         auth = res_all[n].get("Properties", {}).get("Auth", {})
@@ -463,6 +472,124 @@ def confines_logs(res_all, role, group):
     return False
 
 
+# Rule 11: where a Task names the function it invokes.
+LAMBDA_INVOKE = "arn:aws:states:::lambda:invoke"
+PLACEHOLDER = re.compile(r"^\$\{([A-Za-z0-9_]+)\}$")
+# The template's directory, for the state machine's DefinitionUri (main sets it from the template's path).
+TEMPLATE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def task_targets(states):
+    """(state name, what its Task invokes) for every Task of a definition, nested ones included."""
+    for name, st in (states or {}).items():
+        if st.get("Type") == "Task":
+            res = st.get("Resource", "")
+            if isinstance(res, str) and res.startswith(LAMBDA_INVOKE):
+                args = st.get("Parameters") or st.get("Arguments") or {}
+                yield name, args.get("FunctionName", args.get("FunctionName.$"))
+            elif isinstance(res, str) and not res.startswith("arn:aws:states:::"):
+                yield name, res
+        for branch in st.get("Branches", []) or []:
+            yield from task_targets(branch.get("States"))
+        for nested in (st.get("Iterator"), st.get("ItemProcessor")):
+            if nested:
+                yield from task_targets(nested.get("States"))
+
+
+def version_findings(template, cfn):
+    """Rule 11 on the transformed template and the state machine's definition file."""
+    out = []
+    res_all = cfn.get("Resources", {})
+    for name, sam in template.get("Resources", {}).items():
+        if sam.get("Type") != "AWS::Serverless::StateMachine":
+            continue
+        uri = sam.get("Properties", {}).get("DefinitionUri")
+        if isinstance(uri, str):
+            with open(os.path.join(TEMPLATE_DIR, uri)) as f:
+                definition = json.load(f)
+        else:
+            definition = sam.get("Properties", {}).get("Definition") or {}
+        subs = res_all.get(name, {}).get("Properties", {}).get("DefinitionSubstitutions", {}) or {}
+        for state, target in task_targets(definition.get("States")):
+            m = PLACEHOLDER.match(target) if isinstance(target, str) else None
+            if not m:
+                if not (isinstance(target, str) and re.search(r":function:[^:]+:[0-9]+$", target)):
+                    out.append(f"{name} {state}: invokes {target!r}, not a placeholder for a published version")
+                continue
+            value = subs.get(m.group(1))
+            version = ref_target(value) if isinstance(value, dict) and set(value) == {"Ref"} else None
+            r = res_all.get(version, {})
+            if r.get("Type") != "AWS::Lambda::Version":
+                out.append(f"{name} {state}: ${{{m.group(1)}}} is {value!r}, not a published version (AWS::Lambda::Version)")
+                continue
+            for policy in ("DeletionPolicy", "UpdateReplacePolicy"):
+                if r.get(policy) != "Retain":
+                    out.append(f"{name} {state}: the version {version} has {policy} {r.get(policy)!r}, not Retain: a deploy "
+                               "would delete it under the executions still running on it")
+    return out
+
+
+def parameters_in(template, node):
+    """The template parameters an expression refers to: Ref, ${Name} in Fn::Sub, and through the conditions of Fn::If."""
+    params = set(template.get("Parameters", {}))
+    conditions = template.get("Conditions", {})
+    found = set()
+
+    def walk(n):
+        if isinstance(n, dict):
+            for k, v in n.items():
+                if k == "Ref" and isinstance(v, str):
+                    found.add(v)
+                elif k == "Condition" and isinstance(v, str):
+                    found.update(condition_refs(template, v))
+                elif k == "Fn::If" and isinstance(v, list) and v and isinstance(v[0], str):
+                    found.update(condition_refs(template, v[0]))
+                    walk(v[1:])
+                elif k == "Fn::Sub":
+                    text = v[0] if isinstance(v, list) else v
+                    if isinstance(text, str):
+                        found.update(re.findall(r"\$\{([A-Za-z0-9]+)\}", text))
+                    if isinstance(v, list) and len(v) > 1:
+                        walk(v[1])
+                else:
+                    walk(v)
+        elif isinstance(n, list):
+            for x in n:
+                walk(x)
+
+    walk(node)
+    for c in [c for c in found if c in conditions]:
+        found |= condition_refs(template, c)
+    return found & params
+
+
+# Rule 12: a function's properties that are not part of its versions (or are SAM's own).
+NOT_VERSIONED = {"Policies", "Events", "VersionDescription", "AutoPublishAlias", "AutoPublishAliasAllProperties",
+                 "CodeUri", "DeploymentPreference", "ProvisionedConcurrencyConfig"}
+
+
+def version_description_findings(template):
+    """Rule 12, on the template as written (VersionDescription and Globals exist only there)."""
+    out = []
+    globals_fn = (template.get("Globals") or {}).get("Function") or {}
+    for name, res in template.get("Resources", {}).items():
+        props = res.get("Properties", {})
+        if res.get("Type") != "AWS::Serverless::Function" or "AutoPublishAlias" not in {**globals_fn, **props}:
+            continue
+        config = {k: v for k, v in {**globals_fn, **props}.items() if k not in NOT_VERSIONED}
+        # Globals a function overrides still count: a parameter named in the description that it does not need only
+        # publishes a version more.
+        needed = parameters_in(template, config) | parameters_in(template, {k: v for k, v in globals_fn.items() if k not in NOT_VERSIONED})
+        described = parameters_in(template, props.get("VersionDescription"))
+        missing = sorted(needed - described)
+        if missing:
+            out.append(
+                f"{name}: its VersionDescription lacks {', '.join(missing)}: a change of {'it' if len(missing) == 1 else 'them'} "
+                "would publish no new version, and the state machine would go on invoking the old configuration"
+            )
+    return out
+
+
 def deployed_findings(template):
     """Rules 9 and 10, on the transformed template."""
     try:
@@ -470,7 +597,7 @@ def deployed_findings(template):
     except Exception as e:  # the translator's errors have no common base class
         return [f"the SAM transform refuses the template: {e}"]
     res_all = cfn.get("Resources", {})
-    out = []
+    out = version_findings(template, cfn)
     for name, res in res_all.items():
         props = res.get("Properties", {})
         if res.get("Type") == "AWS::Lambda::Function":
@@ -627,6 +754,21 @@ def self_test(template):
          lambda t: t["Resources"]["ApiAccessLogGroup"]["Properties"].pop("RetentionInDays"))
     case("access logs without the caller", "the access log Format lacks the caller",
          lambda t: access_log(t).update(Format=access_log(t)["Format"].replace("$context.identity.", "$context.")))
+    def substitutions(t):
+        return t["Resources"]["TransactionStateMachine"]["Properties"]["DefinitionSubstitutions"]
+
+    case("the state machine invoking a function's latest code", "${LockFunctionArn} is {'Fn::GetAtt'",
+         lambda t: substitutions(t).update(LockFunctionArn={"Fn::GetAtt": ["LockFunction", "Arn"]}))
+    case("the state machine invoking an alias", "${CommitFunctionArn} is {'Ref': 'CommitFunctionAliaslive'}",
+         lambda t: substitutions(t).update(CommitFunctionArn={"Ref": "CommitFunction.Alias"}))
+    case("a version a deploy would delete when it replaces it", "has UpdateReplacePolicy None",
+         lambda t: t["Resources"]["ApplyFunction"].pop("UpdateReplacePolicy"))
+    case("a version description without a parameter the function reads", "BeginFunction: its VersionDescription lacks LeaseSeconds",
+         lambda t: fn_props(t, "BeginFunction")["VersionDescription"]["Fn::Sub"].__setitem__(
+             0, fn_props(t, "BeginFunction")["VersionDescription"]["Fn::Sub"][0].replace("${LeaseSeconds}", "")))
+    case("a version description without a parameter a condition reads", "ReleaseFunction: its VersionDescription lacks EnableMetrics",
+         lambda t: fn_props(t, "ReleaseFunction")["VersionDescription"]["Fn::Sub"].__setitem__(
+             0, fn_props(t, "ReleaseFunction")["VersionDescription"]["Fn::Sub"][0].replace("${EnableMetrics}", "")))
     ok = True
     for what, expect, broken in cases:
         got = findings(broken)
@@ -640,7 +782,10 @@ def self_test(template):
 
 def main():
     args = sys.argv[1:]
-    template = load(next((a for a in args if not a.startswith("--")), "template.yaml"))
+    global TEMPLATE_DIR
+    path = next((a for a in args if not a.startswith("--")), "template.yaml")
+    TEMPLATE_DIR = os.path.dirname(os.path.abspath(path))
+    template = load(path)
     if "--self-test" in args:
         sys.exit(0 if self_test(template) and not findings(template) else 1)
     found = findings(template)

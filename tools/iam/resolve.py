@@ -109,12 +109,23 @@ def _logs_to_another_group(t):
     raise SystemExit("mutation: LockFunction has no statement OwnLogGroupOnly")
 
 
+def _invoke_unqualified_only(t):
+    """The state machine's role allowed to invoke each function's unqualified ARN only, as it was before the state
+    machine invoked published versions: every Task would be denied."""
+    sm = t["Resources"]["TransactionStateMachine"]["Properties"]
+    targets = [p["LambdaInvokePolicy"]["FunctionName"]["Ref"] for p in sm["Policies"] if isinstance(p, dict) and "LambdaInvokePolicy" in p]
+    sm["Policies"] = [p for p in sm["Policies"] if not (isinstance(p, dict) and "LambdaInvokePolicy" in p)]
+    sm["Policies"].append({"Version": "2012-10-17", "Statement": [
+        {"Sid": "Unqualified", "Effect": "Allow", "Action": "lambda:InvokeFunction", "Resource": [{"Fn::GetAtt": [f, "Arn"]} for f in targets]}]})
+
+
 MUTATIONS = {
     "old-arn-form": _old_arn_form,
     "rollback-without-delete": _drop_action("RollbackFunction", "TransactionRecords", "dynamodb:DeleteItem"),
     "api-caller-credentials": _caller_credentials,
     "sweeper-without-describe": _drop_action("SweeperFunction", "DescribeExecutions", "states:DescribeExecution"),
     "logs-to-another-group": _logs_to_another_group,
+    "invoke-unqualified-only": _invoke_unqualified_only,
 }
 
 
@@ -236,6 +247,11 @@ class Resolver:
             return self.eval(self.props(name)["StageName"])
         if t == "AWS::SNS::Topic":
             return self.arn("sns", self.name_of(name))
+        if t == "AWS::Lambda::Version":
+            # A published version's ARN: the function's, qualified with the version's number (the sample's first).
+            return self.arn("lambda", f"function:{self.eval(self.props(name)['FunctionName'])}:1")
+        if t == "AWS::Lambda::Alias":
+            return self.arn("lambda", f"function:{self.eval(self.props(name)['FunctionName'])}:{self.eval(self.props(name)['Name'])}")
         return self.name_of(name)
 
     def getatt(self, logical, attr):
@@ -246,6 +262,7 @@ class Resolver:
         table = {
             ("AWS::DynamoDB::Table", "Arn"): lambda: self.arn("dynamodb", f"table/{name}"),
             ("AWS::Lambda::Function", "Arn"): lambda: self.arn("lambda", f"function:{name}"),
+            ("AWS::Lambda::Version", "Version"): lambda: "1",
             ("AWS::IAM::Role", "Arn"): lambda: f"arn:{PARTITION}:iam::{ACCOUNT}:role/{name}",
             ("AWS::SQS::Queue", "Arn"): lambda: self.arn("sqs", name),
             ("AWS::SQS::Queue", "QueueName"): lambda: name,

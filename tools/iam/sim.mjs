@@ -197,6 +197,11 @@ function mapResource(cfg, opts, action, resource, principal) {
     if (!m) throw new InputError(`${action} on ${resource}: a Lambda resource is function:NAME`);
     const fn = Object.values(cfg.functions).find((f) => f.binary === m[1]);
     if (fn) r = `function:${fn.name}`;
+    // The state machine invokes what its DefinitionSubstitutions name for the function: a published version's ARN.
+    if (fn && principal === 'state-machine') {
+      const invoked = Object.values(cfg.stateMachine.substitutions).find((v) => v === fn.arn || String(v).startsWith(`${fn.arn}:`));
+      if (invoked) return invoked;
+    }
   }
   return arnOf(cfg, service, r);
 }
