@@ -9,7 +9,8 @@
 #                            IAM auth on the API, an encrypted dead-letter queue for EventBridge requests, alarms
 #                            only under EnableAlarms and notifying only AlarmTopicArn; on the transformed template,
 #                            every function logging to a log group of the stack with retention and writing no
-#                            other, and the API's access logs
+#                            other, the API's access logs and throttling, the state machine invoking published
+#                            versions only, and every parameter a versioned function reads in its version's description
 #  4. JSON syntax            every events/*.json, and events/sm-250.json is what events/generate.py writes
 #  5. tools/iam-sim.sh --self-test
 #                            the permission simulation: the sample call log tools/iam/sample-calls.jsonl is allowed

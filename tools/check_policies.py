@@ -29,7 +29,8 @@ Rules:
      deleted with the stack, and its role denies logs:CreateLogGroup, CreateLogStream and PutLogEvents on every other
      log group (a Deny with NotResource naming only that group: SAM's AWSLambdaBasicExecutionRole allows them on "*").
  10. Every API Gateway stage writes access logs to such a log group, as JSON with the request id, the caller and the
-     status.
+     status, and throttles every route: a MethodSettings entry for "*" on "/*" with ThrottlingRateLimit and
+     ThrottlingBurstLimit (without one a single client may use up the account's API Gateway quota).
  11. The state machine invokes published versions only: every Lambda function a Task of its definition names is a
      DefinitionSubstitutions value that is a Ref to an AWS::Lambda::Version (not a function's ARN, which runs whatever a
      deploy put there last, nor an alias, which a deploy moves), and the version stays when a deploy replaces or drops
@@ -614,6 +615,11 @@ def deployed_findings(template):
                     "(a Deny with NotResource naming only that group)"
                 )
         if res.get("Type") == "AWS::ApiGateway::Stage":
+            every_route = [m for m in props.get("MethodSettings") or [] if isinstance(m, dict)
+                           and m.get("HttpMethod") == "*" and m.get("ResourcePath") == "/*"]
+            if not any("ThrottlingRateLimit" in m and "ThrottlingBurstLimit" in m for m in every_route):
+                out.append(f"{name}: the stage does not throttle every route (MethodSettings \"*\" on \"/*\" with "
+                           "ThrottlingRateLimit and ThrottlingBurstLimit)")
             setting = props.get("AccessLogSetting") or {}
             if not setting.get("DestinationArn"):
                 out.append(f"{name}: the stage writes no access logs (AccessLogSetting.DestinationArn)")
@@ -754,6 +760,16 @@ def self_test(template):
          lambda t: t["Resources"]["ApiAccessLogGroup"]["Properties"].pop("RetentionInDays"))
     case("access logs without the caller", "the access log Format lacks the caller",
          lambda t: access_log(t).update(Format=access_log(t)["Format"].replace("$context.identity.", "$context.")))
+    def throttling(t):
+        return t["Resources"]["TransactionsApi"]["Properties"]["MethodSettings"][0]
+
+    case("an API without throttling", "the stage does not throttle every route",
+         lambda t: t["Resources"]["TransactionsApi"]["Properties"].pop("MethodSettings"))
+    case("an API throttled without a burst limit", "the stage does not throttle every route",
+         lambda t: throttling(t).pop("ThrottlingBurstLimit"))
+    case("an API throttled on one route only", "the stage does not throttle every route",
+         lambda t: throttling(t).update(ResourcePath="/transactions", HttpMethod="POST"))
+
     def substitutions(t):
         return t["Resources"]["TransactionStateMachine"]["Properties"]["DefinitionSubstitutions"]
 
