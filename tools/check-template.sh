@@ -7,7 +7,10 @@
 #                            Lambda ARN (what SAM's DefinitionSubstitutions do at deploy time)
 #  3. tools/check_policies.py no "*" resource on DynamoDB, Step Functions, SQS, SNS, CloudWatch or Logs actions,
 #                            IAM auth on the API, an encrypted dead-letter queue for EventBridge requests, alarms
-#                            only under EnableAlarms and notifying only AlarmTopicArn
+#                            only under EnableAlarms and notifying only AlarmTopicArn; on the transformed template,
+#                            every function logging to a log group of the stack with retention and writing no
+#                            other, the API's access logs and throttling, the state machine invoking published
+#                            versions only, and every parameter a versioned function reads in its version's description
 #  4. JSON syntax            every events/*.json, and events/sm-250.json is what events/generate.py writes
 #  5. tools/iam-sim.sh --self-test
 #                            the permission simulation: the sample call log tools/iam/sample-calls.jsonl is allowed

@@ -62,6 +62,7 @@ TEXT_BINDINGS = [
      ["largest.actions", "largest.phasePeakMinMib", "largest.phasePeakMaxMib"]),
     (TEMPLATE, "a phase call took up to {} s on a full core, Lock's with about {} s of CPU on average",
      ["largest.phaseSlowestCallS", "largest.lockCpuSPerCall"]),
+    (TEMPLATE, "chunks sent together ({} for {} updates)", ["largest.chunks", "largest.actions"]),
     (ASL, "(the benchmark's {} updates took {} calls and {} history events)",
      ["largest.actions", "largest.lambdaCalls", "largest.historyEvents"]),
 ]

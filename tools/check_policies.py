@@ -24,11 +24,27 @@ Rules:
      variables only after the fifth colon, so such an ARN matches nothing. An ARN whose Region or account is left
      open ("*") is allowed only in a statement whose Condition pins both, StringEquals aws:RequestedRegion to
      AWS::Region and aws:ResourceAccount to AWS::AccountId (how template.yaml names the caller's tables).
+  9. On the template as deployed (the SAM transform's output, tools/iam/resolve.py's transform): every
+     AWS::Lambda::Function names in LoggingConfig.LogGroup a log group of the stack that has RetentionInDays and is
+     deleted with the stack, and its role denies logs:CreateLogGroup, CreateLogStream and PutLogEvents on every other
+     log group (a Deny with NotResource naming only that group: SAM's AWSLambdaBasicExecutionRole allows them on "*").
+ 10. Every API Gateway stage writes access logs to such a log group, as JSON with the request id, the caller and the
+     status, and throttles every route: a MethodSettings entry for "*" on "/*" with ThrottlingRateLimit and
+     ThrottlingBurstLimit (without one a single client may use up the account's API Gateway quota).
+ 11. The state machine invokes published versions only: every Lambda function a Task of its definition names is a
+     DefinitionSubstitutions value that is a Ref to an AWS::Lambda::Version (not a function's ARN, which runs whatever a
+     deploy put there last, nor an alias, which a deploy moves), and the version stays when a deploy replaces or drops
+     it (UpdateReplacePolicy and DeletionPolicy Retain), for the executions still on it.
+ 12. Every function that publishes versions (AutoPublishAlias) names, in its VersionDescription, every template
+     parameter its configuration refers to (Globals included, through conditions too): SAM publishes a new version
+     when a property as written changes, not when the value of a parameter in it does, and a changed description
+     publishes one.
 Statements and policies inside Fn::If are checked in both branches.
 """
 
 import copy
 import json
+import os
 import re
 import sys
 
@@ -150,7 +166,9 @@ def policies_of(name, res):
         out = pol if isinstance(pol, list) else [pol]
     elif res.get("Type") == "AWS::IAM::Role":
         inline = [b for p in props.get("Policies", []) for b in branches(p) if isinstance(b, dict)]
-        out = [p.get("PolicyDocument", {}) for p in inline] + props.get("ManagedPolicyArns", [])
+        # A managed policy's ARN built with Fn::Sub (for the partition) is judged by its text.
+        managed = [m["Fn::Sub"] if isinstance(m, dict) and isinstance(m.get("Fn::Sub"), str) else m for m in props.get("ManagedPolicyArns", [])]
+        out = [p.get("PolicyDocument", {}) for p in inline] + managed
     elif res.get("Type") in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
         out = [props.get("PolicyDocument", {})]
     return [b for p in out for b in branches(p)]
@@ -370,6 +388,8 @@ def findings(template):
         if res.get("Type") in ALARM_TYPES:
             out += alarm_findings(template, name, res)
     out += dead_letter_findings(template)
+    out += deployed_findings(template)
+    out += version_description_findings(template)
     apis = {n for n, r in res_all.items() if r.get("Type") == "AWS::Serverless::Api"}
     for n in apis:
         auth = res_all[n].get("Properties", {}).get("Auth", {})
@@ -385,6 +405,238 @@ def findings(template):
                 out.append(f"{name}.{en}: an Api event outside the IAM-authorized API")
             if p.get("Auth", {}).get("Authorizer") not in (None, "AWS_IAM"):
                 out.append(f"{name}.{en}: authorization changed to {p['Auth']['Authorizer']!r}")
+    return out
+
+
+# Rule 9: what AWSLambdaBasicExecutionRole allows on "*", which each function role must deny beyond its own group.
+LAMBDA_LOG_ACTIONS = ("logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents")
+# Rule 10: what an access log line must carry, as $context variables: the request id, the caller, the status.
+ACCESS_LOG_FIELDS = {
+    "the request id": ("$context.requestId",),
+    "the caller": ("$context.identity.caller", "$context.identity.userArn"),
+    "the status": ("$context.status",),
+}
+
+
+def transformed(template):
+    """The template as CloudFormation deploys it: the SAM transform's output (tools/iam/resolve.py), parameters that
+    have no default given the sample values resolve.py uses. Intrinsic functions other than the transform's stay."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "iam"))
+    import resolve
+
+    plain = json.loads(json.dumps(template))
+    return resolve.transform(plain, dict(resolve.BASE_PARAMETERS))
+
+
+def ref_target(node):
+    """The logical id a plain Ref or Fn::GetAtt names, else None."""
+    if isinstance(node, dict) and len(node) == 1:
+        (k, v), = node.items()
+        if k == "Ref" and isinstance(v, str):
+            return v
+        if k == "Fn::GetAtt":
+            return v[0] if isinstance(v, list) else v.split(".", 1)[0]
+    return None
+
+
+def stack_log_group(res_all, node, where):
+    """Rule 9 and 10: the findings about a reference to a log group (a Ref, or an ARN built on one with Fn::Sub)."""
+    group = ref_target(node)
+    if group is None:
+        group = next((n for n, r in res_all.items() if r.get("Type") == "AWS::Logs::LogGroup" and names(node, n)), None)
+    if group is None or res_all.get(group, {}).get("Type") != "AWS::Logs::LogGroup":
+        return None, [f"{where}: {node!r} is no log group of the stack"]
+    out = []
+    r = res_all[group]
+    if "RetentionInDays" not in r.get("Properties", {}):
+        out.append(f"{where}: its log group {group} has no RetentionInDays (its events would be kept forever)")
+    if r.get("DeletionPolicy") in ("Retain", "RetainExceptOnCreate"):
+        out.append(f"{where}: its log group {group} stays when the stack is deleted (DeletionPolicy {r['DeletionPolicy']})")
+    return group, out
+
+
+def confines_logs(res_all, role, group):
+    """Rule 9: the role holds a Deny of the log writes on every resource but group's."""
+    props = res_all.get(role, {}).get("Properties", {})
+    for pol in props.get("Policies", []):
+        for doc in branches(pol):
+            for st in statements(doc.get("PolicyDocument") if isinstance(doc, dict) else None):
+                if st.get("Effect") != "Deny" or "Resource" in st or "Condition" in st:
+                    continue
+                actions = st.get("Action", [])
+                actions = actions if isinstance(actions, list) else [actions]
+                if not all(a in actions or "logs:*" in actions for a in LAMBDA_LOG_ACTIONS):
+                    continue
+                spared = resources(st.get("NotResource", []))
+                if spared and all(names(x, group) for x in spared):
+                    return True
+    return False
+
+
+# Rule 11: where a Task names the function it invokes.
+LAMBDA_INVOKE = "arn:aws:states:::lambda:invoke"
+PLACEHOLDER = re.compile(r"^\$\{([A-Za-z0-9_]+)\}$")
+# The template's directory, for the state machine's DefinitionUri (main sets it from the template's path).
+TEMPLATE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def task_targets(states):
+    """(state name, what its Task invokes) for every Task of a definition, nested ones included."""
+    for name, st in (states or {}).items():
+        if st.get("Type") == "Task":
+            res = st.get("Resource", "")
+            if isinstance(res, str) and res.startswith(LAMBDA_INVOKE):
+                args = st.get("Parameters") or st.get("Arguments") or {}
+                yield name, args.get("FunctionName", args.get("FunctionName.$"))
+            elif isinstance(res, str) and not res.startswith("arn:aws:states:::"):
+                yield name, res
+        for branch in st.get("Branches", []) or []:
+            yield from task_targets(branch.get("States"))
+        for nested in (st.get("Iterator"), st.get("ItemProcessor")):
+            if nested:
+                yield from task_targets(nested.get("States"))
+
+
+def version_findings(template, cfn):
+    """Rule 11 on the transformed template and the state machine's definition file."""
+    out = []
+    res_all = cfn.get("Resources", {})
+    for name, sam in template.get("Resources", {}).items():
+        if sam.get("Type") != "AWS::Serverless::StateMachine":
+            continue
+        uri = sam.get("Properties", {}).get("DefinitionUri")
+        if isinstance(uri, str):
+            with open(os.path.join(TEMPLATE_DIR, uri)) as f:
+                definition = json.load(f)
+        else:
+            definition = sam.get("Properties", {}).get("Definition") or {}
+        subs = res_all.get(name, {}).get("Properties", {}).get("DefinitionSubstitutions", {}) or {}
+        for state, target in task_targets(definition.get("States")):
+            m = PLACEHOLDER.match(target) if isinstance(target, str) else None
+            if not m:
+                if not (isinstance(target, str) and re.search(r":function:[^:]+:[0-9]+$", target)):
+                    out.append(f"{name} {state}: invokes {target!r}, not a placeholder for a published version")
+                continue
+            value = subs.get(m.group(1))
+            version = ref_target(value) if isinstance(value, dict) and set(value) == {"Ref"} else None
+            r = res_all.get(version, {})
+            if r.get("Type") != "AWS::Lambda::Version":
+                out.append(f"{name} {state}: ${{{m.group(1)}}} is {value!r}, not a published version (AWS::Lambda::Version)")
+                continue
+            for policy in ("DeletionPolicy", "UpdateReplacePolicy"):
+                if r.get(policy) != "Retain":
+                    out.append(f"{name} {state}: the version {version} has {policy} {r.get(policy)!r}, not Retain: a deploy "
+                               "would delete it under the executions still running on it")
+    return out
+
+
+def parameters_in(template, node):
+    """The template parameters an expression refers to: Ref, ${Name} in Fn::Sub, and through the conditions of Fn::If."""
+    params = set(template.get("Parameters", {}))
+    conditions = template.get("Conditions", {})
+    found = set()
+
+    def walk(n):
+        if isinstance(n, dict):
+            for k, v in n.items():
+                if k == "Ref" and isinstance(v, str):
+                    found.add(v)
+                elif k == "Condition" and isinstance(v, str):
+                    found.update(condition_refs(template, v))
+                elif k == "Fn::If" and isinstance(v, list) and v and isinstance(v[0], str):
+                    found.update(condition_refs(template, v[0]))
+                    walk(v[1:])
+                elif k == "Fn::Sub":
+                    text = v[0] if isinstance(v, list) else v
+                    if isinstance(text, str):
+                        found.update(re.findall(r"\$\{([A-Za-z0-9]+)\}", text))
+                    if isinstance(v, list) and len(v) > 1:
+                        walk(v[1])
+                else:
+                    walk(v)
+        elif isinstance(n, list):
+            for x in n:
+                walk(x)
+
+    walk(node)
+    for c in [c for c in found if c in conditions]:
+        found |= condition_refs(template, c)
+    return found & params
+
+
+# Rule 12: a function's properties that are not part of its versions (or are SAM's own).
+NOT_VERSIONED = {"Policies", "Events", "VersionDescription", "AutoPublishAlias", "AutoPublishAliasAllProperties",
+                 "CodeUri", "DeploymentPreference", "ProvisionedConcurrencyConfig"}
+
+
+def version_description_findings(template):
+    """Rule 12, on the template as written (VersionDescription and Globals exist only there)."""
+    out = []
+    globals_fn = (template.get("Globals") or {}).get("Function") or {}
+    for name, res in template.get("Resources", {}).items():
+        props = res.get("Properties", {})
+        if res.get("Type") != "AWS::Serverless::Function" or "AutoPublishAlias" not in {**globals_fn, **props}:
+            continue
+        config = {k: v for k, v in {**globals_fn, **props}.items() if k not in NOT_VERSIONED}
+        # Globals a function overrides still count: a parameter named in the description that it does not need only
+        # publishes a version more.
+        needed = parameters_in(template, config) | parameters_in(template, {k: v for k, v in globals_fn.items() if k not in NOT_VERSIONED})
+        described = parameters_in(template, props.get("VersionDescription"))
+        missing = sorted(needed - described)
+        if missing:
+            out.append(
+                f"{name}: its VersionDescription lacks {', '.join(missing)}: a change of {'it' if len(missing) == 1 else 'them'} "
+                "would publish no new version, and the state machine would go on invoking the old configuration"
+            )
+    return out
+
+
+def deployed_findings(template):
+    """Rules 9 and 10, on the transformed template."""
+    try:
+        cfn = transformed(template)
+    except Exception as e:  # the translator's errors have no common base class
+        return [f"the SAM transform refuses the template: {e}"]
+    res_all = cfn.get("Resources", {})
+    out = version_findings(template, cfn)
+    for name, res in res_all.items():
+        props = res.get("Properties", {})
+        if res.get("Type") == "AWS::Lambda::Function":
+            target = (props.get("LoggingConfig") or {}).get("LogGroup")
+            if target is None:
+                out.append(f"{name}: no LoggingConfig.LogGroup: Lambda would log to /aws/lambda/<name>, a group outside the stack")
+                continue
+            group, found = stack_log_group(res_all, target, f"{name} LoggingConfig.LogGroup")
+            out += found
+            role = ref_target(props.get("Role"))
+            if group and not confines_logs(res_all, role, group):
+                out.append(
+                    f"{name}: its role {role} does not deny {', '.join(LAMBDA_LOG_ACTIONS)} on every log group but {group} "
+                    "(a Deny with NotResource naming only that group)"
+                )
+        if res.get("Type") == "AWS::ApiGateway::Stage":
+            every_route = [m for m in props.get("MethodSettings") or [] if isinstance(m, dict)
+                           and m.get("HttpMethod") == "*" and m.get("ResourcePath") == "/*"]
+            if not any("ThrottlingRateLimit" in m and "ThrottlingBurstLimit" in m for m in every_route):
+                out.append(f"{name}: the stage does not throttle every route (MethodSettings \"*\" on \"/*\" with "
+                           "ThrottlingRateLimit and ThrottlingBurstLimit)")
+            setting = props.get("AccessLogSetting") or {}
+            if not setting.get("DestinationArn"):
+                out.append(f"{name}: the stage writes no access logs (AccessLogSetting.DestinationArn)")
+                continue
+            out += stack_log_group(res_all, setting["DestinationArn"], f"{name} AccessLogSetting")[1]
+            fmt = setting.get("Format")
+            try:
+                fields = json.loads(fmt) if isinstance(fmt, str) else None
+            except ValueError:
+                fields = None
+            if not isinstance(fields, dict):
+                out.append(f"{name}: the access log Format is not a JSON object: {fmt!r}")
+                continue
+            values = " ".join(str(v) for v in fields.values())
+            for what, variables in ACCESS_LOG_FIELDS.items():
+                if not any(v in values for v in variables):
+                    out.append(f"{name}: the access log Format lacks {what} ({' or '.join(variables)})")
     return out
 
 
@@ -484,6 +736,55 @@ def self_test(template):
              Resource={"Fn::Split": [",", {"Fn::Join": ["", [old_form, {"Fn::Join": ["," + old_form, {"Ref": "AllowedTables"}]}]]}]}))
     case("an open account without aws:ResourceAccount", "does not pin aws:RequestedRegion to AWS::Region and aws:ResourceAccount",
          lambda t: statement(t, "ApplyFunction", "AllowedTablesWrites")["Condition"]["StringEquals"].pop("aws:ResourceAccount"))
+    def fn_props(t, fn):
+        return t["Resources"][fn]["Properties"]
+
+    def access_log(t):
+        return t["Resources"]["TransactionsApi"]["Properties"]["AccessLogSetting"]
+
+    case("a function logging to a group Lambda makes", "LockFunction: no LoggingConfig.LogGroup",
+         lambda t: fn_props(t, "LockFunction")["LoggingConfig"].pop("LogGroup"))
+    case("a function log group without retention", "its log group ApplyLogGroup has no RetentionInDays",
+         lambda t: t["Resources"]["ApplyLogGroup"]["Properties"].pop("RetentionInDays"))
+    case("a function log group kept after the stack", "its log group SaveLogGroup stays when the stack is deleted",
+         lambda t: t["Resources"]["SaveLogGroup"].update(DeletionPolicy="Retain"))
+    case("a function role that may write another function's log group", "StatusFunction: its role",
+         lambda t: statement(t, "StatusFunction", "OwnLogGroupOnly")["NotResource"].append(
+             {"Fn::Sub": "arn:${AWS::Partition}:logs:${AWS::Region}:${AWS::AccountId}:log-group:${BeginLogGroup}:*"}))
+    case("a function role without the deny", "SweeperFunction: its role",
+         lambda t: fn_props(t, "SweeperFunction")["Policies"][0]["Statement"].remove(
+             statement(t, "SweeperFunction", "OwnLogGroupOnly")))
+    case("an API without access logs", "the stage writes no access logs",
+         lambda t: t["Resources"]["TransactionsApi"]["Properties"].pop("AccessLogSetting"))
+    case("access logs to a group without retention", "its log group ApiAccessLogGroup has no RetentionInDays",
+         lambda t: t["Resources"]["ApiAccessLogGroup"]["Properties"].pop("RetentionInDays"))
+    case("access logs without the caller", "the access log Format lacks the caller",
+         lambda t: access_log(t).update(Format=access_log(t)["Format"].replace("$context.identity.", "$context.")))
+    def throttling(t):
+        return t["Resources"]["TransactionsApi"]["Properties"]["MethodSettings"][0]
+
+    case("an API without throttling", "the stage does not throttle every route",
+         lambda t: t["Resources"]["TransactionsApi"]["Properties"].pop("MethodSettings"))
+    case("an API throttled without a burst limit", "the stage does not throttle every route",
+         lambda t: throttling(t).pop("ThrottlingBurstLimit"))
+    case("an API throttled on one route only", "the stage does not throttle every route",
+         lambda t: throttling(t).update(ResourcePath="/transactions", HttpMethod="POST"))
+
+    def substitutions(t):
+        return t["Resources"]["TransactionStateMachine"]["Properties"]["DefinitionSubstitutions"]
+
+    case("the state machine invoking a function's latest code", "${LockFunctionArn} is {'Fn::GetAtt'",
+         lambda t: substitutions(t).update(LockFunctionArn={"Fn::GetAtt": ["LockFunction", "Arn"]}))
+    case("the state machine invoking an alias", "${CommitFunctionArn} is {'Ref': 'CommitFunctionAliaslive'}",
+         lambda t: substitutions(t).update(CommitFunctionArn={"Ref": "CommitFunction.Alias"}))
+    case("a version a deploy would delete when it replaces it", "has UpdateReplacePolicy None",
+         lambda t: t["Resources"]["ApplyFunction"].pop("UpdateReplacePolicy"))
+    case("a version description without a parameter the function reads", "BeginFunction: its VersionDescription lacks LeaseSeconds",
+         lambda t: fn_props(t, "BeginFunction")["VersionDescription"]["Fn::Sub"].__setitem__(
+             0, fn_props(t, "BeginFunction")["VersionDescription"]["Fn::Sub"][0].replace("${LeaseSeconds}", "")))
+    case("a version description without a parameter a condition reads", "ReleaseFunction: its VersionDescription lacks EnableMetrics",
+         lambda t: fn_props(t, "ReleaseFunction")["VersionDescription"]["Fn::Sub"].__setitem__(
+             0, fn_props(t, "ReleaseFunction")["VersionDescription"]["Fn::Sub"][0].replace("${EnableMetrics}", "")))
     ok = True
     for what, expect, broken in cases:
         got = findings(broken)
@@ -497,7 +798,10 @@ def self_test(template):
 
 def main():
     args = sys.argv[1:]
-    template = load(next((a for a in args if not a.startswith("--")), "template.yaml"))
+    global TEMPLATE_DIR
+    path = next((a for a in args if not a.startswith("--")), "template.yaml")
+    TEMPLATE_DIR = os.path.dirname(os.path.abspath(path))
+    template = load(path)
     if "--self-test" in args:
         sys.exit(0 if self_test(template) and not findings(template) else 1)
     found = findings(template)

@@ -10,7 +10,9 @@
 #                    the sample log passes on template.yaml, and each defect the simulation was built to find is caught
 #                    on a copy of the template that has it (the old ARN form of the caller's tables, Rollback without
 #                    DeleteItem, the API invoking with the caller's credentials, the sweeper without DescribeExecution,
-#                    an unused permission without a justification, Express with SweepAfterSeconds of 300 or less)
+#                    the state machine allowed only the functions' unqualified ARNs where it invokes their versions, a
+#                    function denied its own log group, an unused permission without a justification, Express with
+#                    SweepAfterSeconds of 300 or less)
 #
 # Needs no AWS account, credentials or network beyond PyPI and npm. Installs once into .local/ (git-ignored):
 # aws-sam-translator into the venv .local/venv (tools/check-template.sh puts aws-sam-cli, which holds it, there too),
@@ -79,6 +81,10 @@ self_test() {
     'DENIED caller-api lambda:InvokeFunction arn:aws:lambda:eu-west-1:123456789012:function:dynamo-saga-StatusFunction-SAMPLE'
   expect sweeper-without-describe \
     'DENIED saga-sweeper states:DescribeExecution arn:aws:states:eu-west-1:123456789012:execution:dynamo-saga-transaction:'
+  expect invoke-unqualified-only \
+    'DENIED state-machine lambda:InvokeFunction arn:aws:lambda:eu-west-1:123456789012:function:dynamo-saga-LockFunction-SAMPLE:1'
+  expect logs-to-another-group \
+    'DENIED saga-lock logs:PutLogEvents arn:aws:logs:eu-west-1:123456789012:log-group:/aws/lambda/dynamo-saga-lock:log-stream:'
 
   # A permission nothing uses and docs/iam.md does not justify fails the run.
   sed '/^| `saga-save` | `TransactionRecords` | `dynamodb:BatchWriteItem`/d' docs/iam.md >"$tmp/iam.md"

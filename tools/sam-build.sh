@@ -13,8 +13,9 @@ venv="$root/.local/venv"
 [ -x "$venv/bin/cargo-lambda" ] || "$venv/bin/pip" install -q cargo-lambda
 rustup target list --installed | grep -q '^aarch64-unknown-linux-gnu$' || rustup target add aarch64-unknown-linux-gnu
 export PATH="$venv/bin:$PATH" SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=${AWS_DEFAULT_REGION:-us-east-1}
-# Building Rust with cargo-lambda is a SAM beta feature.
-sam build --beta-features --template template.yaml
+# The README's command, as written: samconfig.toml turns on beta_features for SAM CLI releases in which
+# rust-cargolambda is still a beta build method, so no release stops at a prompt.
+sam build
 echo
 echo "function bootstrap sizes (release, arm64):"
 for f in .aws-sam/build/*/bootstrap; do

@@ -14,8 +14,9 @@
 # In the AWS CLI's region (AWS_REGION, else AWS_DEFAULT_REGION, else the profile's) it makes:
 #   - the table STACK_NAME-smoke (on-demand, string key pk), the only table the stack may write;
 #   - the stack STACK_NAME: the release arm64 build of tools/sam-build.sh (which installs SAM CLI and cargo-lambda into
-#     .local/venv), deployed with sam deploy, AllowedTables=STACK_NAME-smoke and every other parameter at its default
-#     (alarms and dashboard included).
+#     .local/venv), deployed with sam deploy, AllowedTables=STACK_NAME-smoke, CreateApiGatewayLoggingRole false when
+#     the account already names API Gateway's logging role, and every other parameter at its default (alarms and
+#     dashboard included).
 # Then:
 #   1. POST /transactions through awscurl (SigV4): 120 puts, more than one TransactWriteItems call takes, so the API
 #      function begins the transaction and the state machine runs every phase. GET /transactions/{id} until it has
@@ -23,15 +24,16 @@
 #   2. dynamo-saga submit (the CLI, a release build) through the state machine: 3 actions over those items, carried out
 #      in one TransactWriteItems call. dynamo-saga status and get read it back, and so does GET /transactions/{id}.
 #   3. The sweeper, invoked once by hand: it must answer with a report and no function error.
-# At the end, on success or failure (unless --keep), it deletes the stack (sam delete), the transactions table the
-# stack retains, the smoke table, and the log groups Lambda created for the functions (/aws/lambda/<function>), which
-# the stack does not own. The packages sam deploy uploaded are deleted by sam delete; the bucket SAM CLI manages
-# (stack aws-sam-cli-managed-default) is left, as it is shared by every SAM deployment in the account and Region.
+# At the end, on success or failure (unless --keep), it deletes the stack (sam delete, which takes every log group the
+# stack writes with it), the transactions table the stack retains, and the smoke table. The packages sam deploy
+# uploaded are deleted by sam delete; the bucket SAM CLI manages (stack aws-sam-cli-managed-default) is left, as it is
+# shared by every SAM deployment in the account and Region. So is API Gateway's logging role: the stack makes one
+# (CreateApiGatewayLoggingRole) only when the account names none, and it stays, since other APIs may log with it.
 #
-# Needs: credentials allowed to create and delete the stack (CloudFormation, IAM roles, Lambda, API Gateway, Step
-# Functions, DynamoDB, SQS, EventBridge, CloudWatch, CloudWatch Logs, and S3 for the packages) and to call the API,
-# the state machine and the tables; the AWS CLI (version 2), jq, python3 with venv, and a Rust toolchain (1.85 or later,
-# with rustup). awscurl is used from PATH, or installed into .local/venv. A cold build takes 10-25 minutes on 2 cores.
+# Needs: credentials allowed to create and delete the stack (CloudFormation, IAM roles, Lambda, API Gateway and its
+# account settings, Step Functions, DynamoDB, SQS, EventBridge, CloudWatch, CloudWatch Logs, and S3 for the packages)
+# and to call the API, the state machine and the tables; the AWS CLI (version 2), jq, python3 with venv, and a Rust
+# toolchain (1.85 or later, with rustup). awscurl is used from PATH, or installed into .local/venv. A cold build takes 10-25 minutes on 2 cores.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -76,13 +78,11 @@ teardown() {
     exit "$status"
   fi
   step "teardown"
-  local tx_table="" functions=""
+  local tx_table=""
   if aws cloudformation describe-stacks --stack-name "$stack" >/dev/null 2>&1; then
-    # Read before the stack goes: the retained table and the functions whose log groups Lambda made.
+    # Read before the stack goes: the table it retains.
     tx_table=$(aws cloudformation describe-stack-resource --stack-name "$stack" --logical-resource-id TransactionsTable \
       --query StackResourceDetail.PhysicalResourceId --output text 2>/dev/null)
-    functions=$(aws cloudformation list-stack-resources --stack-name "$stack" \
-      --query "StackResourceSummaries[?ResourceType=='AWS::Lambda::Function'].PhysicalResourceId" --output text)
     # --s3-prefix: the packages this deploy uploaded, not the samconfig.toml prefix another stack may use.
     "$venv/bin/sam" delete --stack-name "$stack" --region "$region" --s3-prefix "$stack" --no-prompts \
       || echo "smoke: sam delete failed" >&2
@@ -93,9 +93,6 @@ teardown() {
       aws dynamodb delete-table --table-name "$t" >/dev/null && aws dynamodb wait table-not-exists --table-name "$t" \
         && echo "smoke: deleted table $t"
     fi
-  done
-  for f in $functions; do
-    aws logs delete-log-group --log-group-name "/aws/lambda/$f" 2>/dev/null && echo "smoke: deleted log group /aws/lambda/$f"
   done
   rm -rf "$work"
   if [ "$status" = 0 ]; then echo "smoke: passed, and everything it made is deleted"; else echo "smoke: failed (exit $status)" >&2; fi
@@ -121,9 +118,15 @@ if [ -z "$awscurl" ] || ! "$awscurl" --help | grep -q -- --fail-with-body; then
 fi
 
 step "deploy the stack $stack"
+# The account's API Gateway logging role is left as it is when there is one (docs/deploy.md).
+logging_role=$(aws apigateway get-account --query cloudwatchRoleArn --output text)
+create_logging_role=true
+case $logging_role in "" | None) ;; *) create_logging_role=false ;; esac
+echo "smoke: API Gateway's logging role: ${logging_role:-none} (CreateApiGatewayLoggingRole=$create_logging_role)"
 "$venv/bin/sam" deploy --template-file .aws-sam/build/template.yaml --stack-name "$stack" --region "$region" \
   --capabilities CAPABILITY_IAM --resolve-s3 --s3-prefix "$stack" --no-confirm-changeset \
-  --no-fail-on-empty-changeset --parameter-overrides "AllowedTables=$table"
+  --no-fail-on-empty-changeset \
+  --parameter-overrides "AllowedTables=$table" "CreateApiGatewayLoggingRole=$create_logging_role"
 out() {
   aws cloudformation describe-stacks --stack-name "$stack" \
     --query "Stacks[0].Outputs[?OutputKey=='$1'].OutputValue" --output text

@@ -37,14 +37,15 @@ SAMPLE = "SAMPLE"
 ALLOWED_TABLES = "Orders,Inventory,shop,t-*"
 
 # Every configuration the simulation runs: both workflow types, each with alarms, tracing, metrics and the dashboard
-# all on and all off, and one mixed each way so that every flag is also seen beside the others' opposite. Express
-# needs SweepAfterSeconds over 300 (the template's Rules refuse less).
+# all on and all off, and one mixed each way so that every flag is also seen beside the others' opposite; one of them
+# leaves the account's API Gateway logging role to the account. Express needs SweepAfterSeconds over 300 (the
+# template's Rules refuse less).
 _ON = {"Tracing": "true", "EnableAlarms": "true", "EnableMetrics": "true", "EnableDashboard": "true"}
 _OFF = {k: "false" for k in _ON}
 CONFIGS = {
     "standard-all-on": {"WorkflowType": "STANDARD", **_ON},
     "standard-all-off": {"WorkflowType": "STANDARD", **_OFF},
-    "standard-mixed": {"WorkflowType": "STANDARD", **_OFF, "Tracing": "true", "EnableMetrics": "true"},
+    "standard-mixed": {"WorkflowType": "STANDARD", **_OFF, "Tracing": "true", "EnableMetrics": "true", "CreateApiGatewayLoggingRole": "false"},
     "express-all-on": {"WorkflowType": "EXPRESS", "SweepAfterSeconds": "360", **_ON},
     "express-all-off": {"WorkflowType": "EXPRESS", "SweepAfterSeconds": "360", **_OFF},
     "express-mixed": {"WorkflowType": "EXPRESS", "SweepAfterSeconds": "360", **_ON, "Tracing": "false", "EnableMetrics": "false"},
@@ -99,11 +100,32 @@ def _caller_credentials(t):
     t["Resources"]["TransactionsApi"]["Properties"]["Auth"].pop("InvokeRole", None)
 
 
+def _logs_to_another_group(t):
+    """Lock's OwnLogGroupOnly sparing Begin's log group instead of its own: Lock could not write its logs at all."""
+    for st in _statements(t["Resources"]["LockFunction"]):
+        if st.get("Sid") == "OwnLogGroupOnly":
+            st["NotResource"] = [x if not isinstance(x, dict) else {"Fn::Sub": x["Fn::Sub"].replace("${LockLogGroup}", "${BeginLogGroup}")} for x in st["NotResource"]]
+            return
+    raise SystemExit("mutation: LockFunction has no statement OwnLogGroupOnly")
+
+
+def _invoke_unqualified_only(t):
+    """The state machine's role allowed to invoke each function's unqualified ARN only, as it was before the state
+    machine invoked published versions: every Task would be denied."""
+    sm = t["Resources"]["TransactionStateMachine"]["Properties"]
+    targets = [p["LambdaInvokePolicy"]["FunctionName"]["Ref"] for p in sm["Policies"] if isinstance(p, dict) and "LambdaInvokePolicy" in p]
+    sm["Policies"] = [p for p in sm["Policies"] if not (isinstance(p, dict) and "LambdaInvokePolicy" in p)]
+    sm["Policies"].append({"Version": "2012-10-17", "Statement": [
+        {"Sid": "Unqualified", "Effect": "Allow", "Action": "lambda:InvokeFunction", "Resource": [{"Fn::GetAtt": [f, "Arn"]} for f in targets]}]})
+
+
 MUTATIONS = {
     "old-arn-form": _old_arn_form,
     "rollback-without-delete": _drop_action("RollbackFunction", "TransactionRecords", "dynamodb:DeleteItem"),
     "api-caller-credentials": _caller_credentials,
     "sweeper-without-describe": _drop_action("SweeperFunction", "DescribeExecutions", "states:DescribeExecution"),
+    "logs-to-another-group": _logs_to_another_group,
+    "invoke-unqualified-only": _invoke_unqualified_only,
 }
 
 
@@ -225,6 +247,11 @@ class Resolver:
             return self.eval(self.props(name)["StageName"])
         if t == "AWS::SNS::Topic":
             return self.arn("sns", self.name_of(name))
+        if t == "AWS::Lambda::Version":
+            # A published version's ARN: the function's, qualified with the version's number (the sample's first).
+            return self.arn("lambda", f"function:{self.eval(self.props(name)['FunctionName'])}:1")
+        if t == "AWS::Lambda::Alias":
+            return self.arn("lambda", f"function:{self.eval(self.props(name)['FunctionName'])}:{self.eval(self.props(name)['Name'])}")
         return self.name_of(name)
 
     def getatt(self, logical, attr):
@@ -235,6 +262,7 @@ class Resolver:
         table = {
             ("AWS::DynamoDB::Table", "Arn"): lambda: self.arn("dynamodb", f"table/{name}"),
             ("AWS::Lambda::Function", "Arn"): lambda: self.arn("lambda", f"function:{name}"),
+            ("AWS::Lambda::Version", "Version"): lambda: "1",
             ("AWS::IAM::Role", "Arn"): lambda: f"arn:{PARTITION}:iam::{ACCOUNT}:role/{name}",
             ("AWS::SQS::Queue", "Arn"): lambda: self.arn("sqs", name),
             ("AWS::SQS::Queue", "QueueName"): lambda: name,
@@ -498,8 +526,24 @@ def resolve(sam, config, parameters):
                         "credentials": integ.get("credentials"),
                         "auth": [list(s) for s in m.get("security", [])],
                     })
-            stage = next(r.eval(res[n]["Properties"]["StageName"]) for n in res if res[n]["Type"] == "AWS::ApiGateway::Stage")
-            out["api"] = {"id": API_ID, "stage": stage, "routes": routes, "arn": r.arn("execute-api", API_ID)}
+            stage_props = next(res[n]["Properties"] for n in res if res[n]["Type"] == "AWS::ApiGateway::Stage")
+            stage = r.eval(stage_props["StageName"])
+            # The access logs go to the stage's destination, written with the account's API Gateway logging role: the
+            # template's when it makes the account name it, otherwise one outside the template.
+            access_log = r.eval(stage_props.get("AccessLogSetting", {})).get("DestinationArn")
+            account = next((n for n in res if res[n]["Type"] == "AWS::ApiGateway::Account" and r.exists(n)), None)
+            log_role = None
+            if account:
+                getatt = res[account]["Properties"]["CloudWatchRoleArn"]["Fn::GetAtt"]
+                log_role = getatt[0] if isinstance(getatt, list) else getatt.split(".", 1)[0]
+            out["api"] = {
+                "id": API_ID,
+                "stage": stage,
+                "routes": routes,
+                "arn": r.arn("execute-api", API_ID),
+                "accessLog": access_log,
+                "accountLogRole": log_role,
+            }
             symbol(API_ID, "${TransactionsApi}")
     allowed = r.params.get("AllowedTables", [])
     out["allowedTables"] = allowed

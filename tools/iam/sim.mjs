@@ -197,6 +197,11 @@ function mapResource(cfg, opts, action, resource, principal) {
     if (!m) throw new InputError(`${action} on ${resource}: a Lambda resource is function:NAME`);
     const fn = Object.values(cfg.functions).find((f) => f.binary === m[1]);
     if (fn) r = `function:${fn.name}`;
+    // The state machine invokes what its DefinitionSubstitutions name for the function: a published version's ARN.
+    if (fn && principal === 'state-machine') {
+      const invoked = Object.values(cfg.stateMachine.substitutions).find((v) => v === fn.arn || String(v).startsWith(`${fn.arn}:`));
+      if (invoked) return invoked;
+    }
   }
   return arnOf(cfg, service, r);
 }
@@ -268,6 +273,7 @@ const DOC = {
   logsTarget: 'EventBridge writes to a CloudWatch Logs target under a CloudWatch Logs resource policy (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-resource-based.html#eb-cloudwatchlogs-permissions)',
   lambdaLogs: 'Lambda sends a function\'s logs with its execution role: CreateLogGroup, CreateLogStream, PutLogEvents (https://docs.aws.amazon.com/lambda/latest/dg/monitoring-cloudwatchlogs.html#monitoring-cloudwatchlogs-prereqs)',
   lambdaXray: 'Lambda active tracing: the execution role needs xray:PutTraceSegments and xray:PutTelemetryRecords (https://docs.aws.amazon.com/lambda/latest/dg/services-xray.html#services-xray-permissions)',
+  apiLogs: 'API Gateway writes a stage\'s access logs with the CloudWatch Logs role of the account setting (https://docs.aws.amazon.com/apigateway/latest/developerguide/set-up-logging.html#set-up-access-logging-permissions)',
   sfnLogs: 'Step Functions logging to CloudWatch Logs: the state machine\'s role needs the log delivery actions (https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html#cloudwatch-iam-policy)',
   sfnXray: 'Step Functions X-Ray tracing: the state machine\'s role needs the X-Ray write actions (https://docs.aws.amazon.com/step-functions/latest/dg/xray-iam.html)',
   assume: 'A service assumes the role it was given under the role\'s trust policy (https://docs.aws.amazon.com/IAM/latest/UserGuide/id_roles_create_for-service.html)',
@@ -297,6 +303,14 @@ function synthetic(cfg) {
       add('caller-api', 'lambda:InvokeFunction', fn.arn, `integration credentials arn:aws:iam::*:user/* (the caller's own) on ${how}`);
     } else {
       add(roleByArn[route.credentials] ?? route.credentials, 'lambda:InvokeFunction', fn.arn, `integration credentials ${route.credentials} on ${how}`);
+    }
+  }
+
+  // The API's access logs, written with the account's logging role when the template makes it (a role the account
+  // already names is outside the template).
+  if (cfg.api.accessLog && cfg.api.accountLogRole) {
+    for (const action of ['logs:CreateLogStream', 'logs:PutLogEvents']) {
+      add(cfg.api.accountLogRole, action, `${cfg.api.accessLog}:log-stream:sample`, DOC.apiLogs);
     }
   }
 
