@@ -8,7 +8,8 @@
 # reported too; a cold build takes 10-25 minutes on 2 cores. --functions-only measures the functions again (init time,
 # zip sizes) and rewrites the report with the other figures of the last run, from docs/benchmarks.json;
 # --contention-only does the same for the contention section (native with client retries, dynamo-saga in-process and
-# through the state machine, on the same transfers), --reads-only for committed reads before apply; --largest-only does the same for the largest transaction the
+# through the state machine, on the same transfers), --reads-only for committed reads before apply, --revisit-only for
+# the visit for late writes; --largest-only does the same for the largest transaction the
 # template allows (--largest-actions, default 100,000 updates), staged through the API function and run through the
 # state machine on a stack of optimised function builds (SAGA_STACK_PROFILE=release), with each function's call times,
 # CPU time and peak memory; --seal-only stages and seals the largest request the API function takes (--seal-actions,
@@ -28,7 +29,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --lambda) lambda=1 ;;
     --functions-only) only=1; args+=("$1") ;;
-    --contention-only | --reads-only) args+=("$1"); section_only=1 ;;
+    --contention-only | --reads-only | --revisit-only) args+=("$1"); section_only=1 ;;
     --largest-only) largest_only=1 ;;
     --seal-only) largest_only=1; largest_args+=("--seal-only") ;;
     --seal-actions) largest_n=${2:?--seal-actions needs a number}; largest_args+=("$1" "$2"); shift ;;

@@ -128,7 +128,7 @@ impl From<&Header> for Status {
                 .refused
                 .clone()
                 .filter(|r| h.state == TxState::Committed && !h.finished() && h.applied <= r.batch),
-            revisit: (h.revisit_at.is_some() || h.revisited_at.is_some()).then(|| RevisitStatus {
+            revisit: (h.revisit_at.is_some() || h.revisited_at.is_some()).then_some(RevisitStatus {
                 due_at_ms: h.revisit_at,
                 revisited_at_ms: h.revisited_at,
                 cleared: h.revisit_cleared,

@@ -313,6 +313,22 @@ struct ReadRow {
     finish: Bill,
 }
 
+/// The visit of a finished transaction that may have had writes in flight when it ended ([`dynamo_saga::Revisit`]), and
+/// what it cost, billed by DynamoDB's rules: the transaction's driver died after claiming the lock phase, another
+/// coordinator committed it, and the visit found nothing of it left (the common case) or one late lock.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RevisitRow {
+    actions: usize,
+    /// Items the visit read, and those it cleared.
+    items: usize,
+    cleared: usize,
+    visit: Bill,
+    visit_ms: f64,
+    /// The transaction itself (its takeover driver's calls), for scale.
+    transaction: Bill,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct FunctionRow {
@@ -337,6 +353,7 @@ struct Args {
     largest_actions: usize,
     /// Measure committed reads again and rewrite the report with the other figures of the last run (its JSON).
     reads_only: bool,
+    revisit_only: bool,
     /// Stage and seal only the largest request the API function takes (inserts of `item_bytes`-byte items), and
     /// rewrite the report with the other figures of the last run (its JSON).
     seal_only: bool,
@@ -359,13 +376,14 @@ fn args() -> Args {
         largest_only: false,
         largest_actions: 100_000,
         reads_only: false,
+        revisit_only: false,
         seal_only: false,
         seal_actions: 100_000,
         in_flight: vec![16, 64, 256],
         keep_largest: false,
     };
     let mut it = std::env::args().skip(1);
-    let usage = "usage: bench [--sizes 10,100,1000,10000] [--kinds update,upsert,insert,delete,check] [--item-bytes 940] [--seed000-max N] [--in-flight 16,64,256] [--out DIR] [--functions-only | --contention-only | --largest-only [--largest-actions 100000] | --seal-only [--seal-actions 100000] | --reads-only | --keep-largest]";
+    let usage = "usage: bench [--sizes 10,100,1000,10000] [--kinds update,upsert,insert,delete,check] [--item-bytes 940] [--seed000-max N] [--in-flight 16,64,256] [--out DIR] [--functions-only | --contention-only | --largest-only [--largest-actions 100000] | --seal-only [--seal-actions 100000] | --reads-only | --revisit-only | --keep-largest]";
     while let Some(flag) = it.next() {
         let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value\n{usage}"));
         match flag.as_str() {
@@ -394,6 +412,7 @@ fn args() -> Args {
             "--largest-actions" => a.largest_actions = value().parse().expect("a number of actions"),
             "--seal-only" => a.seal_only = true,
             "--reads-only" => a.reads_only = true,
+            "--revisit-only" => a.revisit_only = true,
             "--seal-actions" => a.seal_actions = value().parse().expect("a number of actions"),
             "-h" | "--help" => {
                 println!("{usage}");
@@ -1159,6 +1178,32 @@ fn contention_markdown(rows: &[ContentionRow]) -> String {
     md
 }
 
+fn revisit_markdown(rows: &[RevisitRow]) -> String {
+    let mut md = String::from(
+        "## The visit for late writes\n\nA transaction of updates whose first driver died after claiming the lock phase (so a write of it \
+         may have been in flight) is committed by another coordinator and visited again once due: every item it named is read \
+         (strongly consistent, 100 a call) and whatever of it is left removed. Billed by DynamoDB's rules; per item of the \
+         transaction. Only a transaction that ended with a write possibly in flight pays it.\n\n\
+         | actions | items cleared | read units per item | write units per item | calls | ms | the transaction's write units per item |\n\
+         | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for r in rows {
+        let per = |x: f64| x / r.actions as f64;
+        md.push_str(&format!(
+            "| {} | {} | {:.3} | {:.4} | {} | {:.0} | {:.3} |\n",
+            r.actions,
+            r.cleared,
+            per(r.visit.read_units),
+            per(r.visit.write_units),
+            r.visit.calls,
+            r.visit_ms,
+            per(r.transaction.write_units)
+        ));
+    }
+    md.push('\n');
+    md
+}
+
 fn reads_markdown(rows: &[ReadRow]) -> String {
     let mut md = String::from(
         "## Committed reads before apply\n\nA transaction of updates is driven to its commit and stopped before apply; 100 of its items, spread \
@@ -1572,6 +1617,9 @@ fn markdown(a: &Args, report: &Report, when: &str) -> String {
     if !report.committed_reads.is_empty() {
         md.push_str(&reads_markdown(&report.committed_reads));
     }
+    if !report.revisit.is_empty() {
+        md.push_str(&revisit_markdown(&report.revisit));
+    }
     if !contention.is_empty() {
         md.push_str(&contention_markdown(contention));
     }
@@ -1774,6 +1822,9 @@ struct Report {
     /// DynamoDB Local's CPU per item written, by kind of call.
     #[serde(default)]
     engine: Vec<WriteCpu>,
+    /// What a visit for late writes costs ([`RevisitRow`]).
+    #[serde(default)]
+    revisit: Vec<RevisitRow>,
     /// The cores of the machine the run was on, which DynamoDB Local and the benchmark share.
     #[serde(default)]
     cores: usize,
@@ -1795,6 +1846,46 @@ async fn measure_engine(a: &Args) -> Vec<WriteCpu> {
         eprintln!("DynamoDB Local's CPU per item: {:.3} ms, {}", r.dynamodb_ms_per_item, r.call.describe());
     }
     rows
+}
+
+/// The visit for late writes, at each size of 1,000 actions or more ([`RevisitRow`]).
+async fn measure_revisit(a: &Args) -> Vec<RevisitRow> {
+    let mut out = Vec::new();
+    for &n in a.sizes.iter().filter(|n| **n >= 1000) {
+        let env = Env::with(&format!("bench-revisit-{n}"), |c| dynamo_saga::Config {
+            revisit_after: std::time::Duration::ZERO,
+            direct: false,
+            ..c
+        })
+        .await;
+        let prefix = format!("revisit-{n}");
+        let body = prepare(&env, Kind::Update, n, &prefix, a.item_bytes).await;
+        let id = dynamo_saga::phase::begin::begin(&env.store, &body).await.expect("begins").transaction_id;
+        let died = Coordinator::new(env.store.crash_after(1)).drive(&id).await;
+        assert!(died.is_err(), "the first driver dies after claiming the lock phase");
+        let billing = env.store.with_billing();
+        Coordinator::new(billing.clone()).drive(&id).await.expect("the takeover commits");
+        let transaction = billing.bill().unwrap_or_default();
+        let visitor = env.store.with_billing();
+        let started = Instant::now();
+        let visit = Coordinator::new(visitor.clone()).revisit(&id).await.expect("visits");
+        let visit_ms = started.elapsed().as_secs_f64() * 1000.0;
+        let dynamo_saga::Revisit::Done { items, cleared, .. } = visit else {
+            panic!("{n} updates: the visit was not made: {visit:?}");
+        };
+        let r =
+            RevisitRow { actions: n, items, cleared, visit: visitor.bill().unwrap_or_default(), visit_ms, transaction };
+        eprintln!(
+            "visit for late writes {:>6} updates: {:.3} read units and {:.4} write units an item, {} calls, {:.0} ms",
+            n,
+            r.visit.read_units / n as f64,
+            r.visit.write_units / n as f64,
+            r.visit.calls,
+            r.visit_ms
+        );
+        out.push(r);
+    }
+    out
 }
 
 /// Committed reads before apply, each way, at each size of 1,000 actions or more.
@@ -1997,7 +2088,7 @@ async fn main() {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
     let json_path = a.out.join("benchmarks.json");
-    let only = a.functions_only || a.contention_only || a.largest_only || a.seal_only || a.reads_only;
+    let only = a.functions_only || a.contention_only || a.largest_only || a.seal_only || a.reads_only || a.revisit_only;
     let mut report = if only {
         let text = std::fs::read_to_string(&json_path).unwrap_or_else(|e| {
             panic!("--functions-only and --contention-only need the last run's {}: {e}", json_path.display())
@@ -2033,13 +2124,17 @@ async fn main() {
             committed_reads,
             throttled,
             engine,
+            revisit: measure_revisit(&a).await,
             cores: std::thread::available_parallelism().map_or(0, usize::from),
         }
     };
     if a.reads_only {
         report.committed_reads = measure_reads(&a).await;
     }
-    if !a.functions_only && !a.largest_only && !a.seal_only && !a.reads_only {
+    if a.revisit_only {
+        report.revisit = measure_revisit(&a).await;
+    }
+    if !a.functions_only && !a.largest_only && !a.seal_only && !a.reads_only && !a.revisit_only {
         report.contention = contention().await;
     }
     if a.largest_only {
@@ -2048,10 +2143,11 @@ async fn main() {
     if a.seal_only {
         report.largest_seal = Some(largest_seal(a.seal_actions, a.item_bytes, &now).await);
     }
-    if !a.contention_only && !a.largest_only && !a.seal_only && !a.reads_only {
+    if !a.contention_only && !a.largest_only && !a.seal_only && !a.reads_only && !a.revisit_only {
         report.functions = functions().await;
     }
     let when = match (a.functions_only, a.contention_only, a.largest_only, a.seal_only, a.reads_only) {
+        _ if a.revisit_only => format!("{} (the visit for late writes on {now})", report.written),
         (true, ..) => format!("{} (the functions on {now})", report.written),
         (_, true, ..) => format!("{} (contention on {now})", report.written),
         (_, _, true, ..) => format!("{} (the largest transaction on {now})", report.written),
