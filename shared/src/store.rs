@@ -317,10 +317,24 @@ fn map_err<E: ProvideErrorMetadata + std::fmt::Debug, R: std::fmt::Debug>(
 }
 
 impl Store {
-    /// A store on a client built elsewhere, as it is: its in-flight limit stays `SAGA_IN_FLIGHT`, since the client
-    /// does not tell it of throttling ([`Store::from_conf`] does).
+    /// A store on a client built elsewhere, as it is but for time bounds: its in-flight limit stays `SAGA_IN_FLIGHT`,
+    /// since the client does not tell it of throttling ([`Store::from_conf`] does), and a client with no attempt or
+    /// operation timeout of its own gets [`Store::timeouts`]' (so no request of a store is left without a bound).
     pub fn new(client: Client, cfg: Config) -> Self {
         let pace = Pace::new(cfg.concurrency);
+        let bounded = client
+            .config()
+            .timeout_config()
+            .is_some_and(|t| t.operation_attempt_timeout().is_some() && t.operation_timeout().is_some());
+        let client = if bounded {
+            client
+        } else {
+            let mut timeouts = Self::timeouts(&cfg);
+            if let Some(own) = client.config().timeout_config() {
+                timeouts = own.clone().take_defaults_from(&timeouts).clone();
+            }
+            Client::from_conf(client.config().to_builder().timeout_config(timeouts).build())
+        };
         Self::paced(client, cfg, pace)
     }
 
@@ -1158,4 +1172,40 @@ pub async fn backoff(attempt: u32) {
     let cap = 25u64 << attempt.min(6);
     let jitter = (ulid::Ulid::new().random() % (cap as u128 + 1)) as u64;
     tokio::time::sleep(std::time::Duration::from_millis(jitter.max(5))).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(timeouts: Option<aws_sdk_dynamodb::config::timeout::TimeoutConfig>) -> Client {
+        let conf = aws_sdk_dynamodb::Config::builder()
+            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+            .region(aws_sdk_dynamodb::config::Region::new("us-east-1"));
+        Client::from_conf(match timeouts {
+            Some(t) => conf.timeout_config(t).build(),
+            None => conf.build(),
+        })
+    }
+
+    #[test]
+    fn every_store_bounds_its_requests_in_time_keeping_a_callers_own_bounds() {
+        let cfg = Config::new("tx");
+        let bounds = |s: &Store| {
+            let t = s.client.config().timeout_config().cloned();
+            let t = t.unwrap_or_else(aws_sdk_dynamodb::config::timeout::TimeoutConfig::disabled);
+            (t.operation_attempt_timeout(), t.operation_timeout())
+        };
+        let ours = (Some(cfg.attempt_timeout), Some(cfg.operation_timeout));
+        assert_eq!(bounds(&Store::new(client(None), cfg.clone())), ours, "a client with none gets the store's");
+        assert_eq!(bounds(&Store::from_conf(client(None).config().to_builder(), cfg.clone())), ours);
+        let own = aws_sdk_dynamodb::config::timeout::TimeoutConfig::builder()
+            .operation_attempt_timeout(std::time::Duration::from_secs(3))
+            .build();
+        assert_eq!(
+            bounds(&Store::new(client(Some(own)), cfg.clone())),
+            (Some(std::time::Duration::from_secs(3)), Some(cfg.operation_timeout)),
+            "a caller's own attempt timeout is kept, the missing operation timeout added"
+        );
+    }
 }
