@@ -24,8 +24,13 @@ async fn commits_250_actions_through_the_state_machine() {
     assert_committed(&ex, 250, 3);
     assert_mixed_committed(&env, "t", 250).await;
     env.assert_clean().await;
-    // Each phase call does every batch it can: Begin, Lock, Save, Commit, Apply, Complete, Release.
-    assert_eq!(ex.task_calls, 7, "{ex:?}");
+    // Each phase call does every batch it can: Begin, Lock, Save, Commit, Apply, Complete, Release; and Revisit when a
+    // lock write's answer was lost (the connection closed under it), which the header records.
+    let id = ex.output["TransactionId"].as_str().unwrap();
+    let h = dynamo_saga::records::read_header(&env.store, &Meter::default(), id).await.unwrap();
+    let revisited = ex.state_entries.get("Revisit").copied().unwrap_or(0);
+    assert_eq!(revisited, u64::from(h.late_writes), "visited again exactly when a write's answer was lost: {h:?}");
+    assert_eq!(ex.task_calls, 7 + revisited, "{ex:?}");
 }
 
 #[tokio::test]
@@ -993,4 +998,52 @@ async fn a_lock_write_of_a_timed_out_lock_call_that_lands_after_the_end_is_clear
         "late lock write of a Lock call that timed out, through the state machine: landed after the end, cleared by \
          the execution's Revisit (commit and rollback)",
     );
+}
+
+/// A transaction whose records a newer version wrote (a later record format, or a later protocol) is refused by every
+/// phase function with the named error `UnknownRecordFormat` (which no Retry of the state machine matches, so its
+/// execution stops in RecoveryNeeded), and nothing is written: the newer version finishes it.
+#[tokio::test]
+async fn a_phase_meeting_records_of_a_format_it_does_not_know_stops_with_a_named_error_and_writes_nothing() {
+    let env = Env::on_stack("smformat").await;
+    let st = stack().await;
+    env.put(&env.a, json!({"pk": sv("f"), "n": nv(0)})).await;
+    let body = json!({"TransactItems": (0..150).map(|i| json!({"Put": {"TableName": env.a,
+        "Item": {"pk": sv(&format!("f{i:03}")), "n": nv(1)}}})).collect::<Vec<_>>()});
+    let begun = st.invoke("saga-begin", &body).await.expect("begins");
+    let id = begun["TransactionId"].as_str().unwrap().to_string();
+    for (attr, value) in [("format", 2), ("protocol", 3)] {
+        env.client
+            .update_item()
+            .table_name(&st.tx_table)
+            .key("id", aws_sdk_dynamodb::types::AttributeValue::S(id.clone()))
+            .key("sk", aws_sdk_dynamodb::types::AttributeValue::S("tx".into()))
+            .update_expression("SET #a = :v")
+            .expression_attribute_names("#a", attr)
+            .expression_attribute_values(":v", aws_sdk_dynamodb::types::AttributeValue::N(value.to_string()))
+            .send()
+            .await
+            .unwrap();
+        let before = (env.snapshot().await, env.get(&st.tx_table, json!({"id": sv(&id), "sk": sv("tx")})).await);
+        for function in ["saga-lock", "saga-save", "saga-rollback", "saga-release"] {
+            let e = st.invoke(function, &json!({"TransactionId": id})).await.expect_err("refused");
+            assert_eq!(e.error_type, "UnknownRecordFormat", "{function} ({attr} {value}): {}", e.message);
+        }
+        let after = (env.snapshot().await, env.get(&st.tx_table, json!({"id": sv(&id), "sk": sv("tx")})).await);
+        assert_eq!(after, before, "nothing written");
+        env.client
+            .update_item()
+            .table_name(&st.tx_table)
+            .key("id", aws_sdk_dynamodb::types::AttributeValue::S(id.clone()))
+            .key("sk", aws_sdk_dynamodb::types::AttributeValue::S("tx".into()))
+            .update_expression("REMOVE #a")
+            .expression_attribute_names("#a", attr)
+            .send()
+            .await
+            .unwrap();
+    }
+    // Back to what this version wrote, the transaction runs to its end.
+    let ex = st.execute(&json!({ "TransactionId": id })).await;
+    assert_committed(&ex, 150, 2);
+    env.assert_clean().await;
 }

@@ -77,6 +77,11 @@ pub const H_BATCHES: &str = "batchCount";
 /// Header: the protocol a transaction of batches runs (absent: 1). 1 applies every batch before it commits, from saved
 /// images; 2 commits first and applies each item with its unlock. A transaction keeps its protocol to the end.
 pub const H_PROTOCOL: &str = "protocol";
+/// Header: the format of the transaction's records (absent: 1). A version of dynamo-saga reads only the formats it
+/// knows, up to [`RECORD_FORMAT`], and refuses a newer one with `UnknownRecordFormat` instead of misreading it.
+pub const H_FORMAT: &str = "format";
+/// The format of the records this version writes.
+pub const RECORD_FORMAT: u32 = 1;
 /// The protocol new transactions run (see [`H_PROTOCOL`]).
 pub const PROTOCOL: u32 = 2;
 /// Header: present (1) when begin checked every `Put`'s item and tombstone against the index key types; protocol-2

@@ -151,6 +151,10 @@ pub enum TxError {
     /// A record of the transactions table is not what this version of the library wrote.
     #[error("internal error: {0}")]
     Internal(String),
+    /// A transaction's records are of a format (or a protocol) newer than this version of dynamo-saga knows: written by a
+    /// newer deploy. Nothing is read further or written; a driver of the newer version finishes the transaction.
+    #[error("{0}")]
+    UnknownFormat(String),
     /// Test-only fault injection: the coordinator "died" before this call.
     #[error("injected fault: the coordinator stopped after {0} writes")]
     InjectedFault(u64),
@@ -169,6 +173,7 @@ impl TxError {
             TxError::DynamoDb { .. } => "DynamoDbError",
             TxError::ApplyRejected { .. } => "ApplyRejected",
             TxError::Internal(_) => "InternalError",
+            TxError::UnknownFormat(_) => "UnknownRecordFormat",
             TxError::InjectedFault(_) => "InjectedFault",
         }
     }

@@ -405,6 +405,14 @@ impl Header {
         let u = |k: &str| n(k).map(|x| x as u64);
         let bad = |what: &str| TxError::Internal(format!("transaction header has no valid {what}"));
         let id = s(TX_PK).ok_or_else(|| bad(TX_PK))?;
+        let format = u(H_FORMAT).map_or(1, |f| f as u32);
+        let protocol = u(H_PROTOCOL).map_or(1, |p| p as u32);
+        if format > RECORD_FORMAT || protocol > PROTOCOL {
+            return Err(TxError::UnknownFormat(format!(
+                "transaction {id} was written in record format {format} and protocol {protocol}; this version of \
+                 dynamo-saga knows format {RECORD_FORMAT} and protocols up to {PROTOCOL}: a newer version must finish it"
+            )));
+        }
         Ok(Header {
             state: s(H_STATE).as_deref().and_then(TxState::parse).ok_or_else(|| bad(H_STATE))?,
             version: u(H_VERSION).unwrap_or(0),
@@ -880,4 +888,30 @@ pub async fn note_refusal(
     let r = Refusal { batch, action: action.to_string(), message: message.to_string(), at_ms: now_ms() };
     let r = serde_json::to_string(&r).expect("a refusal serialises");
     update_header(store, m, &h.id, TxState::Committed, &[(H_REFUSED, s(r))], None, &m.usage()).await.map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_header_of_a_newer_record_format_or_protocol_is_refused_by_name_not_misread() {
+        let header = |extra: &[(&str, AttributeValue)]| {
+            let mut item = header_key("01JAAAAAAAAAAAAAAAAAAAAAAA");
+            for (k, v) in [(H_STATE, s("PENDING")), (H_ACTIONS, n(3)), (H_BATCHES, n(1)), (H_PROTOCOL, n(PROTOCOL))] {
+                item.insert(k.to_string(), v);
+            }
+            for (k, v) in extra {
+                item.insert(k.to_string(), v.clone());
+            }
+            Header::from_item(&item)
+        };
+        assert!(header(&[]).is_ok(), "no format: the first");
+        assert!(header(&[(H_FORMAT, n(RECORD_FORMAT))]).is_ok());
+        for newer in [(H_FORMAT, n(RECORD_FORMAT + 1)), (H_PROTOCOL, n(PROTOCOL + 1))] {
+            let e = header(std::slice::from_ref(&newer)).expect_err("a newer format is refused");
+            assert_eq!(e.name(), "UnknownRecordFormat", "{newer:?}: {e}");
+            assert!(e.to_string().contains("a newer version must finish it"), "{e}");
+        }
+    }
 }

@@ -335,6 +335,7 @@ fn header_item(
     let mut header = records::header_key(tx_id);
     for (k, v) in [
         (H_VERSION, n(1)),
+        (H_FORMAT, n(RECORD_FORMAT)),
         (H_CREATED_AT, n(now)),
         (H_UPDATED_AT, n(now)),
         (H_DEADLINE, n(deadline)),
