@@ -32,6 +32,9 @@ struct Args {
     /// The transactions table (default: SAGA_TABLE; the other SAGA_* settings still apply).
     #[arg(long, global = true, value_name = "NAME")]
     table: Option<String>,
+    /// Log what the library does on stderr (-v: info, -vv: debug); RUST_LOG, when set, chooses instead.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -41,8 +44,8 @@ const EXIT_CODES: &str =
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Validate and start a transaction and follow it to its end: through Step Functions when a state machine is
-    /// given (or SAGA_STATE_MACHINE_ARN is set), otherwise in this process.
+    /// Validate and start a transaction and follow it to its end: through Step Functions (--state-machine or
+    /// SAGA_STATE_MACHINE_ARN), or in this process with --in-process; one of them is required.
     Submit {
         /// TransactWriteItems JSON (`-` reads stdin).
         file: String,
@@ -93,10 +96,14 @@ enum Command {
         /// At most this many transactions (default: SAGA_SWEEP_MAX, else 100).
         #[arg(long, value_name = "N")]
         max: Option<usize>,
-        /// Start recovery executions of this state machine (default: SAGA_STATE_MACHINE_ARN) instead of finishing
-        /// them in this process.
-        #[arg(long, value_name = "ARN")]
+        /// Start recovery executions of this state machine (default: SAGA_STATE_MACHINE_ARN), which is also asked
+        /// whether an execution still drives a transaction.
+        #[arg(long, value_name = "ARN", conflicts_with = "in_process")]
         state_machine: Option<String>,
+        /// Finish them in this process, with no state machine to ask whether an execution still drives one: a
+        /// transaction still for --older-than is taken as abandoned.
+        #[arg(long)]
+        in_process: bool,
     },
     /// Find what transactions that have ended left on tables (locks, items created only to hold one), by reading every
     /// item of each table; with --clear, remove each with a conditional write on that very lock.
@@ -149,6 +156,20 @@ async fn state_machine(arn: Option<&str>) -> Option<StateMachine> {
     let arn =
         arn.map(String::from).or_else(|| std::env::var("SAGA_STATE_MACHINE_ARN").ok().filter(|s| !s.is_empty()))?;
     Some(StateMachine { client: dynamo_saga::calls::state_machine_client().await, arn })
+}
+
+/// The state machine a command that would otherwise run in this process needs: an error that says what to pass when
+/// none is set, rather than a silent fallback to this process.
+async fn required_state_machine(arn: Option<&str>, command: &str) -> Result<StateMachine, Failure> {
+    state_machine(arn).await.ok_or_else(|| {
+        Failure(
+            2,
+            format!(
+                "{command} needs a state machine (--state-machine ARN, or SAGA_STATE_MACHINE_ARN) or --in-process to \
+                 run the transaction in this process"
+            ),
+        )
+    })
 }
 
 fn print_json(v: &Value) {
@@ -371,7 +392,7 @@ async fn submit(
 ) -> Result<i32, Failure> {
     let body = read_request(path)?;
     let store = store(a).await?;
-    let sm = if in_process { None } else { state_machine(state_machine_arn).await };
+    let sm = if in_process { None } else { Some(required_state_machine(state_machine_arn, "submit").await?) };
     let started = Instant::now();
     let final_status = match sm {
         Some(sm) => {
@@ -468,7 +489,7 @@ async fn show_status(a: &Args, id: &str) -> Result<i32, Failure> {
 async fn resume(a: &Args, id: &str, state_machine_arn: Option<&str>, in_process: bool) -> Result<i32, Failure> {
     status::check_id(id)?;
     let store = store(a).await?;
-    let sm = if in_process { None } else { state_machine(state_machine_arn).await };
+    let sm = if in_process { None } else { Some(required_state_machine(state_machine_arn, "resume").await?) };
     if let Some(sm) = sm {
         let resumed = start::resume(&store, Some(&sm), id).await?;
         if a.json {
@@ -498,9 +519,12 @@ async fn get(a: &Args, table: &str, key: &str, isolation: Isolation) -> Result<i
     let item = read::get_item(&store(a).await?, table, key, isolation).await?;
     match (item, a.json) {
         (Some(i), _) => print_json(&item_to_json(&i)),
-        (None, true) => println!("null"),
-        (None, false) => {
-            eprintln!("no item");
+        (None, json) => {
+            if json {
+                println!("null");
+            } else {
+                eprintln!("no item");
+            }
             return Ok(3);
         }
     }
@@ -512,6 +536,7 @@ async fn sweep(
     older_than: Option<u64>,
     max: Option<usize>,
     state_machine_arn: Option<&str>,
+    in_process: bool,
 ) -> Result<i32, Failure> {
     let mut sweeper =
         Sweeper::from_vars(store(a).await?, |k| std::env::var(k).ok()).map_err(|e| Failure(2, e.to_string()))?;
@@ -521,7 +546,8 @@ async fn sweep(
     if let Some(n) = max {
         sweeper.max_transactions = n;
     }
-    sweeper.state_machine = state_machine(state_machine_arn).await;
+    sweeper.state_machine =
+        if in_process { None } else { Some(required_state_machine(state_machine_arn, "sweep").await?) };
     let report = sweeper.sweep().await?;
     let v = serde_json::to_value(&report).expect("report");
     if a.json {
@@ -541,7 +567,7 @@ async fn sweep(
             println!("  visited again: {} ({})", r.transaction_id, r.outcome);
         }
         for f in &report.failed {
-            println!("  failed: {f:?}");
+            println!("  failed: {}: {}", f.transaction_id, f.outcome);
         }
     }
     Ok(if report.failed.is_empty() { 0 } else { 4 })
@@ -608,8 +634,8 @@ async fn run(a: Args) -> Result<i32, Failure> {
             resume(&a, id, state_machine.as_deref(), *in_process).await
         }
         Command::Get { item_table, key, isolation } => get(&a, item_table, key, *isolation).await,
-        Command::Sweep { older_than, max, state_machine } => {
-            sweep(&a, *older_than, *max, state_machine.as_deref()).await
+        Command::Sweep { older_than, max, state_machine, in_process } => {
+            sweep(&a, *older_than, *max, state_machine.as_deref(), *in_process).await
         }
         Command::Audit { tables, clear } => audit(&a, tables, *clear).await,
         Command::Completions { shell } => {
@@ -633,6 +659,12 @@ fn missing_table_hint(table: &str) -> String {
 async fn main() {
     // Usage errors exit 2, --help and --version 0, as clap has it.
     let args = Args::parse();
+    if args.verbose > 0 || std::env::var_os("RUST_LOG").is_some() {
+        let level = if args.verbose > 1 { "debug" } else { "info" };
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("dynamo_saga={level},warn")));
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    }
     let tx_table = args.table.clone().or_else(|| std::env::var(ENV_TX_TABLE).ok());
     let code = match run(args).await {
         Ok(code) => code,

@@ -113,7 +113,7 @@ async fn submit_follows_the_state_machine_then_status_and_get_report_the_result(
     let progress = stderr(&out);
     assert!(progress.contains("Lock") && progress.contains("Finished") && progress.contains("batches"), "{progress}");
     let out = cli(&st.tx_table, &["--json", "get", &env.a, r#"{"pk": {"S": "nothing"}}"#], None).await;
-    assert_eq!((out.status.code(), stdout_json(&out)), (Some(0), Value::Null));
+    assert_eq!((out.status.code(), stdout_json(&out)), (Some(3), Value::Null), "the same exit code as without --json");
     let _ = std::fs::remove_file(file);
 }
 
@@ -163,17 +163,17 @@ async fn sweep_finishes_an_abandoned_transaction() {
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     // Without --older-than, SAGA_SWEEP_AFTER_SECONDS says when a transaction is abandoned, as for the sweeper function.
     let vars = |after| [("SAGA_SWEEP_AFTER_SECONDS", Some(after)), ("SAGA_SWEEP_MAX", Some("10"))];
-    let out = cli_with(&env.tx_table, &["--json", "sweep"], None, &vars("3600")).await;
+    let out = cli_with(&env.tx_table, &["--json", "sweep", "--in-process"], None, &vars("3600")).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout_json(&out)["Finished"], json!([]), "not still for an hour yet");
-    let out = cli_with(&env.tx_table, &["sweep"], None, &[("SAGA_SWEEP_MAX", Some("ten"))]).await;
+    let out = cli_with(&env.tx_table, &["sweep", "--in-process"], None, &[("SAGA_SWEEP_MAX", Some("ten"))]).await;
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("SAGA_SWEEP_MAX=\"ten\" is not a whole number"), "{}", stderr(&out));
-    let out = cli_with(&env.tx_table, &["--json", "sweep"], None, &vars("1")).await;
+    let out = cli_with(&env.tx_table, &["--json", "sweep", "--in-process"], None, &vars("1")).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let report = stdout_json(&out);
     assert_eq!(report["Finished"][0]["TransactionId"], begun.transaction_id, "{report}");
-    let out = cli(&env.tx_table, &["--json", "sweep", "--older-than", "1"], None).await;
+    let out = cli(&env.tx_table, &["--json", "sweep", "--older-than", "1", "--in-process"], None).await;
     assert_eq!((out.status.code(), &stdout_json(&out)["Finished"]), (Some(0), &json!([])), "nothing left to finish");
     let out = cli(&env.tx_table, &["--json", "status", &begun.transaction_id], None).await;
     assert_eq!(stdout_json(&out)["State"], "ROLLED_BACK");
@@ -220,6 +220,16 @@ async fn bad_arguments_and_requests_get_clear_errors_and_exit_codes() {
             "committed, uncommitted or read-lock",
         ),
         (vec!["sweep", "--older-than", "soon"], None, 2, "invalid value 'soon' for '--older-than <SECONDS>'"),
+        // No silent fallback to this process: a command that would run a transaction says what to pass.
+        (vec!["submit", "-"], Some("{\"TransactItems\": []}".into()), 2, "submit needs a state machine"),
+        (
+            vec!["sweep"],
+            None,
+            2,
+            "sweep needs a state machine (--state-machine ARN, or SAGA_STATE_MACHINE_ARN) or --in-process",
+        ),
+        (vec!["resume", "01JDQ5A7K2M9P4R6T8V1W3X5Z7"], None, 2, "resume needs a state machine"),
+        (vec!["sweep", "--in-process", "--state-machine", "arn:x"], None, 2, "cannot be used with"),
         (vec!["--table"], None, 2, "a value is required for '--table <NAME>'"),
     ];
     for (args, stdin, code, needle) in cases {
@@ -374,7 +384,7 @@ async fn resume_carries_an_open_transaction_on_in_process_and_through_the_state_
         assert_eq!(env.get(&env.a, json!({"pk": sv(k)})).await.unwrap()["v"], nv(1), "{k}");
     }
 
-    let unknown = cli(&env.tx_table, &["resume", "01JDQ4W5Z3ZC4V8Y9B7Q2X1N6M"], None).await;
+    let unknown = cli(&env.tx_table, &["resume", "01JDQ4W5Z3ZC4V8Y9B7Q2X1N6M", "--in-process"], None).await;
     assert_eq!(unknown.status.code(), Some(3), "{}", stderr(&unknown));
     let bad = cli(&env.tx_table, &["resume", "not-an-id"], None).await;
     assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
@@ -439,11 +449,12 @@ async fn writes_held_past_the_end_of_an_in_process_submit_are_cleared_by_sweep_a
             assert_eq!((released["statuses"].clone(), landed), (json!([200, 200]), 2), "{released}");
         }
         let direct = [("SAGA_REVISIT_AFTER_SECONDS", Some("3"))];
-        let out = cli_with(&env.tx_table, &["--json", "sweep", "--older-than", "0"], None, &direct).await;
+        let out =
+            cli_with(&env.tx_table, &["--json", "sweep", "--older-than", "0", "--in-process"], None, &direct).await;
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         assert_eq!(stdout_json(&out)["Revisited"], json!([]), "not before the bound");
         tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-        let out = cli_with(&env.tx_table, &["sweep", "--older-than", "0"], None, &direct).await;
+        let out = cli_with(&env.tx_table, &["sweep", "--older-than", "0", "--in-process"], None, &direct).await;
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         let named = if commit { 120 } else { 121 };

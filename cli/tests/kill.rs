@@ -81,7 +81,9 @@ fn committed(tables: &BTreeMap<String, BTreeMap<String, Value>>, n: usize) -> bo
 fn sweep_until_done(env: &Env, endpoint: &str) -> Vec<Value> {
     let mut revisited = Vec::new();
     for _ in 0..20 {
-        let out = command(env, endpoint, &["--json", "sweep", "--older-than", "0"]).output().expect("sweep runs");
+        let out = command(env, endpoint, &["--json", "sweep", "--older-than", "0", "--in-process"])
+            .output()
+            .expect("sweep runs");
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
         let r: Value = serde_json::from_slice(&out.stdout).expect("a sweep report");
         revisited.extend(r["Revisited"].as_array().cloned().unwrap_or_default());
