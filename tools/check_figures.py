@@ -258,6 +258,13 @@ def bench_figures(bench, usd):
                   p + "againWriteUnits": c["again"]["writeUnits"] / reads, p + "againMs": c["againMs"],
                   p + "finishWriteUnitsPerAction": c["finish"]["writeUnits"] / c["actions"]})
 
+    for r in bench.get("revisit", []):
+        p, n = f"revisit.{r['actions']}.", r["actions"]
+        f.update({p + "readUnitsPerItem": r["visit"]["readUnits"] / n,
+                  p + "writeUnitsPerItem": r["visit"]["writeUnits"] / n, p + "calls": r["visit"]["calls"],
+                  p + "ms": r["visitMs"], p + "cleared": r["cleared"],
+                  p + "transactionWriteUnitsPerItem": r["transaction"]["writeUnits"] / n})
+
     for c in bench.get("contention", []):
         k = re.search(r"(\d+)-(\d+) accounts", c["workload"]).group(2)
         p = f"contention.{WAY[c['way']]}.{k}."
