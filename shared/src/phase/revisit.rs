@@ -51,7 +51,8 @@ pub async fn revisit_from(store: &Store, m: Meter, h: Header) -> Result<Revisit,
     let items: usize = keys.values().map(Vec::len).sum();
     let mut left: Vec<Left> = Vec::new();
     for (table, keys) in keys {
-        let key_names = store.schema(&m, &table).await?.key_names;
+        // Every key of a table names the same attributes: the key schema, without asking DynamoDB for it.
+        let key_names: Vec<String> = keys.first().map(|k| k.keys().cloned().collect()).unwrap_or_default();
         for item in store.batch_get(&m, &table, keys).await? {
             let Some(owner) = lock_holder(&item).filter(|o| records::parse_owner(o).0 == h.id) else { continue };
             let key = item.iter().filter(|(k, _)| key_names.contains(k)).map(|(k, v)| (k.clone(), v.clone()));
