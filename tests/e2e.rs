@@ -950,20 +950,39 @@ async fn a_lock_write_of_a_timed_out_lock_call_that_lands_after_the_end_is_clear
     let env = Env::on_stack("smlate").await;
     let st = stack().await;
     let n = 150;
-    for commit_path in [true, false] {
-        let tag = if commit_path { "lc" } else { "lr" };
+    // Updates of items that exist (committed, and rolled back by the last one's condition), and puts of items that do
+    // not (rolled back by a failed condition check): there the late write creates an item that holds only a lock.
+    for (commit_path, present) in [(true, true), (false, true), (false, false)] {
+        let tag = match (commit_path, present) {
+            (true, _) => "lc",
+            (false, true) => "lr",
+            (false, false) => "la",
+        };
         let keys: Vec<String> = (0..n).map(|i| format!("{tag}-{i:03}")).collect();
-        harness::put_all(&env.client, &env.a, keys.iter().map(|k| json!({"pk": sv(k), "n": nv(0)}))).await;
-        let mut actions: Vec<Value> = keys
-            .iter()
-            .map(|k| {
-                json!({"Update": {"TableName": env.a, "Key": {"pk": sv(k)}, "UpdateExpression": "ADD n :one",
-                    "ExpressionAttributeValues": {":one": nv(1)}}})
-            })
-            .collect();
-        if !commit_path {
+        let mut actions: Vec<Value> = if present {
+            harness::put_all(&env.client, &env.a, keys.iter().map(|k| json!({"pk": sv(k), "n": nv(0)}))).await;
+            keys.iter()
+                .map(|k| {
+                    json!({"Update": {"TableName": env.a, "Key": {"pk": sv(k)}, "UpdateExpression": "ADD n :one",
+                        "ExpressionAttributeValues": {":one": nv(1)}}})
+                })
+                .collect()
+        } else {
+            keys.iter()
+                .map(|k| {
+                    json!({"Put": {"TableName": env.a, "Item": {"pk": sv(k), "n": nv(1)},
+                        "ConditionExpression": "attribute_not_exists(pk)"}})
+                })
+                .collect()
+        };
+        if !commit_path && present {
             actions[n - 1]["Update"]["ConditionExpression"] = json!("n = :seven");
             actions[n - 1]["Update"]["ExpressionAttributeValues"][":seven"] = nv(7);
+        } else if !commit_path {
+            let refused = format!("{tag}-zz");
+            env.put(&env.a, json!({"pk": sv(&refused), "n": nv(0)})).await;
+            actions[n - 1] = json!({"ConditionCheck": {"TableName": env.a, "Key": {"pk": sv(&refused)},
+                "ConditionExpression": "n = :seven", "ExpressionAttributeValues": {":seven": nv(7)}}});
         }
         let before = env.scan(&env.a).await;
         let begun = st.invoke("saga-begin", &json!({"TransactItems": actions})).await.expect("begins");
@@ -996,7 +1015,7 @@ async fn a_lock_write_of_a_timed_out_lock_call_that_lands_after_the_end_is_clear
     env.assert_clean().await;
     harness::report(
         "late lock write of a Lock call that timed out, through the state machine: landed after the end, cleared by \
-         the execution's Revisit (commit and rollback)",
+         the execution's Revisit (commit, rollback, and rollback of puts: an item that held only a lock)",
     );
 }
 
