@@ -1031,7 +1031,7 @@ async fn a_phase_meeting_records_of_a_format_it_does_not_know_stops_with_a_named
         "Item": {"pk": sv(&format!("f{i:03}")), "n": nv(1)}}})).collect::<Vec<_>>()});
     let begun = st.invoke("saga-begin", &body).await.expect("begins");
     let id = begun["TransactionId"].as_str().unwrap().to_string();
-    for (attr, value) in [("format", 2), ("protocol", 3)] {
+    let set = |attr: &'static str, value: u32| {
         env.client
             .update_item()
             .table_name(&st.tx_table)
@@ -1041,25 +1041,19 @@ async fn a_phase_meeting_records_of_a_format_it_does_not_know_stops_with_a_named
             .expression_attribute_names("#a", attr)
             .expression_attribute_values(":v", aws_sdk_dynamodb::types::AttributeValue::N(value.to_string()))
             .send()
-            .await
-            .unwrap();
-        let before = (env.snapshot().await, env.get(&st.tx_table, json!({"id": sv(&id), "sk": sv("tx")})).await);
+    };
+    let header = || env.get(&st.tx_table, json!({"id": sv(&id), "sk": sv("tx")}));
+    let written = header().await.expect("the header");
+    for (attr, newer) in [("format", 2), ("protocol", 3)] {
+        let own: u32 = written[attr]["N"].as_str().expect("begin wrote it").parse().unwrap();
+        set(attr, newer).await.unwrap();
+        let before = (env.snapshot().await, header().await);
         for function in ["saga-lock", "saga-save", "saga-rollback", "saga-release"] {
             let e = st.invoke(function, &json!({"TransactionId": id})).await.expect_err("refused");
-            assert_eq!(e.error_type, "UnknownRecordFormat", "{function} ({attr} {value}): {}", e.message);
+            assert_eq!(e.error_type, "UnknownRecordFormat", "{function} ({attr} {newer}): {}", e.message);
         }
-        let after = (env.snapshot().await, env.get(&st.tx_table, json!({"id": sv(&id), "sk": sv("tx")})).await);
-        assert_eq!(after, before, "nothing written");
-        env.client
-            .update_item()
-            .table_name(&st.tx_table)
-            .key("id", aws_sdk_dynamodb::types::AttributeValue::S(id.clone()))
-            .key("sk", aws_sdk_dynamodb::types::AttributeValue::S("tx".into()))
-            .update_expression("REMOVE #a")
-            .expression_attribute_names("#a", attr)
-            .send()
-            .await
-            .unwrap();
+        assert_eq!((env.snapshot().await, header().await), before, "nothing written");
+        set(attr, own).await.unwrap();
     }
     // Back to what this version wrote, the transaction runs to its end.
     let ex = st.execute(&json!({ "TransactionId": id })).await;

@@ -122,8 +122,9 @@ async fn killed_then_swept(n: usize, kill_after_ms: u64) -> (&'static str, Strin
     let visits = tokio::task::block_in_place(|| sweep_until_done(env_ref, endpoint_ref));
 
     let after = env.snapshot().await;
+    // As before: rolled back, or killed before it wrote its header.
     let ended = if after == before {
-        "rolled back"
+        "as before"
     } else {
         assert!(
             committed(&after, n),

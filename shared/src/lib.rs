@@ -85,6 +85,10 @@
 //! 7. **rollback** (`phase::rollback`) decides `ROLLED_BACK` if still pending and lets go of every lock, deleting
 //!    every transient item (putting back a tombstone it kept).
 //! 8. **release** (`phase::release`) lets go of the parent and marks the header finished (TTL then removes it).
+//! 9. **revisit** (`phase::revisit`): a transaction that ended while a write of it may have been in flight (a driver
+//!    killed or timed out, a lock pass overtaken, an answer lost) is read again once no such write can land
+//!    ([`Config::revisit_after`](config::Config::revisit_after)), and any lock of it is removed; every request has an
+//!    attempt and an operation timeout, which bound how late one can land.
 //!
 //! Reads at the committed level ([`read`]) see a locked item as it was until its transaction commits, and after that
 //! as its action leaves it (evaluated, or applied by the reader first: [`config::CommittedReads`]). A transaction begun before this protocol (protocol 1, no `protocol` on its
@@ -129,6 +133,7 @@
 //!   for a request carried out in one call, its driver's).
 //! - `calls`: the AWS calls a process makes, as IAM sees them, for the permission simulation.
 //! - `billing`: the capacity DynamoDB bills for a call, by its documented rules (for the benchmark).
+//! - [`audit`]: a whole-table scan for what transactions that have ended left on a table, and its removal.
 
 pub mod audit;
 pub mod config;

@@ -23,7 +23,7 @@ use crate::records::{self, Expect, Header, HeaderWrite};
 use crate::store::{Meter, Store, Usage};
 use crate::value::{n, now_ms, Item};
 
-/// What a call of [`revisit`] found.
+/// What a visit (`Coordinator::revisit`, the sweeper, the state machine) found.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Revisit {
     /// Nothing to do: the transaction was not to be visited, or was visited already.
