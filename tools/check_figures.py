@@ -356,6 +356,15 @@ SUITE_LINES = [
      lambda d: "crash." + d.pop("scenario") + ("." + _slug_way(d.pop("way")) if d.get("way") else "")),
     (r"crash recovered by the state machine's retry: (?P<scenarios>\d+) scenarios \(.*\), (?P<violations>\d+) violations",
      lambda d: "crash.stateMachineRetry"),
+    (r"killed driver then sweep --older-than 0: (?P<runs>\d+) runs \(.*?\), no stray item or attribute once the bound "
+     r"passed \((?P<outcomes>.*)\)",
+     lambda d: "killedDriver"),
+    (r"late lock write after the end \((?P<end>[a-z]+), items (?P<items>[a-z]+)\): landed after the end, cleared "
+     r"(?P<boundS>\d+) s after it, (?P<read>\d+) items read",
+     lambda d: "lateAfterEnd." + d.pop("end") + "." + d.pop("items")),
+    (r"late lock write of a Lock call that timed out, through the state machine: landed after the end, cleared by the "
+     r"execution's Revisit \((?P<cases>.*)\)",
+     lambda d: "lateStateMachine"),
     (r"late lock write: delivered after its item was applied, before apply was recorded: (?P<adds>\d+) ADDs applied "
      r"once, the late lock cleared",
      lambda d: "lateLock"),
@@ -395,7 +404,8 @@ SUITE_LINES = [
 # How each kind of line begins: a line that holds one of these after something other than white space is two lines
 # run together (two test binaries appending at once), and is split there.
 LINE_STARTS = ["10,000 actions through the state machine", "Begin carrying a request", "bad input through",
-               "committed reads (", "concurrency: ", "crash crash-", "crash recovered by", "parity with native",
+               "committed reads (", "concurrency: ", "crash crash-", "crash recovered by", "killed driver then sweep",
+               "late lock write after the end", "late lock write of a Lock call", "parity with native",
                "refusal catalogue through", "shop (", "status API during", "the API (POST", "throttling: ",
                "update evaluator vs",
                "wound-wait: ", "writes near DynamoDB's limits"]
