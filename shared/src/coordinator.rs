@@ -57,7 +57,7 @@ impl Coordinator {
     /// Visits a finished transaction again for writes of it that may have landed after its end, once that is due
     /// ([`crate::Config::revisit_after`] after it finished), and removes what of it remains: the sweeper does this on
     /// its schedule for every such transaction; this is the same visit for one, on demand.
-    pub async fn revisit(&self, tx_id: &str) -> Result<crate::Revisit, TxError> {
+    pub async fn revisit(&self, tx_id: &str) -> Result<crate::phase::revisit::Revisit, TxError> {
         crate::phase::revisit::revisit(self.driver.store(), tx_id).await
     }
 
