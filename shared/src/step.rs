@@ -6,8 +6,9 @@
 //!
 //! Output: `{"TransactionId", "Step", "Batch", "Batches", "Actions", "State", "Attempts", "Waits", "WaitSeconds"?,
 //! "Contention"?}`, where `Step` names the next Task (`Lock`, `Save`, `Apply`, `Commit`, `Complete`, `Rollback`,
-//! `Release`), `Wait` (another transaction holds a lock: wait `WaitSeconds`, then Lock again with `Contention`), or
-//! `Finished`.
+//! `Release`), `Wait` (another transaction holds a lock: wait `WaitSeconds`, then Lock again with `Contention`),
+//! `Revisit` (the transaction has finished and may have had a write in flight: wait until `RevisitAt`, then call the
+//! Release function again with `"Revisit": true`), or `Finished`.
 //!
 //! `Waits` counts the lock waits of this execution: every Task passes it on, and a call that answers `Wait` adds one.
 //! When it reaches [`crate::Config::execution_waits`] the transaction is cancelled as a wait past `LockWaitSeconds`
