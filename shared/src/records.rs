@@ -352,13 +352,12 @@ impl Header {
     }
     /// Whether, once finished, the transaction must be visited again after [`crate::Config::revisit_after`]: a write of
     /// it may land after its end. That is so when a lock pass may still have had writes in flight when it ended (its
-    /// driver died, timed out, was overtaken by another pass, or someone else decided the transaction meanwhile), when a
-    /// lock write's answer was lost, and when a transaction with a `Parent` rolled back (its parent lock is taken before
-    /// any pass claims its batches). A transaction its own live driver ended, every answer in hand, is not visited.
+    /// driver died, timed out, was overtaken by another pass, or someone else decided the transaction meanwhile), and
+    /// when a lock write's answer was lost. A transaction its own live driver ended, every answer in hand, is not
+    /// visited. (A parent lock write is sent before the first pass claims the lock phase: one in flight when its Lock
+    /// call died there is not counted.)
     pub fn needs_revisit(&self) -> bool {
-        self.late_writes
-            || self.lock_open.is_some()
-            || (self.parent.is_some() && self.state == TxState::RolledBack && !self.direct())
+        self.late_writes || self.lock_open.is_some()
     }
     /// A visit for writes that landed late is due or under way: the transaction finished, and was not visited yet.
     pub fn revisit_pending(&self) -> bool {
