@@ -112,8 +112,7 @@ pub async fn audit_table(
             let t = trace(table, &key, &item, &tx_id, state);
             found.push((t, Left { table: table.to_string(), key, owner, id: LockId::of(&item) }));
         }
-        for (t, left) in found {
-            let mut t = t;
+        for (mut t, left) in found {
             if clear_traces {
                 t.cleared = clear(store, &m, vec![left]).await? == 1;
             }

@@ -83,7 +83,7 @@ pub async fn revisit_from(store: &Store, m: Meter, h: Header) -> Result<Revisit,
     Ok(Revisit::Done { items, cleared, usage: m.usage() })
 }
 
-/// Every item the request names, by table, each key once.
+/// Every item the request names, by table (begin refuses a request that names an item twice).
 async fn named_keys(store: &Store, m: &Meter, h: &Header) -> Result<BTreeMap<String, Vec<Item>>, TxError> {
     let mut keys: BTreeMap<String, Vec<Item>> = BTreeMap::new();
     if h.batches == 0 {
@@ -91,10 +91,7 @@ async fn named_keys(store: &Store, m: &Meter, h: &Header) -> Result<BTreeMap<Str
     }
     let plan = crate::stored::read_plan(store, m, &h.id).await?;
     for (_, _, a) in crate::stored::read_batches(store, m, &h.id, &plan, 0..h.batches, Part::Heads).await? {
-        let table = keys.entry(a.table.clone()).or_default();
-        if !table.contains(&a.key) {
-            table.push(a.key);
-        }
+        keys.entry(a.table).or_default().push(a.key);
     }
     Ok(keys)
 }
