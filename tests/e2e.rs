@@ -184,7 +184,9 @@ async fn bad_inputs_fail_through_the_state_machine_and_the_staging_api() {
     }
 
     // The staging API: create with the request's other fields, append its actions in chunks, seal.
-    let api = |method: &str, resource: &str, params: Value, body: String| json!({"httpMethod": method, "resource": resource, "pathParameters": params, "body": body});
+    let api = |method: &str, resource: &str, params: Value, body: String| {
+        harness::api::event(method, resource, params, Some(body))
+    };
     let call = |event: Value| async move {
         let out = st.invoke("saga-stage", &event).await.expect("the staging function answers every request");
         let body: Value = serde_json::from_str(out["body"].as_str().unwrap()).unwrap();
@@ -381,8 +383,7 @@ async fn the_status_api_reports_progress_and_the_reason_of_a_rollback() {
     let begun = st.invoke("saga-begin", &body).await.expect("begins");
     let id = begun["TransactionId"].as_str().unwrap().to_string();
     let get = |id: String| async move {
-        let event = json!({"httpMethod": "GET", "resource": "/transactions/{id}", "path": format!("/transactions/{id}"),
-            "pathParameters": {"id": id}, "body": null});
+        let event = harness::api::event("GET", "/transactions/{id}", json!({ "id": id }), None);
         let out = st.invoke("saga-status", &event).await.expect("the status function answers");
         (out["statusCode"].as_u64().unwrap(), serde_json::from_str::<Value>(out["body"].as_str().unwrap()).unwrap())
     };
@@ -704,8 +705,7 @@ async fn a_wounded_execution_loops_through_retry_and_commits_in_the_same_executi
     }
 
     // The status API shows the attempts.
-    let event = json!({"httpMethod": "GET", "resource": "/transactions/{id}", "path": format!("/transactions/{youngest}"),
-        "pathParameters": {"id": youngest}, "body": null});
+    let event = harness::api::event("GET", "/transactions/{id}", json!({ "id": youngest }), None);
     let out = stack().await.invoke("saga-status", &event).await.expect("the status function answers");
     let s: Value = serde_json::from_str(out["body"].as_str().unwrap()).unwrap();
     assert_eq!((s["State"].as_str(), s["Attempt"].as_u64()), (Some("COMMITTED"), Some(2)), "{s}");
@@ -722,8 +722,9 @@ async fn a_wounded_execution_loops_through_retry_and_commits_in_the_same_executi
 }
 
 /// `POST /transactions` as API Gateway delivers it (a REST proxy event to the API function): bodies with quotes,
-/// apostrophes, backslashes, control characters, unicode and 200 KB reach the tables exactly as sent; the same
-/// `ClientRequestToken` again is the same transaction and execution; a staged transaction runs by its id; and every
+/// apostrophes, backslashes, control characters, unicode and 200 KB reach the tables exactly as sent, carried out in
+/// one call with no execution (committed, or cancelled with the reasons in the answer); the same
+/// `ClientRequestToken` again is the same transaction; a staged transaction runs by its id in one execution; and every
 /// invalid body is answered 4xx, naming the action where there is one, and starts nothing and writes nothing.
 #[tokio::test]
 async fn the_api_runs_what_it_is_sent_intact_and_refuses_bad_bodies() {
@@ -731,7 +732,7 @@ async fn the_api_runs_what_it_is_sent_intact_and_refuses_bad_bodies() {
     let st = stack().await;
     let sfn = st.sfn_client();
     let call = |method: &str, resource: &str, params: Value, body: String| {
-        let event = json!({"httpMethod": method, "resource": resource, "pathParameters": params, "body": body, "isBase64Encoded": false});
+        let event = harness::api::event(method, resource, params, Some(body));
         async move {
             let out = st.invoke("saga-stage", &event).await.expect("the API function answers every request");
             let body: Value = serde_json::from_str(out["body"].as_str().unwrap()).unwrap();
@@ -762,28 +763,22 @@ async fn the_api_runs_what_it_is_sent_intact_and_refuses_bad_bodies() {
     let before = executions().await;
     let (code, out) = call("POST", "/transactions", Value::Null, body.clone()).await;
     assert_eq!(code, 200, "{out}");
+    // Two actions fit one TransactWriteItems call: carried out by the API function itself, with no execution.
     let id = out["TransactionId"].as_str().unwrap().to_string();
-    let arn = out["ExecutionArn"].as_str().unwrap().to_string();
-    assert!(
-        arn.ends_with(&format!(":execution:dynamo-saga-local:{id}")),
-        "the execution is named after the transaction: {out}"
-    );
-    let (status, output, error) = finished(arn.clone()).await;
-    assert_eq!(status, "SUCCEEDED", "{error} {output}");
-    let output: Value = serde_json::from_str(&output).unwrap();
     assert_eq!(
-        (output["TransactionId"].as_str(), output["State"].as_str()),
-        (Some(id.as_str()), Some("COMMITTED")),
-        "{output}"
+        (out["State"].as_str(), out["Finished"].as_bool(), out.get("ExecutionArn")),
+        (Some("COMMITTED"), Some(true), None),
+        "{out}"
     );
+    assert_eq!(executions().await, before, "no execution for a request one call carries out");
     assert_eq!(
         env.get(&env.a, json!({"pk": sv("awkward")})).await,
         Some(item("awkward", awkward)),
         "stored exactly as sent"
     );
     assert_eq!(env.get(&env.a, json!({"pk": sv("big")})).await, Some(json!({"pk": sv("big"), "text": sv(&big)})));
-    // The API function, which carried these two actions out in one call, wrote the transaction's metrics once, in
-    // CloudWatch Embedded Metric Format (the Release function writes those of the protocol's transactions).
+    // The API function wrote the transaction's metrics once, in CloudWatch Embedded Metric Format (the Release
+    // function writes those of the protocol's transactions).
     let (line, lines) = st.metrics_of(&id);
     let line = line.expect("a metrics line for the transaction");
     assert_eq!(lines, 1, "one line per transaction");
@@ -792,10 +787,40 @@ async fn the_api_runs_what_it_is_sent_intact_and_refuses_bad_bodies() {
         ["Committed", "RolledBack", "Attempts", "Actions", "Conflicts"].iter().map(|k| &line[*k]).collect();
     assert_eq!(got, [&json!(1), &json!(0), &json!(1), &json!(2), &json!(0)], "{line}");
     assert!(line["WriteUnits"].as_f64().unwrap() > 0.0 && line["Duration"].as_u64().unwrap() > 0, "{line}");
-    // The same request again (a client retrying): the same transaction, its execution already there, nothing twice.
+    // The same request again (a client retrying): the same transaction, ended, nothing twice, still no execution.
     let (code, again) = call("POST", "/transactions", Value::Null, body.clone()).await;
-    assert_eq!((code, &again["TransactionId"], &again["ExecutionArn"]), (200, &json!(id), &json!(arn)), "{again}");
-    assert_eq!(executions().await, before + 1, "one execution for one transaction");
+    assert_eq!(
+        (code, &again["TransactionId"], again["Finished"].as_bool(), again.get("ExecutionArn")),
+        (200, &json!(id), Some(true), None),
+        "{again}"
+    );
+    assert_eq!(st.metrics_of(&id).1, 1, "no second metrics line");
+    // The status API reports it as the API answered it.
+    let status = st
+        .invoke("saga-status", &harness::api::event("GET", "/transactions/{id}", json!({ "id": id }), None))
+        .await
+        .expect("the status function answers");
+    let status: Value = serde_json::from_str(status["body"].as_str().unwrap()).unwrap();
+    assert_eq!((status["State"].as_str(), status["Finished"].as_bool()), (Some("COMMITTED"), Some(true)), "{status}");
+    // A condition that fails: the answer is the cancellation, as TransactWriteItems would give it, and nothing is
+    // written.
+    let refused = json!({"TransactItems": [
+        {"Put": {"TableName": env.a, "Item": {"pk": sv("refused")}}},
+        {"ConditionCheck": {"TableName": env.a, "Key": {"pk": sv("awkward")}, "ConditionExpression": "attribute_not_exists(pk)"}},
+    ]});
+    let (code, out) = call("POST", "/transactions", Value::Null, refused.to_string()).await;
+    assert_eq!(
+        (code, out["State"].as_str(), out["Finished"].as_bool()),
+        (200, Some("ROLLED_BACK"), Some(true)),
+        "{out}"
+    );
+    let codes: Vec<&str> = out["Cancellation"]["CancellationReasons"]
+        .as_array()
+        .map(|r| r.iter().filter_map(|r| r["Code"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(codes, ["None", "ConditionalCheckFailed"], "{out}");
+    assert_eq!(env.get(&env.a, json!({"pk": sv("refused")})).await, None);
+    assert_eq!(executions().await, before, "still no execution");
 
     // A staged transaction with the same awkward values, run by POST /transactions {"TransactionId"}.
     let chunk = json!({"TransactItems": [{"Put": {"TableName": env.a, "Item": item("staged", awkward)}},
@@ -821,13 +846,19 @@ async fn the_api_runs_what_it_is_sent_intact_and_refuses_bad_bodies() {
     assert_eq!(env.get(&env.a, json!({"pk": sv("staged")})).await, Some(item("staged", awkward)));
     assert_eq!(env.get(&env.a, json!({"pk": sv("staged-big")})).await, Some(item("staged-big", &big)));
     // Staged again under the same token (a client starting over): the seal answers the first transaction, and its
-    // execution input names that one, whose execution is already there.
+    // execution input names that one, which has finished: it is answered as it ended, and nothing starts.
     let (again, resealed) = stage().await;
     assert_ne!(again, staged, "a new staged id");
     assert_eq!(resealed["TransactionId"], json!(staged), "{resealed}");
     assert_eq!(resealed["ExecutionInput"], json!({"TransactionId": staged}), "{resealed}");
+    let started = executions().await;
     let (code, rerun) = call("POST", "/transactions", Value::Null, resealed["ExecutionInput"].to_string()).await;
-    assert_eq!((code, &rerun["ExecutionArn"]), (200, &run["ExecutionArn"]), "{rerun}");
+    assert_eq!(
+        (code, rerun["TransactionId"].as_str(), rerun["State"].as_str(), rerun["Finished"].as_bool()),
+        (200, Some(staged.as_str()), Some("COMMITTED"), Some(true)),
+        "{rerun}"
+    );
+    assert_eq!(executions().await, started, "no second execution");
     env.assert_clean().await;
 
     // Invalid bodies: 400 (404 for an unknown transaction), the reason named, no execution, no write.
@@ -861,8 +892,8 @@ async fn the_api_runs_what_it_is_sent_intact_and_refuses_bad_bodies() {
     }
     assert_eq!((executions().await, env.snapshot().await), before, "no execution started, nothing written");
     harness::report(format!(
-        "the API (POST /transactions, Lambda proxy): a 200 KB body with quotes, apostrophes, backslashes and unicode stored exactly as sent, \
-         the same token again one execution; {} invalid bodies answered 4xx, 0 executions started, 0 writes",
+        "the API (POST /transactions, Lambda proxy): a 200 KB body with quotes, apostrophes, backslashes and unicode stored exactly as sent \
+         in one call with no execution, the same token again the same transaction; {} invalid bodies answered 4xx, 0 executions started, 0 writes",
         cases.len()
     ));
 }
@@ -892,8 +923,7 @@ async fn a_refused_write_is_shown_by_the_status_api_and_resumed_through_the_api_
     harness::add_string_index(&env.client, &env.a, "by-g", "g").await;
 
     let api = |method: &str, resource: &str| {
-        let event = json!({"httpMethod": method, "resource": resource, "path": resource.replace("{id}", &id),
-            "pathParameters": {"id": id}, "body": null});
+        let event = harness::api::event(method, resource, json!({ "id": id }), None);
         let function = if method == "GET" { "saga-status" } else { "saga-stage" };
         async move {
             let out = st.invoke(function, &event).await.expect("the API answers");
@@ -1059,4 +1089,94 @@ async fn a_phase_meeting_records_of_a_format_it_does_not_know_stops_with_a_named
     let ex = st.execute(&json!({ "TransactionId": id })).await;
     assert_committed(&ex, 150, 2);
     env.assert_clean().await;
+}
+
+/// A stack shared by teams (`CallerEntitlements`): through the API, signed as each caller, a caller may name only the
+/// tables its entitlements list. The orders service (its role's entry names `t-ent-orders-*`) writes its tables; the
+/// payments service, which no entry names, is refused 403 `AccessDenied`
+/// naming the table; a request of the orders service naming a table outside its own, as an action or as its
+/// `Parent`, is refused naming that action; the staging API refuses a `Parent` or a chunk the same way. Nothing
+/// refused writes anything or starts an execution; an IAM user the stack entitles to every table writes the other.
+#[tokio::test]
+async fn api_callers_write_only_the_tables_they_are_entitled_to() {
+    use harness::api::{call, LOCAL, ORDERS, PAYMENTS};
+    let mine = Env::on_stack("ent-orders").await;
+    let other = Env::on_stack("ent-other").await;
+    let st = stack().await;
+    let sfn = st.sfn_client();
+    let executions = || async {
+        let out = sfn.list_executions().state_machine_arn(harness::sfn_api::STATE_MACHINE_ARN).send().await.unwrap();
+        out.executions().len()
+    };
+    let put = |t: &str, pk: &str| json!({"Put": {"TableName": t, "Item": {"pk": sv(pk)}}});
+
+    // Entitled: two actions, carried out in one call. (Executions the API starts are counted by the test beside this
+    // one; the CLI's test runs larger requests of an entitled caller through the API and the state machine.)
+    let two = json!({"TransactItems": [put(&mine.a, "o-1"), put(&mine.a, "o-2")]});
+    let (code, out) = call(st, ORDERS, "POST", "/transactions", Some(&two)).await;
+    assert_eq!((code, out["State"].as_str(), out["Finished"].as_bool()), (200, Some("COMMITTED"), Some(true)), "{out}");
+    assert_eq!(mine.scan(&mine.a).await.len(), 2);
+
+    // Refused: nothing written, no execution, the table (and the action) named.
+    let before = (executions().await, mine.snapshot().await, other.snapshot().await);
+    let denied = |out: &Value, action: &str, table: &str| {
+        let message = out["message"].as_str().unwrap_or_default();
+        assert_eq!(out["__type"], "AccessDenied", "{out}");
+        assert!(message.starts_with(action) && message.contains(&format!("table {table}")), "{message}");
+    };
+    let (code, out) =
+        call(st, PAYMENTS, "POST", "/transactions", Some(&json!({"TransactItems": [put(&mine.a, "p-1")]}))).await;
+    assert_eq!(code, 403, "{out}");
+    denied(&out, "TransactItems[0]", &mine.a);
+    assert!(out["message"].as_str().unwrap().contains("payments-service"), "names the caller: {out}");
+    let (code, out) = call(
+        st,
+        ORDERS,
+        "POST",
+        "/transactions",
+        Some(&json!({"TransactItems": [
+        put(&mine.a, "o-3"), put(&other.a, "o-4")]})),
+    )
+    .await;
+    assert_eq!(code, 403, "{out}");
+    denied(&out, "TransactItems[1]", &other.a);
+    let parent = json!({"TableName": other.a, "Key": {"pk": sv("parent")}});
+    let (code, out) = call(
+        st,
+        ORDERS,
+        "POST",
+        "/transactions",
+        Some(&json!({"TransactItems": [put(&mine.a, "o-5")],
+        "Parent": parent})),
+    )
+    .await;
+    assert_eq!(code, 403, "{out}");
+    denied(&out, "Parent", &other.a);
+    let (code, out) = call(st, ORDERS, "POST", "/transactions/staged", Some(&json!({ "Parent": parent }))).await;
+    assert_eq!(code, 403, "{out}");
+    denied(&out, "Parent", &other.a);
+    let (code, created) = call(st, ORDERS, "POST", "/transactions/staged", Some(&json!({}))).await;
+    assert_eq!(code, 201, "{created}");
+    let staged = created["TransactionId"].as_str().unwrap().to_string();
+    let chunk = |items: Vec<Value>| json!({ "TransactItems": items });
+    let path = format!("/transactions/staged/{staged}/chunks/0");
+    let (code, out) = call(st, ORDERS, "PUT", &path, Some(&chunk(vec![put(&other.a, "o-6")]))).await;
+    assert_eq!(code, 403, "{out}");
+    denied(&out, "TransactItems[0]", &other.a);
+    let (code, out) = call(st, PAYMENTS, "PUT", &path, Some(&chunk(vec![put(&mine.a, "p-2")]))).await;
+    assert_eq!(code, 403, "another caller cannot add to it either: {out}");
+    let after = (executions().await, mine.snapshot().await, other.snapshot().await);
+    assert_eq!(after, before, "no execution started, nothing written");
+
+    // The local IAM user's entry names every table.
+    let (code, out) =
+        call(st, LOCAL, "POST", "/transactions", Some(&json!({"TransactItems": [put(&other.a, "l-1")]}))).await;
+    assert_eq!((code, out["State"].as_str()), (200, Some("COMMITTED")), "{out}");
+    // API Gateway's own refusals: a signature made with the wrong secret, and an access key IAM does not know.
+    let forged = harness::api::Caller { secret: "not-the-secret", ..ORDERS };
+    let (code, out) = call(st, forged, "GET", "/transactions/x", None).await;
+    assert_eq!(code, 403, "{out}");
+    assert!(out["message"].as_str().unwrap().contains("signature"), "{out}");
+    mine.assert_clean().await;
+    other.assert_clean().await;
 }

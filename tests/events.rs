@@ -1,7 +1,8 @@
 //! Every file in `events/` used as `events/README.md` says, on the local stack: function events through the local
 //! Lambda Invoke API (what `sam local invoke -e` sends), state machine inputs, API Gateway events through the API
-//! function (which starts executions on the stack's Step Functions endpoint) and EventBridge events through the state
-//! machine (through the rule's InputTransformer as `template.yaml` writes it). The tables are the ones the README names (`Orders`, `Inventory`).
+//! function (which starts executions on the stack's Step Functions endpoint) and EventBridge events through the events
+//! function, which EventBridge invokes with the event as it is. The tables are the ones the README names (`Orders`,
+//! `Inventory`).
 
 use harness::stack::{stack, Stack};
 use harness::{create_table, scan, sv};
@@ -186,33 +187,26 @@ async fn every_sample_event_works_as_documented() {
     let again = st.execute(&event("sm-250.json")).await;
     assert_eq!(again.error.as_deref(), Some("TransactionCanceled"), "a second run finds every unit sold: {again:?}");
 
-    // The API Gateway event: 2 actions, which the API function carries out in one call before it starts the
-    // execution that reports them.
+    // The API Gateway event: 2 actions, which the API function carries out in one call, with no execution.
     let started = step(st, "saga-stage", &event("api-post-transactions.json")).await;
     assert_eq!(started["statusCode"], 200, "{started}");
     let started: Value = serde_json::from_str(started["body"].as_str().unwrap()).unwrap();
-    assert_eq!(started["State"], "COMMITTED", "{started}");
-    let sfn = st.sfn_client();
-    let arn = started["ExecutionArn"].as_str().unwrap();
-    let mut waited = 0;
-    while sfn.describe_execution().execution_arn(arn).send().await.unwrap().status().as_str() == "RUNNING" {
-        assert!(waited < 600, "{arn} still runs after 2 minutes");
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        waited += 1;
-    }
-    let done = sfn.describe_execution().execution_arn(arn).send().await.unwrap();
-    assert_eq!(done.status().as_str(), "SUCCEEDED", "{done:?}");
-    assert_eq!(status_of(st, "widget-6").await.as_deref(), Some("SOLD"));
-    // The EventBridge event's detail is the execution input.
-    let eb = event("eventbridge-transaction.json");
-    let first = st.execute(&eventbridge_input(&eb)).await;
-    assert_eq!(first.status, "SUCCEEDED", "{first:?}");
-    // EventBridge may deliver twice: the same ClientRequestToken gives the same transaction, applied once.
-    let twice = st.execute(&eventbridge_input(&eb)).await;
     assert_eq!(
-        (twice.status.as_str(), &twice.output["TransactionId"]),
-        ("SUCCEEDED", &first.output["TransactionId"]),
-        "{twice:?}"
+        (started["State"].as_str(), started["Finished"].as_bool(), started.get("ExecutionArn")),
+        (Some("COMMITTED"), Some(true), None),
+        "{started}"
+    );
+    assert_eq!(status_of(st, "widget-6").await.as_deref(), Some("SOLD"));
+    // The EventBridge event's detail is the request: 2 actions, carried out by the events function in one call.
+    let eb = event("eventbridge-transaction.json");
+    let first = step(st, "saga-events", &eb).await;
+    assert_eq!((first["State"].as_str(), first["Finished"].as_bool()), (Some("COMMITTED"), Some(true)), "{first}");
+    // EventBridge may deliver twice: the same ClientRequestToken gives the same transaction, applied once.
+    let twice = step(st, "saga-events", &eb).await;
+    assert_eq!(
+        (&twice["TransactionId"], twice["State"].as_str()),
+        (&first["TransactionId"], Some("COMMITTED")),
+        "{twice}"
     );
     assert_eq!(status_of(st, "widget-7").await.as_deref(), Some("SOLD"));
 
@@ -220,7 +214,9 @@ async fn every_sample_event_works_as_documented() {
     // event applies nothing twice, and another event is another transaction.
     let pk = format!("eb-counter-{}", event_id());
     let add = |id: &str| {
-        json!({"id": id, "detail-type": "TransactWriteItems", "source": "dynamo-saga", "detail": {"TransactItems": [
+        json!({"version": "0", "id": id, "detail-type": "TransactWriteItems", "source": "dynamo-saga",
+            "account": "000000000000", "time": "2026-11-29T10:00:00Z", "region": "us-east-1", "resources": [],
+            "detail": {"TransactItems": [
         {"Update": {"TableName": "Orders", "Key": {"pk": sv(&pk)}, "UpdateExpression": "ADD n :one",
             "ExpressionAttributeValues": {":one": {"N": "1"}}}}]}})
     };
@@ -238,51 +234,90 @@ async fn every_sample_event_works_as_documented() {
             .and_then(|i| i.get("n").cloned())
     };
     let one = add(&event_id());
-    let runs = [st.execute(&eventbridge_input(&one)).await, st.execute(&eventbridge_input(&one)).await];
+    let runs = [step(st, "saga-events", &one).await, step(st, "saga-events", &one).await];
     for r in &runs {
-        assert_eq!(r.status, "SUCCEEDED", "{r:?}");
+        assert_eq!(r["State"], "COMMITTED", "{r}");
     }
-    assert_eq!(
-        runs[0].output["TransactionId"], runs[1].output["TransactionId"],
-        "a redelivered event is the same transaction"
-    );
+    assert_eq!(runs[0]["TransactionId"], runs[1]["TransactionId"], "a redelivered event is the same transaction");
     assert_eq!(counter().await, Some(aws_sdk_dynamodb::types::AttributeValue::N("1".into())), "applied once");
-    let other = st.execute(&eventbridge_input(&add(&event_id()))).await;
-    assert_ne!(other.output["TransactionId"], runs[0].output["TransactionId"], "{other:?}");
+    let other = step(st, "saga-events", &add(&event_id())).await;
+    assert_ne!(other["TransactionId"], runs[0]["TransactionId"], "{other}");
     assert_eq!(counter().await, Some(aws_sdk_dynamodb::types::AttributeValue::N("2".into())));
+}
+
+/// A stack shared by teams (`CallerEntitlements`): through the events function, as EventBridge invokes it, each
+/// sender may name only the tables its entitlements list. Events of source `dynamo-saga.orders` from the stack's
+/// account write the orders tables, in one call and through the state machine; the same request from source
+/// `dynamo-saga.payments`, which no entry names, or from another account, and an orders event naming another table,
+/// write nothing and go to the dead-letter queue as received, with `ErrorType` `AccessDenied` and a message naming
+/// the action and the table; so does an event whose request is not valid (`ValidationError`), at once, not retried.
+#[tokio::test]
+async fn event_senders_write_only_the_tables_they_are_entitled_to() {
+    let st = stack().await;
+    let mine = harness::Env::on_stack("ent-orders").await;
+    let other = harness::Env::on_stack("ent-other").await;
+    let put = |t: &str, pk: &str| json!({"Put": {"TableName": t, "Item": {"pk": sv(pk)}}});
+    let sent = |source: &str, account: &str, items: Vec<Value>| {
+        json!({"version": "0", "id": event_id(), "detail-type": "TransactWriteItems", "source": source,
+            "account": account, "time": "2026-11-29T10:00:00Z", "region": "us-east-1", "resources": [],
+            "detail": {"TransactItems": items}})
+    };
+
+    let small = sent("dynamo-saga.orders", "000000000000", vec![put(&mine.a, "e-1"), put(&mine.a, "e-2")]);
+    let out = step(st, "saga-events", &small).await;
+    assert_eq!((out["State"].as_str(), out["Finished"].as_bool()), (Some("COMMITTED"), Some(true)), "{out}");
+    let many =
+        sent("dynamo-saga.orders", "000000000000", (0..150).map(|i| put(&mine.a, &format!("e-many-{i:03}"))).collect());
+    let out = step(st, "saga-events", &many).await;
+    let (status, _, error, cause) = st.ended(out["ExecutionArn"].as_str().expect("an execution")).await;
+    assert_eq!(status, "SUCCEEDED", "{error} {cause}");
+    assert_eq!(mine.scan(&mine.a).await.len(), 152);
+    assert!(st.dead_letter(small["id"].as_str().unwrap()).await.is_none(), "nothing of it in the dead-letter queue");
+
+    let before = (mine.snapshot().await, other.snapshot().await);
+    for (event, error_type, names) in [
+        (
+            sent("dynamo-saga.payments", "000000000000", vec![put(&mine.a, "p-1")]),
+            "AccessDenied",
+            "TransactItems[0]: events of source \"dynamo-saga.payments\"".to_string(),
+        ),
+        (
+            sent("dynamo-saga.orders", "444455556666", vec![put(&mine.a, "p-2")]),
+            "AccessDenied",
+            "from account 444455556666".to_string(),
+        ),
+        (
+            sent("dynamo-saga.orders", "000000000000", vec![put(&mine.a, "o-3"), put(&other.a, "o-4")]),
+            "AccessDenied",
+            "TransactItems[1]: ".to_string(),
+        ),
+        (
+            sent("dynamo-saga.orders", "000000000000", vec![json!({"Put": {"TableName": mine.a, "Item": {}}})]),
+            "ValidationError",
+            "TransactItems[0]".to_string(),
+        ),
+    ] {
+        let out = step(st, "saga-events", &event).await;
+        assert_eq!(out["Refused"]["ErrorType"], error_type, "{out}");
+        let (body, attributes) = st.dead_letter(event["id"].as_str().unwrap()).await.expect("a dead letter");
+        assert_eq!(body, event, "the event as received");
+        assert_eq!(attributes.get("ErrorType").map(String::as_str), Some(error_type), "{attributes:?}");
+        let message = &attributes["ErrorMessage"];
+        assert!(message.contains(&names), "{message} should name {names}");
+        if error_type == "AccessDenied" {
+            let table = event["detail"]["TransactItems"].as_array().unwrap().last().unwrap()["Put"]["TableName"]
+                .as_str()
+                .unwrap();
+            assert!(message.contains(&format!("table {table}")), "{message}");
+        }
+        assert!(!attributes["RequestID"].is_empty(), "{attributes:?}");
+    }
+    assert_eq!((mine.snapshot().await, other.snapshot().await), before, "nothing refused was written");
+    mine.assert_clean().await;
 }
 
 /// A new event id, shaped as EventBridge's (a UUID).
 fn event_id() -> String {
     let h = format!("{:032x}", rand::random::<u128>());
     format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
-}
-
-/// The execution input the EventBridge rule of `template.yaml` makes of `event`: its InputTransformer's InputTemplate,
-/// read from the template, with each variable replaced as EventBridge does (a variable outside quotes becomes the
-/// JSON of the value its InputPathsMap path selects, a string as a quoted JSON string).
-fn eventbridge_input(event: &Value) -> Value {
-    let template = std::fs::read_to_string(harness::root().join("template.yaml")).unwrap();
-    let rule = &template[template.find("TransactWriteItemsEvent:").expect("the rule's event")..];
-    let section = &rule[rule.find("InputTransformer:").expect("an InputTransformer")..];
-    let mut paths = Vec::new();
-    let mut input_template = None;
-    for line in section.lines().skip(1) {
-        let t = line.trim();
-        if let Some(rest) = t.strip_prefix("InputTemplate:") {
-            input_template = Some(rest.trim().trim_matches('\'').to_owned());
-            break;
-        }
-        if let Some((name, path)) = t.split_once(": $.") {
-            paths.push((name.to_owned(), path.to_owned()));
-        }
-    }
-    let mut text = input_template.expect("an InputTemplate");
-    assert!(!paths.is_empty(), "InputPathsMap");
-    for (name, path) in paths {
-        let value = path.split('.').fold(event, |v, k| &v[k]);
-        assert!(!value.is_null(), "the event has no {path}");
-        text = text.replace(&format!("<{name}>"), &serde_json::to_string(value).unwrap());
-    }
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("the InputTemplate does not make JSON ({e}): {text}"))
 }

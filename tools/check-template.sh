@@ -6,7 +6,8 @@
 #  2. asl-validator          statemachine/transaction.asl.json, with every ${...} placeholder replaced by a dummy
 #                            Lambda ARN (what SAM's DefinitionSubstitutions do at deploy time)
 #  3. tools/check_policies.py no "*" resource on DynamoDB, Step Functions, SQS, SNS, CloudWatch or Logs actions,
-#                            IAM auth on the API, an encrypted dead-letter queue for EventBridge requests, alarms
+#                            IAM auth on the API, an encrypted dead-letter queue of the stack for EventBridge requests
+#                            (the rule's, and the events function's own for what Lambda gives up on), alarms
 #                            only under EnableAlarms and notifying only AlarmTopicArn; on the transformed template,
 #                            every function logging to a log group of the stack with retention and writing no
 #                            other, the API's access logs and throttling, the state machine invoking published

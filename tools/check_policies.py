@@ -17,7 +17,9 @@ Rules:
   5. Every SQS queue is encrypted (SqsManagedSseEnabled or a KMS key).
   6. Every EventBridgeRule event has a RetryPolicy and a DeadLetterConfig naming a queue of this template (not one
      SAM creates, which is not encrypted), and that queue has a policy letting events.amazonaws.com send to it on
-     the condition of the rule's aws:SourceArn.
+     the condition of the rule's aws:SourceArn. A function such an event invokes (asynchronously: Lambda retries a
+     failed invocation, then drops the event) has a DeadLetterQueue of Type SQS, and every function's DeadLetterQueue
+     names a queue of this template (SAM then gives the function's role sqs:SendMessage on it).
   7. Every CloudWatch alarm exists only under a condition on the EnableAlarms parameter, and its AlarmActions,
      OKActions and InsufficientDataActions are absent or the AlarmTopicArn parameter under a condition on it.
   8. No ARN in a statement has an IAM policy variable (${aws:...}) in its Region or account part: IAM substitutes
@@ -351,6 +353,23 @@ def dead_letter_findings(template):
                     f"{name}.{en}: no queue policy lets events.amazonaws.com send to {queue} on the condition of "
                     f"aws:SourceArn {rule}"
                 )
+    # The functions' own dead-letter queues: where Lambda puts an asynchronous event it gave up on.
+    for name, res in res_all.items():
+        if res.get("Type") != "AWS::Serverless::Function":
+            continue
+        props = res.get("Properties", {})
+        targeted = any(ev.get("Type") == "EventBridgeRule" for ev in (props.get("Events") or {}).values())
+        dlq = props.get("DeadLetterQueue")
+        if dlq is None:
+            if targeted:
+                out.append(f"{name}: an EventBridge target without a DeadLetterQueue: an event Lambda gives up on after "
+                           "its retries would be dropped")
+            continue
+        arn = dlq.get("TargetArn") if isinstance(dlq, dict) else None
+        getatt = arn.get("Fn::GetAtt") if isinstance(arn, dict) else None
+        queue = getatt.split(".")[0] if isinstance(getatt, str) else getatt[0] if isinstance(getatt, list) else None
+        if not isinstance(dlq, dict) or dlq.get("Type") != "SQS" or queue not in queues:
+            out.append(f"{name}: the DeadLetterQueue {dlq!r} is not an SQS queue of this template")
     return out
 
 
@@ -663,8 +682,12 @@ def self_test(template):
     def first_alarm(t):
         return next(r for r in t["Resources"].values() if r.get("Type") == "AWS::CloudWatch::Alarm")
 
+    def fn_props(t, fn):
+        return t["Resources"][fn]["Properties"]
+
+    # The EventBridge rule of TransactWriteItems events, whose target is the events function.
     def event(t):
-        return t["Resources"]["TransactionStateMachine"]["Properties"]["Events"]["TransactWriteItemsEvent"]["Properties"]
+        return fn_props(t, "EventsFunction")["Events"]["TransactWriteItems"]["Properties"]
 
     cases = []
 
@@ -721,6 +744,10 @@ def self_test(template):
          lambda t: event(t).pop("RetryPolicy"))
     case("no queue policy for the dead-letter queue", "no queue policy lets events.amazonaws.com send",
          lambda t: t["Resources"].pop("EventsDeadLetterQueuePolicy"))
+    case("an EventBridge target without its own dead-letter queue", "EventsFunction: an EventBridge target without a DeadLetterQueue",
+         lambda t: fn_props(t, "EventsFunction").pop("DeadLetterQueue"))
+    case("a function dead-letter queue outside the template", "EventsFunction: the DeadLetterQueue",
+         lambda t: fn_props(t, "EventsFunction")["DeadLetterQueue"].update(TargetArn="arn:aws:sqs:us-east-1:1:elsewhere"))
     case("a queue policy for another rule", "no queue policy lets events.amazonaws.com send",
          lambda t: [st["Condition"]["ArnEquals"].update({"aws:SourceArn": "arn:aws:events:us-east-1:1:rule/other"})
                     for st in policy_doc(t, "EventsDeadLetterQueuePolicy")["Statement"] if st.get("Effect") == "Allow"])
@@ -736,9 +763,6 @@ def self_test(template):
              Resource={"Fn::Split": [",", {"Fn::Join": ["", [old_form, {"Fn::Join": ["," + old_form, {"Ref": "AllowedTables"}]}]]}]}))
     case("an open account without aws:ResourceAccount", "does not pin aws:RequestedRegion to AWS::Region and aws:ResourceAccount",
          lambda t: statement(t, "ApplyFunction", "AllowedTablesWrites")["Condition"]["StringEquals"].pop("aws:ResourceAccount"))
-    def fn_props(t, fn):
-        return t["Resources"][fn]["Properties"]
-
     def access_log(t):
         return t["Resources"]["TransactionsApi"]["Properties"]["AccessLogSetting"]
 
@@ -754,6 +778,11 @@ def self_test(template):
     case("a function role without the deny", "SweeperFunction: its role",
          lambda t: fn_props(t, "SweeperFunction")["Policies"][0]["Statement"].remove(
              statement(t, "SweeperFunction", "OwnLogGroupOnly")))
+    case("the events function without the deny", "EventsFunction: its role",
+         lambda t: fn_props(t, "EventsFunction")["Policies"][0]["Statement"].remove(
+             statement(t, "EventsFunction", "OwnLogGroupOnly")))
+    case("the events function's log group without retention", "its log group EventsLogGroup has no RetentionInDays",
+         lambda t: t["Resources"]["EventsLogGroup"]["Properties"].pop("RetentionInDays"))
     case("an API without access logs", "the stage writes no access logs",
          lambda t: t["Resources"]["TransactionsApi"]["Properties"].pop("AccessLogSetting"))
     case("access logs to a group without retention", "its log group ApiAccessLogGroup has no RetentionInDays",

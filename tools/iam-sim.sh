@@ -11,8 +11,9 @@
 #                    on a copy of the template that has it (the old ARN form of the caller's tables, Rollback without
 #                    DeleteItem, the API invoking with the caller's credentials, the sweeper without DescribeExecution,
 #                    the state machine allowed only the functions' unqualified ARNs where it invokes their versions, a
-#                    function denied its own log group, an unused permission without a justification, Express with
-#                    SweepAfterSeconds of 300 or less)
+#                    function denied its own log group, the events function without its dead-letter queue, the events
+#                    rule matching source dynamo-saga alone, an unused permission without a justification, Express
+#                    with SweepAfterSeconds of 300 or less)
 #
 # Needs no AWS account, credentials or network beyond PyPI and npm. Installs once into .local/ (git-ignored):
 # aws-sam-translator into the venv .local/venv (tools/check-template.sh puts aws-sam-cli, which holds it, there too),
@@ -85,6 +86,10 @@ self_test() {
     'DENIED state-machine lambda:InvokeFunction arn:aws:lambda:eu-west-1:123456789012:function:dynamo-saga-LockFunction-SAMPLE:1'
   expect logs-to-another-group \
     'DENIED saga-lock logs:PutLogEvents arn:aws:logs:eu-west-1:123456789012:log-group:/aws/lambda/dynamo-saga-lock:log-stream:'
+  expect events-without-dead-letter-queue \
+    'DENIED saga-events sqs:SendMessage arn:aws:sqs:eu-west-1:123456789012:dynamo-saga-EventsDeadLetterQueue-SAMPLE'
+  expect events-source-exact \
+    'NOT MATCHED rule EventsFunctionTransactWriteItems' 'does not match an event of source dynamo-saga.orders'
 
   # A permission nothing uses and docs/iam.md does not justify fails the run.
   sed '/^| `saga-save` | `TransactionRecords` | `dynamodb:BatchWriteItem`/d' docs/iam.md >"$tmp/iam.md"

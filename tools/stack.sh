@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The local stack: DynamoDB Local and every Lambda function behind a local Lambda Invoke API (`cargo lambda watch`).
-# Step Functions runs the real definition against it (tools/sfn-local.mjs, aws-local-stepfunctions).
+# Step Functions runs the real definition against it (tools/sfn-local.mjs, aws-local-stepfunctions); the API's routes
+# and their IAM authorization as template.yaml deploys them are served by tools/apigw-local.py; SQS (the events
+# dead-letter queue) and CloudFormation (a stack's outputs, for the CLI's --stack) by moto's server.
 #   tools/stack.sh install       install what the stack needs (java, the DynamoDB Local jar, cargo-lambda, node packages)
 #   tools/stack.sh build [BIN...]
 #                                build the stack's binaries and, with them, the named binaries of the test crate
@@ -10,7 +12,9 @@
 #                                (killed outright included), by a watchdog in a session of its own.
 #   tools/stack.sh stop NAME     stop it
 # The functions may write the tables Orders, Inventory (events/), shop (the demo) and t-* (tests), unless
-# SAGA_ALLOWED_TABLES says otherwise; SAGA_MAX_ACTIONS (default 100000), SAGA_LEASE_SECONDS and
+# SAGA_ALLOWED_TABLES says otherwise; the callers' entitlements (SAGA_CALLER_ENTITLEMENTS, below) let every IAM user
+# and every sender of source dynamo-saga write all of them, the role orders-service and the source dynamo-saga.orders
+# only t-ent-orders-* (the entitlement tests), and nobody else anything; SAGA_MAX_ACTIONS (default 100000), SAGA_LEASE_SECONDS and
 # SAGA_REVISIT_AFTER_SECONDS (default 3: a transaction that may have had writes in flight is visited again 3 s after
 # it ends, not 7 minutes) pass through too.
 # SAGA_STACK_PROFILE=release runs the functions as optimised builds (target/release, without fault injection) instead
@@ -19,12 +23,14 @@
 # caller creates it), SAGA_FAULT_FILE (debug builds: see functions/common), SAGA_MAX_ACTIONS, STACK_DIR, and
 # SFN_ENDPOINT with SAGA_STATE_MACHINE_ARN: a Step Functions endpoint (target/debug/stepfunctions-local) whose
 # StartExecution runs the real definition against this stack, which the functions (the API's POST /transactions, the
-# sweeper) are given as theirs.
+# sweeper) are given as theirs; API_URL, the API's base (POST API_URL/transactions), signed with an access key of
+# STACK_DIR/identities.json (access key `local` is the IAM user arn:aws:iam::000000000000:user/local); MOTO_ENDPOINT;
+# DEAD_LETTER_QUEUE_URL, the events function's queue there.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 venv="$root/.local/venv"
-functions=(begin lock save apply commit complete rollback release sweeper stage status)
+functions=(begin lock save apply commit complete rollback release sweeper stage status events)
 
 install() {
   command -v curl >/dev/null || { apt-get update -qq && apt-get install -y -qq curl >/dev/null; }
@@ -32,6 +38,9 @@ install() {
   tools/dynamodb-local.sh install
   [ -x "$venv/bin/python3" ] || python3 -m venv "$venv"
   [ -x "$venv/bin/cargo-lambda" ] || "$venv/bin/pip" install -q cargo-lambda
+  # moto's server (SQS, CloudFormation) and the SAM transform tools/apigw-local.py reads the API from.
+  "$venv/bin/python" -c 'import moto.server, samtranslator, yaml' 2>/dev/null \
+    || "$venv/bin/pip" install -q 'moto[server]' aws-sam-translator pyyaml
   bash tools/sfn-local-install.sh
 }
 
@@ -76,6 +85,28 @@ start() {
   echo "$ddb_port" >"$dir/dynamodb.port"
   lambda_port=$(tools/free-port.sh)
   local sfn_port; sfn_port=$(tools/free-port.sh)
+  local moto_port; moto_port=$(tools/free-port.sh)
+  nohup "$venv/bin/moto_server" -H 127.0.0.1 -p "$moto_port" >"$dir/moto.log" 2>&1 &
+  echo $! >"$dir/moto.pid"
+  for _ in $(seq 1 100); do port_busy "$moto_port" && break; sleep 0.1; done
+  port_busy "$moto_port" || { echo "stack: moto's server did not start; see $dir/moto.log" >&2; exit 1; }
+  local dlq
+  dlq=$(AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local "$venv/bin/python" -c '
+import sys, boto3
+sqs = boto3.client("sqs", endpoint_url=sys.argv[1], region_name="us-east-1")
+print(sqs.create_queue(QueueName="saga-events-dead-letters")["QueueUrl"])' "http://127.0.0.1:$moto_port")
+  # What IAM knows of the access keys that sign requests to the local API: the tests' and the CLI's own key, and two
+  # services' roles for the entitlement tests.
+  cat >"$dir/identities.json" <<EOF
+[{"AccessKeyId": "local", "SecretAccessKey": "local", "UserArn": "arn:aws:iam::000000000000:user/local",
+  "Caller": "AIDALOCALUSER00000000", "AccountId": "000000000000"},
+ {"AccessKeyId": "AKIAORDERSSERVICE000", "SecretAccessKey": "orders-secret",
+  "UserArn": "arn:aws:sts::000000000000:assumed-role/orders-service/tests", "Caller": "AROAORDERSSERVICE0000:tests",
+  "AccountId": "000000000000"},
+ {"AccessKeyId": "AKIAPAYMENTSSERVICE0", "SecretAccessKey": "payments-secret",
+  "UserArn": "arn:aws:sts::000000000000:assumed-role/payments-service/tests", "Caller": "AROAPAYMENTSSERVICE00:tests",
+  "AccountId": "000000000000"}]
+EOF
   local sfn_arn=arn:aws:states:us-east-1:000000000000:stateMachine:dynamo-saga-local
   cat >"$dir/functions.env" <<EOF
 AWS_REGION=us-east-1
@@ -89,6 +120,9 @@ SAGA_MAX_ACTIONS=${SAGA_MAX_ACTIONS:-100000}
 SAGA_REVISIT_AFTER_SECONDS=${SAGA_REVISIT_AFTER_SECONDS:-3}
 SAGA_FAULT_FILE=$dir/fault
 AWS_ENDPOINT_URL_SFN=http://127.0.0.1:$sfn_port
+AWS_ENDPOINT_URL_SQS=http://127.0.0.1:$moto_port
+SAGA_DEAD_LETTER_QUEUE_URL=$dlq
+SAGA_CALLER_ENTITLEMENTS="${SAGA_CALLER_ENTITLEMENTS:-arn:aws:iam::*:user/*=*;event:*:dynamo-saga=*;arn:aws:iam::000000000000:role/orders-service=t-ent-orders-*;event:000000000000:dynamo-saga.orders=t-ent-orders-*}"
 SAGA_STATE_MACHINE_ARN=$sfn_arn
 SAGA_METRICS_NAMESPACE=DynamoSaga/local
 SAGA_CALL_LOG=$dir/calls.jsonl
@@ -110,7 +144,7 @@ EOF
   port_busy "$lambda_port" || { echo "stack: the Lambda endpoint did not start; see $dir/lambda.log" >&2; exit 1; }
   # Every function answers once it is built and running: an unknown transaction is a TransactionNotFound error.
   for f in "${functions[@]}"; do
-    case $f in sweeper | stage | status) continue ;; esac
+    case $f in sweeper | stage | status | events) continue ;; esac
     for _ in $(seq 1 600); do
       if curl -s -o /dev/null -X POST "$endpoint/2015-03-31/functions/saga-$f/invocations" \
         -d '{"TransactionId": "00000000000000000000000000"}' -w '%{http_code}' | grep -q '^[25]00$'; then
@@ -119,8 +153,15 @@ EOF
       sleep 0.5
     done
   done
+  local api_port; api_port=$(tools/free-port.sh)
+  nohup "$venv/bin/python" tools/apigw-local.py --lambda "$endpoint" --identities "$dir/identities.json" \
+    --port "$api_port" >"$dir/api.log" 2>&1 &
+  echo $! >"$dir/api.pid"
+  for _ in $(seq 1 300); do port_busy "$api_port" && break; sleep 0.1; done
+  port_busy "$api_port" || { echo "stack: the local API did not start; see $dir/api.log" >&2; exit 1; }
   cat >"$dir/settings" <<EOF
 STACK_DIR=$dir
+API_URL=$(head -n 1 "$dir/api.log")
 DYNAMODB_ENDPOINT=$ddb
 LAMBDA_ENDPOINT=$endpoint
 SAGA_TABLE=${SAGA_TABLE:-saga-transactions}
@@ -130,12 +171,15 @@ SAGA_REVISIT_AFTER_SECONDS=${SAGA_REVISIT_AFTER_SECONDS:-3}
 SFN_ENDPOINT=http://127.0.0.1:$sfn_port
 SAGA_STATE_MACHINE_ARN=$sfn_arn
 SAGA_CALL_LOG=$dir/calls.jsonl
+MOTO_ENDPOINT=http://127.0.0.1:$moto_port
+DEAD_LETTER_QUEUE_URL=$dlq
 EOF
   (set -a; . "$dir/settings"; set +a
     exec nohup target/debug/stepfunctions-local --port "$sfn_port" >"$dir/sfn.log" 2>&1) &
   echo $! >"$dir/sfn.pid"
   for _ in $(seq 1 100); do port_busy "$sfn_port" && break; sleep 0.1; done
   port_busy "$sfn_port" || { echo "stack: the Step Functions endpoint did not start; see $dir/sfn.log" >&2; exit 1; }
+
   if [ -n "$owner" ]; then
     setsid nohup sh -c "while kill -0 $owner 2>/dev/null; do sleep 2; done; exec \"$root/tools/stack.sh\" stop \"$name\"" \
       </dev/null >/dev/null 2>&1 &
@@ -157,10 +201,13 @@ stop() {
     kill "$pid" 2>/dev/null || true
     rm -f "$dir/lambda.pid"
   fi
-  if [ -f "$dir/sfn.pid" ]; then
-    kill "$(cat "$dir/sfn.pid")" 2>/dev/null || true
-    rm -f "$dir/sfn.pid"
-  fi
+  local p
+  for p in sfn api moto; do
+    if [ -f "$dir/$p.pid" ]; then
+      kill "$(cat "$dir/$p.pid")" 2>/dev/null || true
+      rm -f "$dir/$p.pid"
+    fi
+  done
   if [ -f "$dir/dynamodb.port" ]; then
     tools/dynamodb-local.sh stop "$(cat "$dir/dynamodb.port")"
     rm -f "$dir/dynamodb.port"

@@ -1,12 +1,12 @@
-//! The AWS calls a process makes, as IAM sees them: with `SAGA_CALL_LOG` naming a file, every DynamoDB and Step
-//! Functions request this library's clients send appends one JSON line to it, naming the principal (the Lambda
+//! The AWS calls a process makes, as IAM sees them: with `SAGA_CALL_LOG` naming a file, every DynamoDB, Step
+//! Functions and SQS request the clients [`CallLog`] is added to send appends one JSON line to it, naming the principal (the Lambda
 //! function's name, or `caller` for a process that is not a Lambda), the operation and each action and resource IAM
 //! authorizes for it. The permission simulation (`tools/iam-sim.mjs`) evaluates those lines against the policies the
 //! template deploys. Without the variable nothing is recorded and the clients carry no interceptor.
 //!
 //! A line: `{"principal": "saga-lock", "service": "dynamodb", "operation": "UpdateItem",
 //! "requests": [{"action": "dynamodb:UpdateItem", "resource": "table/orders"}]}`, where `resource` is the part of the
-//! ARN after the account (`table/T`, `table/T/index/I`, `stateMachine:NAME`, `execution:NAME:ID`).
+//! ARN after the account (`table/T`, `table/T/index/I`, `stateMachine:NAME`, `execution:NAME:ID`, a queue's name).
 
 use std::collections::HashSet;
 use std::io::Write;
@@ -45,6 +45,7 @@ impl CallLog {
         let (service, requests) = match service {
             s if s.starts_with("DynamoDB") => ("dynamodb", dynamodb_requests(operation, &body)),
             s if s.starts_with("AWSStepFunctions") => ("states", states_requests(operation, &body)),
+            "AmazonSQS" => ("sqs", sqs_requests(operation, &body)),
             _ => return Ok(()),
         };
         let line = json!({"principal": self.principal, "service": service, "operation": operation,
@@ -125,6 +126,12 @@ fn states_requests(operation: &str, body: &Value) -> Vec<Value> {
     let arn = ["executionArn", "stateMachineArn"].iter().find_map(|k| body[*k].as_str()).unwrap_or("*");
     let resource = arn.splitn(6, ':').nth(5).unwrap_or(arn).to_string();
     vec![request(format!("states:{operation}"), resource)]
+}
+
+/// What IAM authorizes for one SQS request: the queue its URL names (`https://sqs.REGION.amazonaws.com/ACCOUNT/NAME`).
+fn sqs_requests(operation: &str, body: &Value) -> Vec<Value> {
+    let name = body["QueueUrl"].as_str().and_then(|u| u.rsplit('/').next()).unwrap_or("*");
+    vec![request(format!("sqs:{operation}"), name.to_string())]
 }
 
 /// A Step Functions client from the standard configuration chain, recording its calls when `SAGA_CALL_LOG` is set.

@@ -236,6 +236,10 @@ pub const ENV_REVISIT_AFTER_SECONDS: &str = "SAGA_REVISIT_AFTER_SECONDS";
 /// A lock pass's longest life (the default lease, 30 s), SigV4's five minutes, and a minute and a half for clocks and
 /// a request's own time.
 pub const DEFAULT_REVISIT_AFTER_SECONDS: u64 = 420;
+/// Which callers of the API and which EventBridge senders may name which of the allowed tables
+/// ([`crate::entitle`]); unset or empty: every caller may name every allowed table.
+#[cfg(feature = "internals")]
+pub const ENV_CALLER_ENTITLEMENTS: &str = "SAGA_CALLER_ENTITLEMENTS";
 /// A file to append every AWS call this process's clients make to, one JSON line each, for the permission simulation
 /// ([`crate::calls`]); unset: nothing is recorded.
 pub const ENV_CALL_LOG: &str = "SAGA_CALL_LOG";

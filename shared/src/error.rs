@@ -120,11 +120,25 @@ impl std::fmt::Display for Invalid {
     }
 }
 
+/// A request naming a table its caller is not entitled to (`crate::entitle`): which action (`None`: the `Parent`, or
+/// not known), which table, and the message, which names both.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Denied {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<usize>,
+    pub table: String,
+    pub message: String,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum TxError {
     /// The request is malformed or breaks a limit; nothing was written.
     #[error("{0}")]
     Validation(Invalid),
+    /// The caller may not name a table of the request (the stack's caller entitlements); nothing was written.
+    #[error("{}", .0.message)]
+    AccessDenied(Denied),
     /// The transaction rolled back; the reasons say which actions failed and why.
     #[error("{}", .0.message)]
     Canceled(Box<Cancellation>),
@@ -165,6 +179,7 @@ impl TxError {
     pub fn name(&self) -> &'static str {
         match self {
             TxError::Validation(_) => "ValidationError",
+            TxError::AccessDenied(_) => "AccessDenied",
             TxError::Canceled(_) => "TransactionCanceled",
             TxError::Aborted(_) => "TransactionAborted",
             TxError::Contended { .. } => "Contended",
@@ -197,6 +212,7 @@ impl TxError {
         let mut v = serde_json::json!({ "errorType": self.name(), "errorMessage": self.to_string() });
         match self {
             TxError::Validation(inv) => v["details"] = serde_json::to_value(inv).unwrap_or_default(),
+            TxError::AccessDenied(d) => v["details"] = serde_json::to_value(d).unwrap_or_default(),
             TxError::Canceled(c) => v["details"] = serde_json::to_value(c).unwrap_or_default(),
             TxError::Aborted(a) => v["details"] = serde_json::to_value(a).unwrap_or_default(),
             TxError::Contended { holder, item } => v["details"] = serde_json::json!({"Holder": holder, "Item": item}),

@@ -112,7 +112,8 @@
 //!   cancellation as the SDK's exception.
 //! - `drive`: running a transaction's steps and resolving the contention they meet (wound-wait), for the coordinator,
 //!   read locks, the sweeper and the Lambdas' contract (`step`).
-//! - `step`, `stage`, `sweeper`: the phase Lambdas' contract with the state machine, the staging API, the sweeper.
+//! - `step`, `stage`, `sweeper`, `entitle`: the phase Lambdas' contract with the state machine, the staging API, the
+//!   sweeper, and which callers of a shared stack may name which tables.
 //! - `constants`: every attribute name, record key, limit and environment variable.
 //! - [`error`]: [`error::TxError`] with stable names (`ValidationError`, `TransactionCanceled`, `Contended`, ...).
 //! - `records`: the transaction's header, its model and its writes.
@@ -233,8 +234,11 @@ pub mod value;
 #[cfg(not(feature = "internals"))]
 mod value;
 
-/// The Lambda functions' and the CLI's drivers (the state machine's Task contract, the staging API, the sweeper): only
-/// with the `internals` feature, since nothing else in the library uses them.
+/// The Lambda functions' and the CLI's drivers (the state machine's Task contract, the staging API, the sweeper, the
+/// callers' entitlements): only with the `internals` feature, since nothing else in the library uses them.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod entitle;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod stage;

@@ -1,23 +1,22 @@
-//! Starting a transaction for a caller that does not wait for it (the API's `POST /transactions`).
+//! Starting a transaction for a caller that does not wait for it (the API's `POST /transactions`, the events
+//! function).
 //!
 //! The request is validated and begun here, before any execution exists, so a bad request is answered at once with
-//! the action and the reason and starts nothing. The execution that runs it is then started with
-//! `{"TransactionId": id}` and named after the transaction: a retried call (the same `ClientRequestToken`, so the same
-//! transaction) finds its execution already there instead of starting another. The request is stored by Begin, so it
-//! is not bound by the 256 KB of an execution input, only by what reaches this code. A request one
-//! `TransactWriteItems` call can carry is carried out here, in that call (`phase::direct`); its execution
-//! then only reports the outcome (Begin finds it finished: 3 state transitions when it committed, 4 when it was
-//! cancelled).
+//! the action and the reason and starts nothing. A request one `TransactWriteItems` call can carry is carried out here,
+//! in that call (`phase::direct`), and needs no execution at all: the answer says how it ended. Any other is run by an
+//! execution started with `{"TransactionId": id}` and named after the transaction: a retried call (the same
+//! `ClientRequestToken`, so the same transaction) finds its execution already there instead of starting another. The
+//! request is stored by begin, so it is not bound by the 256 KB of an execution input, only by what reaches this code.
 //!
 //! A transaction begun here whose execution could not be started (Step Functions throttled or failed) is not left
 //! open: calling again with the same token starts it, and if nobody does, the sweeper rolls it back once it has stood
 //! still for its `SweepAfterSeconds` (a pending transaction nobody drives can never commit).
 
 use aws_sdk_sfn::error::ProvideErrorMetadata;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::error::TxError;
+use crate::error::{Cancellation, TxError};
 use crate::phase::begin;
 use crate::records::{self, TxState};
 use crate::store::{Meter, Store};
@@ -45,49 +44,79 @@ impl StateMachine {
 }
 
 /// What [`start`] did.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct Started {
     pub transaction_id: String,
     /// The execution named after the transaction: started by this call, or by an earlier one with the same request.
-    /// Absent only for a transaction that had already ended here (carried out in one call) when Step Functions
-    /// refused to start it: nothing is left for an execution to do, and the answer is not an error.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Absent for a transaction carried out in one `TransactWriteItems` call, which no execution runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub execution_arn: Option<String>,
     /// The transaction's state when this call answered: `PENDING` while its execution runs it, `COMMITTED` or
-    /// `ROLLED_BACK` when it was carried out here in one call (its execution then only reports that).
+    /// `ROLLED_BACK` when it has ended (carried out in one call, here or by an earlier call with the same request).
     pub state: TxState,
+    /// Whether the transaction has ended: nothing is left to run, and `state` is its outcome.
+    #[serde(default)]
+    pub finished: bool,
+    /// For a transaction that ended `ROLLED_BACK` because of its actions: the reasons, one per action, as
+    /// `TransactionCanceledException` gives them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancellation: Option<Box<Cancellation>>,
+}
+
+impl Started {
+    /// The answer for a transaction that has ended: the execution that ran it, if one did, and its reasons.
+    fn ended(h: &records::Header) -> Self {
+        let cancellation = match h.rollback_error() {
+            Some(TxError::Canceled(c)) => Some(c),
+            _ => None,
+        };
+        Started {
+            transaction_id: h.id.clone(),
+            execution_arn: h.execution_arn.clone(),
+            state: h.state,
+            finished: true,
+            cancellation,
+        }
+    }
 }
 
 /// `body` is a request (`TransactItems`, with `ClientRequestToken`, `Parent` and `Options` as `TransactWriteItems`
 /// and dynamo-saga take them) or `{"TransactionId"}` of a sealed staged transaction. Validates and begins the
-/// request (every check Begin makes; nothing is written for a bad one), then starts its execution.
+/// request (every check Begin makes; nothing is written for a bad one); carries it out here when one call can, and
+/// otherwise starts its execution.
 pub async fn start(store: &Store, sm: &StateMachine, body: &Value) -> Result<Started, TxError> {
     let staged = body.as_object().filter(|o| o.len() == 1).and_then(|o| o.get("TransactionId"));
-    let (id, state, ended) = match staged {
+    let (id, state) = match staged {
         Some(Value::String(id)) => {
             // Only a transaction that exists (a sealed staged one, or one begun before) is started.
             let h = records::read_header(store, &Meter::default(), id).await?;
-            (id.clone(), h.state, h.finished())
+            if h.finished() {
+                return Ok(Started::ended(&h));
+            }
+            (id.clone(), h.state)
         }
         Some(_) => return Err(TxError::invalid(None, "TransactionId must be a string")),
         None => {
             let begun = begin::submit(store, body, None, None).await?;
             begun.emit_metrics(store);
-            let ended = begun.state != TxState::Pending;
-            (begun.transaction_id, begun.state, ended)
+            if let Some(h) = begun.header.as_deref().filter(|h| h.finished()) {
+                return Ok(Started::ended(h));
+            }
+            (begun.transaction_id, begun.state)
         }
     };
+    let started = |execution_arn: String| Started {
+        transaction_id: id.clone(),
+        execution_arn: Some(execution_arn),
+        state,
+        finished: false,
+        cancellation: None,
+    };
     match sm.start_for(&id, &id).await {
-        Ok(out) => Ok(Started { transaction_id: id, execution_arn: Some(out.execution_arn().to_string()), state }),
+        Ok(out) => Ok(started(out.execution_arn().to_string())),
         Err(e) if e.as_service_error().is_some_and(|s| s.is_execution_already_exists()) => {
-            let execution_arn = Some(execution_arn(&sm.arn, &id));
-            Ok(Started { transaction_id: id, execution_arn, state })
-        }
-        Err(e) if ended => {
-            // Carried out already: an error would tell the caller to send again what was applied.
-            tracing::warn!(tx_id = %id, error = %aws_sdk_sfn::error::DisplayErrorContext(&e), "the transaction has ended; its execution could not be started");
-            Ok(Started { transaction_id: id, execution_arn: None, state })
+            Ok(started(execution_arn(&sm.arn, &id)))
         }
         Err(e) => {
             let detail = aws_sdk_sfn::error::DisplayErrorContext(&e);
@@ -107,13 +136,17 @@ pub async fn start(store: &Store, sm: &StateMachine, body: &Value) -> Result<Sta
 pub async fn resume(store: &Store, sm: Option<&StateMachine>, tx_id: &str) -> Result<Started, TxError> {
     let h = records::read_header(store, &Meter::default(), tx_id).await?;
     if h.finished() {
-        return Ok(Started { transaction_id: h.id, execution_arn: None, state: h.state });
+        return Ok(Started { execution_arn: None, ..Started::ended(&h) });
     }
     let sm = sm.ok_or_else(|| TxError::Internal("no state machine is set: nothing can start an execution".into()))?;
     match sm.start_for(tx_id, &format!("resume-{tx_id}-{}", ulid::Ulid::new())).await {
-        Ok(out) => {
-            Ok(Started { transaction_id: h.id, execution_arn: Some(out.execution_arn().to_string()), state: h.state })
-        }
+        Ok(out) => Ok(Started {
+            transaction_id: h.id,
+            execution_arn: Some(out.execution_arn().to_string()),
+            state: h.state,
+            finished: false,
+            cancellation: None,
+        }),
         Err(e) => {
             let message =
                 format!("StartExecution failed (call again): {}", aws_sdk_sfn::error::DisplayErrorContext(&e));

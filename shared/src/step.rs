@@ -283,29 +283,6 @@ pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) 
     }
 }
 
-/// The execution input the EventBridge rule of `template.yaml` gives (its InputTransformer):
-/// `{"EventBridge": {"Id": "<the event's id>", "Request": <the event's detail>}}`. The request is the detail; one
-/// without a `ClientRequestToken` takes the event's id as its token. EventBridge delivers an event at least once, each
-/// time with the same id, so every delivery is the same transaction and applies once. `None` for any other input.
-pub fn from_eventbridge(input: &Value) -> Result<Option<Value>, TxError> {
-    let Some(envelope) = input.as_object().filter(|o| o.len() == 1).and_then(|o| o.get("EventBridge")) else {
-        return Ok(None);
-    };
-    let bad = |message: String| TxError::Validation(crate::error::Invalid { action: None, message });
-    let id = envelope
-        .get("Id")
-        .and_then(Value::as_str)
-        .ok_or_else(|| bad("EventBridge.Id must be the event's id, a string".into()))?;
-    let mut request = envelope
-        .get("Request")
-        .cloned()
-        .ok_or_else(|| bad("EventBridge.Request must be the event's detail, the request".into()))?;
-    if let Some(top) = request.as_object_mut() {
-        top.entry("ClientRequestToken").or_insert_with(|| Value::String(id.to_owned()));
-    }
-    Ok(Some(request))
-}
-
 /// Whether the execution driving `h` makes the visit for writes that land after its end itself: a Standard one, which
 /// may wait that long. An Express execution (5 minutes at most) leaves it to the sweeper, as any other driver does.
 fn waits_to_revisit(h: &Header) -> bool {
@@ -334,8 +311,7 @@ fn released(h: &Header, step: Step, waits: u32) -> Result<StepOutput, TxError> {
 }
 
 /// Begin's input: the request itself, `{"Request": {...}, "ExecutionArn": "...", "ExecutionStartTime": "..."}` from
-/// the state machine, or `{"TransactionId"}` (in either) for a transaction already begun or staged; any of them may
-/// be an EventBridge envelope (see [`from_eventbridge`]). A request is submitted ([`begin::submit`]) under the
+/// the state machine, or `{"TransactionId"}` (in either) for a transaction already begun or staged. A request is submitted ([`begin::submit`]) under the
 /// execution's own id ([`begin::execution_id`]), so a retried Begin picks up what the first run did. The Retry Task
 /// sends `{"TransactionId", "Waits"}`. Returns the transaction's id and the execution's lock waits so far.
 async fn begin_or_pick_up(store: &Store, input: &Value) -> Result<(String, u32), TxError> {
@@ -347,8 +323,6 @@ async fn begin_or_pick_up(store: &Store, input: &Value) -> Result<(String, u32),
         ),
         _ => (input, None, None),
     };
-    let unwrapped = from_eventbridge(request)?;
-    let request = unwrapped.as_ref().unwrap_or(request);
     let pick_up = request.as_object().filter(|o| o.keys().all(|k| k == "TransactionId" || k == "Waits"));
     let existing = pick_up.and_then(|o| o.get("TransactionId")).and_then(Value::as_str);
     let waits = pick_up
@@ -390,41 +364,5 @@ fn abort_reason(error: Option<&Value>) -> String {
         format!("the state machine gave up after {name}")
     } else {
         format!("the state machine gave up after {name}: {cause}")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::from_eventbridge;
-    use serde_json::json;
-
-    #[test]
-    fn an_eventbridge_envelope_gives_its_detail_with_the_event_id_as_the_missing_token() {
-        let items = json!([{"ConditionCheck": {"TableName": "t", "Key": {"pk": {"S": "a"}}, "ConditionExpression": "attribute_exists(pk)"}}]);
-        let bare =
-            json!({"EventBridge": {"Id": "6f1c2b7e-0d5a-4c3e-9b8f-1a2b3c4d5e6f", "Request": {"TransactItems": items}}});
-        let r = from_eventbridge(&bare).unwrap().unwrap();
-        assert_eq!(r, json!({"TransactItems": items, "ClientRequestToken": "6f1c2b7e-0d5a-4c3e-9b8f-1a2b3c4d5e6f"}));
-        let own =
-            json!({"EventBridge": {"Id": "e1", "Request": {"TransactItems": items, "ClientRequestToken": "mine"}}});
-        assert_eq!(
-            from_eventbridge(&own).unwrap().unwrap()["ClientRequestToken"],
-            "mine",
-            "the request's own token wins"
-        );
-        assert_eq!(from_eventbridge(&json!({"TransactItems": items})).unwrap(), None, "not an envelope");
-        assert_eq!(
-            from_eventbridge(&json!({"EventBridge": {"Id": "e1", "Request": {}}, "Options": {}})).unwrap(),
-            None,
-            "an envelope is alone"
-        );
-        for bad in [
-            json!({"EventBridge": {"Request": {}}}),
-            json!({"EventBridge": {"Id": 7, "Request": {}}}),
-            json!({"EventBridge": {"Id": "e1"}}),
-        ] {
-            let e = from_eventbridge(&bad).unwrap_err();
-            assert_eq!(e.name(), "ValidationError", "{bad}: {e}");
-        }
     }
 }

@@ -4,6 +4,7 @@
 //! without it (`cargo test` alone), the harness starts its own server on a free port through
 //! `tools/dynamodb-local.sh`, watched by a shell that stops it when the test process exits.
 
+pub mod api;
 pub mod bad;
 pub mod bank;
 pub mod cpu;

@@ -29,6 +29,12 @@ pub struct Stack {
     pub sfn: String,
     /// The stack's directory: `lambda.log` holds what the functions wrote (their metrics lines among it).
     pub dir: PathBuf,
+    /// The API's base URL (`tools/apigw-local.py`): `POST {api}/transactions`, signed ([`crate::api`]).
+    pub api: String,
+    /// moto's server: SQS and CloudFormation.
+    pub moto: String,
+    /// The events function's dead-letter queue, at moto's server.
+    pub dead_letter_queue: String,
 }
 
 /// The most actions a transaction may have on a stack the tests start: above the 10,000-action test, and low enough
@@ -49,6 +55,9 @@ pub async fn stack() -> &'static Stack {
                     "SAGA_MAX_ACTIONS",
                     "SFN_ENDPOINT",
                     "STACK_DIR",
+                    "API_URL",
+                    "MOTO_ENDPOINT",
+                    "DEAD_LETTER_QUEUE_URL",
                 ]
                 .iter()
                 .map(|k| (k.to_string(), std::env::var(k).unwrap_or_else(|_| panic!("{k} is not set"))))
@@ -63,6 +72,9 @@ pub async fn stack() -> &'static Stack {
                 max_actions: settings["SAGA_MAX_ACTIONS"].parse().expect("SAGA_MAX_ACTIONS is a number"),
                 sfn: settings["SFN_ENDPOINT"].clone(),
                 dir: settings["STACK_DIR"].clone().into(),
+                api: settings["API_URL"].clone(),
+                moto: settings["MOTO_ENDPOINT"].clone(),
+                dead_letter_queue: settings["DEAD_LETTER_QUEUE_URL"].clone(),
             };
             let client = st.client();
             if client.describe_table().table_name(&st.tx_table).send().await.is_err() {
@@ -310,6 +322,64 @@ impl Stack {
     pub fn function_use(&self) -> std::collections::BTreeMap<String, ProcessUse> {
         let pid = std::fs::read_to_string(self.dir.join("lambda.pid")).ok().and_then(|p| p.trim().parse().ok());
         pid.map(function_use_under).unwrap_or_default()
+    }
+
+    /// An SQS client for the stack's moto server, where the events function's dead-letter queue is.
+    pub fn sqs_client(&self) -> aws_sdk_sqs::Client {
+        use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
+        let conf = aws_sdk_sqs::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .endpoint_url(&self.moto)
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
+            .build();
+        aws_sdk_sqs::Client::from_conf(conf)
+    }
+
+    /// The message the events function's dead-letter queue holds for the event with id `event_id`, taken off it: its
+    /// body (the event) and its string attributes; `None` when there is none. Other tests' messages are left.
+    pub async fn dead_letter(&self, event_id: &str) -> Option<(Value, std::collections::BTreeMap<String, String>)> {
+        let sqs = self.sqs_client();
+        let queue = self.dead_letter_queue.as_str();
+        let mut seen = std::collections::HashSet::new();
+        loop {
+            let got = sqs
+                .receive_message()
+                .queue_url(queue)
+                .max_number_of_messages(10)
+                .message_attribute_names("All")
+                .send()
+                .await
+                .expect("ReceiveMessage");
+            let fresh: Vec<_> =
+                got.messages().iter().filter(|m| seen.insert(m.message_id().unwrap_or_default().to_string())).collect();
+            if fresh.is_empty() {
+                return None;
+            }
+            for m in fresh {
+                let handle = m.receipt_handle().unwrap_or_default();
+                let body: Value = serde_json::from_str(m.body().unwrap_or("null")).unwrap_or(Value::Null);
+                if body["id"] != event_id {
+                    // Back on the queue at once, for the test it belongs to.
+                    sqs.change_message_visibility()
+                        .queue_url(queue)
+                        .receipt_handle(handle)
+                        .visibility_timeout(0)
+                        .send()
+                        .await
+                        .expect("ChangeMessageVisibility");
+                    continue;
+                }
+                sqs.delete_message().queue_url(queue).receipt_handle(handle).send().await.expect("DeleteMessage");
+                let attributes = m
+                    .message_attributes()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|(k, v)| Some((k.clone(), v.string_value()?.to_string())))
+                    .collect();
+                return Some((body, attributes));
+            }
+        }
     }
 
     /// A Step Functions client for the stack's endpoint, the one its functions start executions on.

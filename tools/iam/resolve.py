@@ -7,7 +7,8 @@ function (Ref, Fn::Sub, Fn::Join, Fn::Split, Fn::Select, Fn::GetAtt, Fn::If with
 pseudo parameters) for account 123456789012, Region eu-west-1, stack dynamo-saga and the parameter values of each
 configuration in CONFIGS, and evaluates the template's Rules. The output (JSON, one entry per configuration) is what
 tools/iam/sim.mjs evaluates calls against: each principal's identity policies, the resource policies, the API's
-integrations, the EventBridge rules and their targets, and the names and ARNs the call log's local names map to.
+integrations, the EventBridge rules and their targets, the functions' own dead-letter queues, the SQS queues, and the
+names and ARNs the call log's local names map to.
 
 Physical names CloudFormation generates (a table, a function, a role) are made up as <stack>-<logical id>-SAMPLE, the
 shape CloudFormation gives them; nothing depends on their random part.
@@ -119,6 +120,18 @@ def _invoke_unqualified_only(t):
         {"Sid": "Unqualified", "Effect": "Allow", "Action": "lambda:InvokeFunction", "Resource": [{"Fn::GetAtt": [f, "Arn"]} for f in targets]}]})
 
 
+def _events_without_dead_letter_queue(t):
+    """The events function without SAM's DeadLetterQueue: its role holds no sqs:SendMessage, so it could not send a
+    refused event to the dead-letter queue (and Lambda would drop an event it gave up on)."""
+    t["Resources"]["EventsFunction"]["Properties"].pop("DeadLetterQueue")
+
+
+def _events_source_exact(t):
+    """The events rule matching source dynamo-saga alone, as the state machine's rule did: a team's own source
+    (dynamo-saga.orders), which entitlements tell apart, would start nothing."""
+    t["Resources"]["EventsFunction"]["Properties"]["Events"]["TransactWriteItems"]["Properties"]["Pattern"]["source"] = ["dynamo-saga"]
+
+
 MUTATIONS = {
     "old-arn-form": _old_arn_form,
     "rollback-without-delete": _drop_action("RollbackFunction", "TransactionRecords", "dynamodb:DeleteItem"),
@@ -126,6 +139,8 @@ MUTATIONS = {
     "sweeper-without-describe": _drop_action("SweeperFunction", "DescribeExecutions", "states:DescribeExecution"),
     "logs-to-another-group": _logs_to_another_group,
     "invoke-unqualified-only": _invoke_unqualified_only,
+    "events-without-dead-letter-queue": _events_without_dead_letter_queue,
+    "events-source-exact": _events_source_exact,
 }
 
 
@@ -462,6 +477,8 @@ def resolve(sam, config, parameters):
                 "tracing": p.get("TracingConfig", {}).get("Mode", "PassThrough"),
                 "logGroup": log_group,
                 "environment": p.get("Environment", {}).get("Variables", {}),
+                # Where Lambda sends an asynchronous event it gave up on (SAM's DeadLetterQueue), with this role.
+                "deadLetter": (p.get("DeadLetterConfig") or {}).get("TargetArn"),
             }
             symbol(r.getatt(logical, "Arn"), f"${{{logical}.Arn}}")
             symbol(r.name_of(logical), f"${{{logical}}}")
@@ -481,6 +498,10 @@ def resolve(sam, config, parameters):
             p = r.eval(props)
             doc = json.loads(p["PolicyDocument"]) if isinstance(p["PolicyDocument"], str) else p["PolicyDocument"]
             out["resourcePolicies"].setdefault("logs", {"Version": "2012-10-17", "Statement": []})["Statement"] += doc["Statement"]
+        elif t == "AWS::SQS::Queue":
+            # The call log names a queue by its name; the simulation maps a local one to the deployed one by its URL.
+            out.setdefault("queues", {})[logical] = {"name": r.name_of(logical), "arn": r.getatt(logical, "Arn"), "url": r.ref(logical)}
+            symbol(r.getatt(logical, "Arn"), f"${{{logical}.Arn}}")
         elif t == "AWS::Logs::LogGroup":
             out["logGroups"][logical] = {"name": r.name_of(logical), "arn": r.getatt(logical, "Arn")}
         elif t == "AWS::DynamoDB::Table":

@@ -3,7 +3,8 @@
 // deploys, with a real IAM policy evaluator (@cloud-copilot/iam-simulate, pinned in tools/iam/package.json).
 //
 //   node tools/iam/sim.mjs --resolved FILE --log FILE [--log FILE ...] [--local-tx-table NAME]
-//     [--local-state-machine NAME ...] [--docs docs/iam.md] [--expect-denied TEXT ...] [--json FILE] [--quiet]
+//     [--local-state-machine NAME ...] [--local-queue NAME] [--docs docs/iam.md] [--expect-denied TEXT ...] [--json FILE]
+//     [--quiet]
 //
 //   --resolved    the output of tools/iam/resolve.py: each configuration's policies, resource policies and names
 //   --log         a call log, one JSON object a line (see below); several are read as one
@@ -13,6 +14,8 @@
 //                          tests/src/lib.rs): a "caller" call on one is a call on the deployed TransactionsTable
 //   --local-state-machine  a local state machine name (default dynamo-saga-local, dynamo-saga-transaction, bench):
 //                          calls on it or its executions are calls on the deployed state machine
+//   --local-queue NAME     the local dead-letter queue (default saga-events-dead-letters, tools/stack.sh): a call on it
+//                          is a call on the deployed queue the calling function's SAGA_DEAD_LETTER_QUEUE_URL names
 //   --docs        docs/iam.md: the callers' policies (blocks after <!-- policy: NAME -->) and the table of unused
 //                 permissions that stay, with why (between <!-- unused:begin --> and <!-- unused:end -->)
 //   --expect-denied TEXT   self-test: succeed only if some denied call's line contains TEXT (and every TEXT is met)
@@ -23,19 +26,23 @@
 // A call log line: {"principal": "saga-lock", "service": "dynamodb", "operation": "UpdateItem",
 //   "requests": [{"action": "dynamodb:UpdateItem", "resource": "table/t-abc"}]}
 // principal: a function's binary (its template Metadata.BuildProperties.Binary), "state-machine" (the state machine's
-// role invoking a Task's function), or "caller" (the library or CLI in a user's process, held to the docs' policy
-// "caller-in-process"). resource: the ARN after the account; the service, partition, Region and account are added
-// (arn:aws:<service of the action>:<Region>:<account>:<resource>), local names mapped to deployed ones.
+// role invoking a Task's function), or "caller" (the library or CLI in a user's process, held to the docs' policies
+// "caller-in-process" and "caller-state-machine" together). resource: the ARN after the account (an SQS queue: its
+// name); the service, partition, Region and account are added (arn:aws:<service of the action>:<Region>:<account>:
+// <resource>), local names mapped to deployed ones.
 //
 // Calls that never run locally are added from the template (synthetic, each citing the AWS documentation that says
-// the call is made): API Gateway invoking the API's functions, EventBridge invoking the sweeper and starting
-// executions for TransactWriteItems events (and its dead-letter queue, and the failed-executions log), Lambda writing
-// each function's logs and traces, Step Functions' log delivery and traces, each service assuming its role, and the
-// API callers' execute-api:Invoke, the EventBridge senders' events:PutEvents and the CLI's calls through the state
-// machine against the docs' caller policies.
+// the call is made): API Gateway invoking the API's functions, EventBridge invoking the sweeper and the events
+// function (and the rule's dead-letter queue, and the failed-executions log), Lambda sending an asynchronous event it
+// gave up on to the function's dead-letter queue, Lambda writing each function's logs and traces, Step Functions' log
+// delivery and traces, each service assuming its role, and, against the docs' caller policies, the API callers'
+// execute-api:Invoke, the EventBridge senders' events:PutEvents (each source also matched against the rule's
+// pattern), the CLI's calls through the state machine and through a stack, and its reads. A few synthetic calls must
+// be denied (a team's PutEvents policy and another team's source): one that is allowed fails the run.
 //
-// Exit code: 0 every call allowed in every configuration and every unused permission justified in the docs; 1
-// otherwise (each denial names the configuration, principal, action, ARN and why); 2 usage or input errors.
+// Exit code: 0 every call allowed (and every call that must be denied denied) in every configuration and every unused
+// permission justified in the docs; 1 otherwise (each denial names the configuration, principal, action, ARN and why);
+// 2 usage or input errors.
 import { createReadStream, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { dirname, join } from 'node:path';
@@ -62,6 +69,7 @@ function cli(argv) {
       'local-tx-table': { type: 'string', default: 'saga-transactions' },
       'caller-tx-tables': { type: 'string', default: '^t-.*-tx$' },
       'local-state-machine': { type: 'string', multiple: true },
+      'local-queue': { type: 'string', default: 'saga-events-dead-letters' },
       docs: { type: 'string', default: join(ROOT, 'docs/iam.md') },
       'expect-denied': { type: 'string', multiple: true, default: [] },
       'denials-only': { type: 'boolean', default: false },
@@ -77,6 +85,7 @@ function cli(argv) {
     localTxTable: values['local-tx-table'],
     callerTxTables: new RegExp(values['caller-tx-tables']),
     localStateMachines: values['local-state-machine'] ?? ['dynamo-saga-local', 'dynamo-saga-transaction', 'bench'],
+    localQueue: values['local-queue'],
     docs: values.docs,
     expectDenied: values['expect-denied'],
     denialsOnly: values['denials-only'],
@@ -155,7 +164,8 @@ function readDocs(path) {
 // ---------------------------------------------------------------- names and ARNs
 
 // A docs policy with its placeholders filled for the configuration: REGION, ACCOUNT_ID, TRANSACTIONS_TABLE,
-// STATE_MACHINE_NAME, API_ID, STAGE; a Resource entry naming ALLOWED_TABLE becomes one entry per allowed table.
+// STATE_MACHINE_NAME, API_ID, STAGE, STACK_NAME, SWEEPER_FUNCTION (the sweeper function's name); a Resource entry
+// naming ALLOWED_TABLE becomes one entry per allowed table.
 function fillPolicy(doc, cfg) {
   const values = {
     REGION: cfg.region,
@@ -164,8 +174,11 @@ function fillPolicy(doc, cfg) {
     STATE_MACHINE_NAME: cfg.stateMachine.name,
     API_ID: cfg.api.id,
     STAGE: cfg.api.stage,
+    STACK_NAME: cfg.stack,
+    SWEEPER_FUNCTION: functionOf(cfg, 'saga-sweeper').name,
   };
-  const fill = (s) => s.replace(/\b(REGION|ACCOUNT_ID|TRANSACTIONS_TABLE|STATE_MACHINE_NAME|API_ID|STAGE)\b/g, (k) => values[k]);
+  const names = Object.keys(values).join('|');
+  const fill = (s) => s.replace(new RegExp(`\\b(${names})\\b`, 'g'), (k) => values[k]);
   const out = structuredClone(doc);
   for (const st of out.Statement) {
     const list = [st.Resource].flat();
@@ -176,6 +189,13 @@ function fillPolicy(doc, cfg) {
 
 function arnOf(cfg, service, resource) {
   return `arn:${cfg.partition}:${service}:${cfg.region}:${cfg.account}:${resource}`;
+}
+
+// The function whose binary is `binary`.
+function functionOf(cfg, binary) {
+  const fn = Object.values(cfg.functions).find((f) => f.binary === binary);
+  if (!fn) throw new InputError(`${cfg.config}: the template has no function of binary ${binary}`);
+  return fn;
 }
 
 // The deployed ARN of a recorded request's resource.
@@ -201,6 +221,15 @@ function mapResource(cfg, opts, action, resource, principal) {
     if (fn && principal === 'state-machine') {
       const invoked = Object.values(cfg.stateMachine.substitutions).find((v) => v === fn.arn || String(v).startsWith(`${fn.arn}:`));
       if (invoked) return invoked;
+    }
+  } else if (service === 'sqs') {
+    if (!/^[A-Za-z0-9_-]{1,80}(\.fifo)?$/.test(r)) throw new InputError(`${action} on ${resource}: an SQS resource is a queue's name`);
+    // The local dead-letter queue is the one the function is given as its SAGA_DEAD_LETTER_QUEUE_URL when deployed.
+    if (r === opts.localQueue) {
+      const url = Object.values(cfg.functions).find((f) => f.binary === principal)?.environment?.SAGA_DEAD_LETTER_QUEUE_URL;
+      const q = Object.values(cfg.queues ?? {}).find((x) => x.url === url);
+      if (!q) throw new InputError(`${action} on the local queue ${resource}: the template gives ${principal} no SAGA_DEAD_LETTER_QUEUE_URL naming a queue of the stack`);
+      return q.arn;
     }
   }
   return arnOf(cfg, service, r);
@@ -277,22 +306,29 @@ const DOC = {
   sfnLogs: 'Step Functions logging to CloudWatch Logs: the state machine\'s role needs the log delivery actions (https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html#cloudwatch-iam-policy)',
   sfnXray: 'Step Functions X-Ray tracing: the state machine\'s role needs the X-Ray write actions (https://docs.aws.amazon.com/step-functions/latest/dg/xray-iam.html)',
   assume: 'A service assumes the role it was given under the role\'s trust policy (https://docs.aws.amazon.com/IAM/latest/UserGuide/id_roles_create_for-service.html)',
-  putEvents: 'A sender puts TransactWriteItems events on the default event bus (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-identity-based.html)',
+  putEvents: 'A sender puts TransactWriteItems events on the default event bus; events:source holds the source of every entry (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-conditions.html)',
+  lambdaDlq: 'Lambda sends an asynchronous event it gave up on (after the function\'s retries) to the function\'s dead-letter queue with the function\'s execution role (https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-retain-records.html#invocation-dlq)',
+  cliStack: 'dynamo-saga --stack NAME (cli/src/stack.rs, cli/src/api.rs): DescribeStacks for the stack\'s outputs and parameters, then submit, status and resume through the stack\'s API (SigV4-signed execute-api requests), and sweep by invoking the stack\'s sweeper function',
+  cliRead: 'dynamo-saga get (shared/src/read.rs, committed by default) with the caller\'s own credentials: the item, and for an item a transaction holds its header and request pages, the table\'s key schema',
+  cliAudit: 'dynamo-saga audit without --clear (shared/src/audit.rs): the table\'s key schema, a scan of it, and the header of each transaction holding a lock',
   cli: 'dynamo-saga submit --state-machine (cli/src/main.rs): begins the request in its own process (shared/src/start.rs, phase/begin.rs, phase/direct.rs; larger ones staged, shared/src/stage.rs), starts the execution, follows it with DescribeExecution and the status read',
 };
 
 function synthetic(cfg) {
   const calls = [];
+  calls.unmatched = [];
   const add = (principal, action, resource, why, extra = {}) => calls.push({ principal, action, resource, why, synthetic: true, ...extra });
   const fnByArn = Object.fromEntries(Object.values(cfg.functions).map((f) => [f.arn, f]));
   const roleByArn = Object.fromEntries(Object.entries(cfg.roles).map(([l, r]) => [r.arn, l]));
   const sample = { id: '01JDQ4W5Z3ZC4V8Y9B7Q2X1N6M', chunk: '0' };
 
-  // The API: each route's caller, then API Gateway's invocation of the function.
+  // The API: each route's caller (an API caller, and the CLI through a stack), then API Gateway's invocation of the
+  // function.
   for (const route of cfg.api.routes) {
     const path = route.path.replace(/\{(\w+)\}/g, (_, k) => sample[k] ?? 'x');
     const methodArn = `${cfg.api.arn}/${cfg.api.stage}/${route.method}${path}`;
     add('caller-api', 'execute-api:Invoke', methodArn, DOC.apiCaller);
+    add('caller-stack', 'execute-api:Invoke', methodArn, `${DOC.cliStack}; ${DOC.apiCaller}`);
     const fn = fnByArn[route.function];
     if (!fn) throw new InputError(`${cfg.config}: the route ${route.method} ${route.path} integrates ${route.function}, not a function of the template`);
     const how = `${route.method} ${route.path}`;
@@ -333,11 +369,41 @@ function synthetic(cfg) {
       }
       if (t.deadLetter) add('events.amazonaws.com', 'sqs:SendMessage', t.deadLetter, `${DOC.dlq}; rule ${rule.logical}`, { sourceArn: rule.arn });
     }
-    if (rule.pattern?.source?.includes('dynamo-saga')) {
-      add('caller-events', 'events:PutEvents', arnOf(cfg, 'events', 'event-bus/default'), DOC.putEvents, {
-        context: { 'events:source': 'dynamo-saga', 'events:detail-type': rule.pattern['detail-type']?.[0] ?? 'TransactWriteItems' },
-      });
+    // The senders of TransactWriteItems events: the source every stack accepts, and a team's own (dynamo-saga.orders),
+    // each of which the rule must match; a team's policy must refuse another team's source.
+    const detailType = 'TransactWriteItems';
+    if (rule.pattern?.['detail-type']?.includes(detailType)) {
+      const bus = arnOf(cfg, 'events', 'event-bus/default');
+      const put = (principal, sources, extra = {}) =>
+        add(principal, 'events:PutEvents', bus, `${DOC.putEvents}; source ${sources.join(', ') || '(none)'}`, {
+          context: { ...(sources.length ? { 'events:source': sources } : {}), 'events:detail-type': [detailType] },
+          ...extra,
+        });
+      for (const source of ['dynamo-saga', 'dynamo-saga.orders']) {
+        if (!sourceMatches(rule.pattern.source, source)) {
+          calls.unmatched.push(`NOT MATCHED rule ${rule.logical}: its pattern's source ${JSON.stringify(rule.pattern.source)} does not match an event of source ${source}, which docs/iam.md says it starts`);
+        }
+        put('caller-events', [source]);
+      }
+      put('caller-events', ['dynamo-saga', 'dynamo-saga.orders']);
+      put('caller-events-orders', ['dynamo-saga.orders']);
+      const mustDeny = { mustDeny: true };
+      put('caller-events', ['dynamo-sagas'], mustDeny);
+      put('caller-events', [], mustDeny);
+      put('caller-events-orders', ['dynamo-saga.payments'], mustDeny);
+      put('caller-events-orders', ['dynamo-saga.orders', 'dynamo-saga.payments'], mustDeny);
+      put('caller-events-orders', ['dynamo-saga'], mustDeny);
     }
+  }
+
+  // Lambda's own dead-letter queue of each function invoked asynchronously: an event Lambda gave up on after its
+  // retries goes there, sent with the function's role.
+  for (const [logical, fn] of Object.entries(cfg.functions)) {
+    if (!fn.deadLetter) continue;
+    const service = fn.deadLetter.split(':')[2];
+    const action = { sqs: 'sqs:SendMessage', sns: 'sns:Publish' }[service];
+    if (!action) throw new InputError(`${cfg.config}: ${logical}'s dead-letter queue ${fn.deadLetter} is neither SQS nor SNS`);
+    add(fn.binary ?? logical, action, fn.deadLetter, DOC.lambdaDlq);
   }
 
   // Lambda's own calls with each function's role.
@@ -385,7 +451,24 @@ function synthetic(cfg) {
     ['states:DescribeExecution', [arnOf(cfg, 'states', `execution:${sm.name}:${sample.id}`)]],
   ];
   for (const [action, arns] of cliCalls) for (const a of arns) add('caller-state-machine', action, a, DOC.cli);
+
+  // The CLI through a stack: its settings, then the API (above) and the sweeper function.
+  add('caller-stack', 'cloudformation:DescribeStacks', arnOf(cfg, 'cloudformation', `stack/${cfg.stack}/00000000-0000-0000-0000-000000000000`), DOC.cliStack);
+  add('caller-stack', 'lambda:InvokeFunction', functionOf(cfg, 'saga-sweeper').arn, `${DOC.cliStack} (sweep)`);
+
+  // What the CLI reads with the caller's own credentials, with or without a stack: get, and audit without --clear.
+  for (const t of user.map(table)) {
+    for (const action of ['dynamodb:GetItem', 'dynamodb:DescribeTable']) add('caller-read', action, t, DOC.cliRead);
+    for (const action of ['dynamodb:DescribeTable', 'dynamodb:Scan']) add('caller-read', action, t, DOC.cliAudit);
+  }
+  for (const action of ['dynamodb:GetItem', 'dynamodb:BatchGetItem']) add('caller-read', action, tx, DOC.cliRead);
+  add('caller-read', 'dynamodb:GetItem', tx, DOC.cliAudit);
   return calls;
+}
+
+// Whether an EventBridge pattern's source list (exact strings and {"prefix": ...}) matches `source`.
+function sourceMatches(patterns, source) {
+  return (patterns ?? []).some((p) => (typeof p === 'string' ? p === source : typeof p?.prefix === 'string' && source.startsWith(p.prefix)));
 }
 
 // ---------------------------------------------------------------- evaluation
@@ -443,7 +526,7 @@ async function main() {
   const { runSimulation } = await import(pathToFileURL(PACKAGE).href);
   const configs = JSON.parse(readFileSync(opts.resolved, 'utf8'));
   const docs = readDocs(opts.docs);
-  for (const needed of ['caller-api', 'caller-in-process', 'caller-state-machine', 'caller-events']) {
+  for (const needed of ['caller-api', 'caller-in-process', 'caller-state-machine', 'caller-events', 'caller-events-orders', 'caller-stack', 'caller-read']) {
     if (!docs.policies[needed]) throw new InputError(`${opts.docs} has no <!-- policy: ${needed} --> block`);
   }
   const { calls: recorded, lines } = await readLogs(opts.logs);
@@ -463,7 +546,9 @@ async function main() {
       if (!ps[c.principal]) throw new InputError(`${c.where}: principal ${c.principal} is no function binary of the template, "state-machine" or "caller"`);
       calls.push({ ...c, resource: mapResource(cfg, opts, c.action, c.resource, c.principal) });
     }
-    calls.push(...synthetic(cfg));
+    const notLocal = synthetic(cfg);
+    calls.push(...notLocal);
+    for (const line of notLocal.unmatched) denials.set(line, [...(denials.get(line) ?? []), cfg.config]);
 
     // Each distinct request once. Tables are many (every test makes its own) and every policy names them by pattern:
     // two tables that match the same Resource patterns of the principal's policies are decided alike, so one of them
@@ -479,7 +564,7 @@ async function main() {
     };
     const unique = new Map();
     for (const c of calls) {
-      const k = `${c.principal}\u0000${c.action}\u0000${classOf(c)}\u0000${c.sourceArn ?? ''}\u0000${c.resourcePolicy ?? ''}`;
+      const k = `${c.principal}\u0000${c.action}\u0000${classOf(c)}\u0000${c.sourceArn ?? ''}\u0000${c.resourcePolicy ?? ''}\u0000${JSON.stringify(c.context ?? {})}\u0000${c.mustDeny ?? ''}`;
       if (!unique.has(k)) unique.set(k, { ...c, count: 0, alike: 0 });
       const u = unique.get(k);
       u.count += c.count ?? 1;
@@ -508,6 +593,15 @@ async function main() {
         throw new InputError(`${cfg.config}: the evaluator refused ${c.principal} ${c.action} ${c.resource}: ${JSON.stringify(r.errors)}`);
       }
       const results = r.resultType === 'single' ? [r.result] : r.results;
+      if (c.mustDeny) {
+        // A call the docs say a policy refuses: allowed, it fails the run; denied, it uses nothing.
+        if (r.overallResult === 'Allowed') {
+          denied++;
+          const line = `ALLOWED, MUST BE DENIED ${c.principal} ${c.action} ${c.resource} ${JSON.stringify(c.context ?? {})} [not run locally: ${c.why}]`;
+          denials.set(line, [...(denials.get(line) ?? []), cfg.config]);
+        }
+        continue;
+      }
       if (r.overallResult !== 'Allowed') {
         denied++;
         const alike = c.alike ? ` and ${c.alike} other resource(s) its policies name alike` : '';

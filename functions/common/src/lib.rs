@@ -16,6 +16,9 @@
 
 use std::time::Duration;
 
+pub use aws_lambda_events::apigw::{ApiGatewayProxyRequest, ApiGatewayProxyResponse};
+use aws_lambda_events::encodings::Body;
+use aws_lambda_events::http::header::{HeaderValue, CONTENT_TYPE};
 pub use dynamo_saga::step::Phase;
 use dynamo_saga::step::{handle, Budget};
 use dynamo_saga::{Config, Store, TxError};
@@ -132,15 +135,20 @@ fn injected_fault(store: &Store, _phase: Phase, _tx_id: &str) -> Store {
 }
 
 /// An API Gateway Lambda proxy response with a JSON body.
-pub fn http_reply(status: u16, body: Value) -> Value {
-    json!({"statusCode": status, "headers": {"content-type": "application/json"}, "body": body.to_string(), "isBase64Encoded": false})
+pub fn http_reply(status: u16, body: Value) -> ApiGatewayProxyResponse {
+    let mut reply = ApiGatewayProxyResponse::default();
+    reply.status_code = i64::from(status);
+    reply.headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    reply.body = Some(Body::Text(body.to_string()));
+    reply
 }
 
-/// An error as AWS JSON APIs answer one: `{"__type", "message"}`, with 400 for bad input, 404 for an unknown
-/// transaction, 429 when throttled and 500 otherwise.
-pub fn http_failure(e: &TxError) -> Value {
+/// An error as AWS JSON APIs answer one: `{"__type", "message"}`, with 400 for bad input, 403 for a table the caller
+/// is not entitled to, 404 for an unknown transaction, 429 when throttled and 500 otherwise.
+pub fn http_failure(e: &TxError) -> ApiGatewayProxyResponse {
     let status = match e {
         TxError::Validation(_) => 400,
+        TxError::AccessDenied(_) => 403,
         TxError::NotFound(_) => 404,
         TxError::Throttled(_) => 429,
         _ => 500,
@@ -148,17 +156,17 @@ pub fn http_failure(e: &TxError) -> Value {
     http_reply(status, json!({"__type": e.name(), "message": e.to_string()}))
 }
 
-/// Serves an API Gateway (REST, Lambda proxy) function: `route` answers each event with a status and a JSON body, or
+/// Serves an API Gateway (REST, Lambda proxy) function: `route` answers each request with a status and a JSON body, or
 /// an error, which becomes [`http_failure`]'s answer and a warning naming `what` failed.
 pub async fn serve_api<F, Fut>(what: &'static str, route: F) -> Result<(), Error>
 where
-    F: Fn(Store, Value) -> Fut,
+    F: Fn(Store, ApiGatewayProxyRequest) -> Fut,
     Fut: std::future::Future<Output = Result<(u16, Value), TxError>>,
 {
     init_logs();
     let store = store_from_env().await?;
     let (store, route) = (&store, &route);
-    lambda_runtime::run(service_fn(|event: LambdaEvent<Value>| async move {
+    lambda_runtime::run(service_fn(|event: LambdaEvent<ApiGatewayProxyRequest>| async move {
         let out = match route(store.clone(), event.payload).await {
             Ok((status, body)) => http_reply(status, body),
             Err(e) => {
@@ -166,7 +174,17 @@ where
                 http_failure(&e)
             }
         };
-        Ok::<Value, Error>(out)
+        Ok::<ApiGatewayProxyResponse, Error>(out)
     }))
     .await
+}
+
+/// The route of a proxy request: its method and resource (`POST`, `/transactions/{id}/resume`).
+pub fn route_of(request: &ApiGatewayProxyRequest) -> (&str, &str) {
+    (request.http_method.as_str(), request.resource.as_deref().unwrap_or(""))
+}
+
+/// Path parameter `name` of a proxy request; empty when absent.
+pub fn path_parameter<'a>(request: &'a ApiGatewayProxyRequest, name: &str) -> &'a str {
+    request.path_parameters.get(name).map_or("", String::as_str)
 }

@@ -1,10 +1,12 @@
 //! The API's writing routes behind API Gateway (REST, Lambda proxy integration).
 //!
 //! - `POST /transactions` with a request (`TransactItems`, `ClientRequestToken`?, `Parent`?, `Options`?) or
-//!   `{"TransactionId"}` of a sealed staged transaction: validates and begins it, then starts the state machine's
-//!   execution named after it (`dynamo_saga::start`). 200 `{"TransactionId", "ExecutionArn"}` as soon as the
-//!   execution starts; a call repeated with the same `ClientRequestToken` gets the same two. `GET /transactions/{id}`
-//!   then tells how it goes. Needs `SAGA_STATE_MACHINE_ARN`.
+//!   `{"TransactionId"}` of a sealed staged transaction: validates and begins it (`dynamo_saga::start`). A request one
+//!   `TransactWriteItems` call can carry is carried out here, in that call: 200 `{"TransactionId", "State", "Finished":
+//!   true, "Cancellation"?}`, with no execution. Any other is run by the state machine's execution named after it: 200
+//!   `{"TransactionId", "ExecutionArn", "State", "Finished": false}` as soon as it starts. A call repeated with the same
+//!   `ClientRequestToken` gets the same answer. `GET /transactions/{id}` then tells how it goes. Needs
+//!   `SAGA_STATE_MACHINE_ARN`.
 //!
 //! - `POST /transactions/{id}/resume`: starts a new execution for a transaction whose execution ended before it did
 //!   (after `RecoveryNeeded`, once what DynamoDB refused is mended: `GET /transactions/{id}` shows it as `Refused`).
@@ -19,24 +21,28 @@
 //!   "Batches", "State", "ExecutionInput"}`. `ExecutionInput` (`{"TransactionId"}`) is what `POST /transactions`
 //!   then takes to run it.
 //!
-//! Errors answer 400 (`ValidationError`), 404 (`TransactionNotFound`), 429 (`Throttled`) or 500, with `{"__type", "message"}` as AWS
-//! JSON APIs do.
+//! With caller entitlements (`SAGA_CALLER_ENTITLEMENTS`, `dynamo_saga::entitle`), a request, a staged transaction's
+//! `Parent` and each chunk may name only tables the caller (API Gateway's `requestContext.identity.userArn`) is
+//! entitled to; any other is refused before anything is written.
+//!
+//! Errors answer 400 (`ValidationError`), 403 (`AccessDenied`, naming the action and the table), 404
+//! (`TransactionNotFound`), 429 (`Throttled`) or 500, with `{"__type", "message"}` as AWS JSON APIs do.
 
-use dynamo_saga::start;
+use dynamo_saga::entitle::{self, Caller, Entitlements};
 use dynamo_saga::sweeper::StateMachine;
-use dynamo_saga::{stage, Store, TxError};
-use saga_lambda::Error;
+use dynamo_saga::{stage, start, Store, TxError};
+use saga_lambda::{path_parameter, route_of, ApiGatewayProxyRequest, Error};
 use serde_json::{json, Value};
 
 fn bad(msg: impl Into<String>) -> TxError {
     TxError::invalid(None, msg)
 }
 
-/// The body of a proxy event as JSON; `{}` when there is none.
-fn body_of(event: &Value) -> Result<Value, TxError> {
-    let text = match event["body"].as_str() {
+/// The body of a proxy request as JSON; `{}` when there is none.
+fn body_of(request: &ApiGatewayProxyRequest) -> Result<Value, TxError> {
+    let text = match request.body.as_deref() {
         None | Some("") => return Ok(json!({})),
-        Some(text) if event["isBase64Encoded"].as_bool() == Some(true) => {
+        Some(text) if request.is_base64_encoded => {
             use base64::Engine;
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(text)
@@ -48,14 +54,19 @@ fn body_of(event: &Value) -> Result<Value, TxError> {
     serde_json::from_str(&text).map_err(|e| bad(format!("the body is not valid JSON: {e}")))
 }
 
-async fn route(store: &Store, runner: Option<&StateMachine>, event: &Value) -> Result<(u16, Value), TxError> {
-    let method = event["httpMethod"].as_str().unwrap_or("");
-    let resource = event["resource"].as_str().unwrap_or("");
-    let param = |k: &str| event["pathParameters"][k].as_str().unwrap_or("").to_string();
-    let body = body_of(event)?;
-    match (method, resource) {
+/// What the function holds from its cold start on.
+struct Api {
+    runner: Option<StateMachine>,
+    entitlements: Option<Entitlements>,
+}
+
+async fn route(store: &Store, api: &Api, request: &ApiGatewayProxyRequest) -> Result<(u16, Value), TxError> {
+    let body = body_of(request)?;
+    let caller = Caller::Principal(request.request_context.identity.user_arn.as_deref());
+    let entitled = |named: &Value| entitle::check_request(api.entitlements.as_ref(), &caller, named);
+    match route_of(request) {
         ("POST", "/transactions") => {
-            let runner = runner.ok_or_else(|| {
+            let runner = api.runner.as_ref().ok_or_else(|| {
                 TxError::Internal("SAGA_STATE_MACHINE_ARN is not set: this function cannot start executions".into())
             })?;
             if !body.is_object() {
@@ -63,23 +74,27 @@ async fn route(store: &Store, runner: Option<&StateMachine>, event: &Value) -> R
                     "the body must be a JSON object: a request with TransactItems, or {\"TransactionId\"}",
                 ));
             }
+            entitled(&body)?;
             let started = start::start(store, runner, &body).await?;
             Ok((200, serde_json::to_value(started).expect("serialisable")))
         }
         ("POST", "/transactions/{id}/resume") => {
-            let id = param("id");
-            dynamo_saga::status::check_id(&id)?;
-            let resumed = start::resume(store, runner, &id).await?;
+            let id = path_parameter(request, "id");
+            dynamo_saga::status::check_id(id)?;
+            let resumed = start::resume(store, api.runner.as_ref(), id).await?;
             Ok((200, serde_json::to_value(resumed).expect("serialisable")))
         }
         ("POST", "/transactions/staged") => {
+            entitled(&body)?;
             let id = stage::create(store, &body).await?;
             Ok((201, json!({ "TransactionId": id })))
         }
         ("PUT", "/transactions/staged/{id}/chunks/{chunk}") => {
-            let chunk: usize = param("chunk").parse().map_err(|_| bad("the chunk number must be a whole number"))?;
+            let chunk: usize =
+                path_parameter(request, "chunk").parse().map_err(|_| bad("the chunk number must be a whole number"))?;
             let items = body.get("TransactItems").ok_or_else(|| bad("the body must be {\"TransactItems\": [...]}"))?;
-            let done = stage::append(store, &param("id"), chunk, items).await?;
+            entitled(items)?;
+            let done = stage::append(store, path_parameter(request, "id"), chunk, items).await?;
             Ok((200, serde_json::to_value(done).expect("serialisable")))
         }
         ("POST", "/transactions/staged/{id}/seal") => {
@@ -89,14 +104,14 @@ async fn route(store: &Store, runner: Option<&StateMachine>, event: &Value) -> R
             };
             // With a ClientRequestToken an earlier transaction already used, the seal answers that transaction, not
             // the staged id: the execution input names the one that runs.
-            let begun = stage::seal(store, &param("id"), chunks).await?;
+            let begun = stage::seal(store, path_parameter(request, "id"), chunks).await?;
             Ok((
                 200,
                 json!({"TransactionId": begun.transaction_id, "Actions": begun.actions, "Batches": begun.batches,
                 "State": begun.state, "ExecutionInput": {"TransactionId": begun.transaction_id}}),
             ))
         }
-        _ => Err(TxError::invalid(None, format!("no route {method} {resource}"))),
+        (method, resource) => Err(TxError::invalid(None, format!("no route {method} {resource}"))),
     }
 }
 
@@ -108,6 +123,7 @@ async fn main() -> Result<(), Error> {
         }
         _ => None,
     };
-    let runner = &runner;
-    saga_lambda::serve_api("API", |store, event| async move { route(&store, runner.as_ref(), &event).await }).await
+    let entitlements = Entitlements::from_vars(|k| std::env::var(k).ok()).map_err(|e| format!("configuration: {e}"))?;
+    let api = &Api { runner, entitlements };
+    saga_lambda::serve_api("API", |store, request| async move { route(&store, api, &request).await }).await
 }

@@ -4,23 +4,21 @@
 //! 429 (`Throttled`) or 500 with `{"__type", "message"}`. It only reads.
 
 use dynamo_saga::{status, Store, TxError};
-use saga_lambda::Error;
+use saga_lambda::{path_parameter, route_of, ApiGatewayProxyRequest, Error};
 use serde_json::Value;
 
-async fn route(store: &Store, event: &Value) -> Result<Value, TxError> {
-    let method = event["httpMethod"].as_str().unwrap_or("");
-    let resource = event["resource"].as_str().unwrap_or("");
-    match (method, resource) {
+async fn route(store: &Store, request: &ApiGatewayProxyRequest) -> Result<Value, TxError> {
+    match route_of(request) {
         ("GET", "/transactions/{id}") => {
-            let id = event["pathParameters"]["id"].as_str().unwrap_or("");
+            let id = path_parameter(request, "id");
             Ok(serde_json::to_value(status::status(store, id).await?).expect("serialisable"))
         }
-        _ => Err(TxError::invalid(None, format!("no route {method} {resource}"))),
+        (method, resource) => Err(TxError::invalid(None, format!("no route {method} {resource}"))),
     }
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    saga_lambda::serve_api("status", |store, event| async move { route(&store, &event).await.map(|body| (200, body)) })
+    saga_lambda::serve_api("status", |store, request| async move { route(&store, &request).await.map(|b| (200, b)) })
         .await
 }

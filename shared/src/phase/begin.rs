@@ -35,9 +35,13 @@ pub struct Begun {
     pub created: bool,
     pub state: TxState,
     pub usage: Usage,
-    /// The header this call wrote when it carried the request out in one call (the transaction has ended).
+    /// The transaction's header, when this call wrote it whole (it carried the request out in one call) or found the
+    /// transaction begun before.
     #[serde(skip)]
-    pub ended_here: Option<Box<records::Header>>,
+    pub header: Option<Box<records::Header>>,
+    /// Whether this call carried the request out in one call: the transaction has ended here.
+    #[serde(skip)]
+    pub ended_here: bool,
 }
 
 /// Validates a request against the tables' key schemas without writing anything.
@@ -151,7 +155,8 @@ pub(crate) async fn begin_as(
             created: true,
             state: h.state,
             usage,
-            ended_here: Some(h),
+            header: Some(h),
+            ended_here: true,
         }),
         Direct::Existing(h) => Some(already_begun(*h, usage)),
         Direct::Protocol => None,
@@ -221,7 +226,8 @@ pub(crate) async fn begin_as(
         created,
         state: TxState::Pending,
         usage: m.usage(),
-        ended_here: None,
+        header: None,
+        ended_here: false,
     })
 }
 
@@ -365,7 +371,10 @@ impl Begun {
     /// call, with the capacity that call consumed, when metrics are on: such a transaction never reaches the Release
     /// function, which writes every other one's.
     pub fn emit_metrics(&self, store: &Store) {
-        let (Some(namespace), Some(h)) = (store.cfg.metrics_namespace.as_deref(), &self.ended_here) else { return };
+        let (Some(namespace), Some(h)) = (store.cfg.metrics_namespace.as_deref(), &self.header) else { return };
+        if !self.ended_here {
+            return;
+        }
         let h = records::Header { usage: self.usage, ..(**h).clone() };
         println!("{}", crate::metrics::record(&h, namespace, now_ms()));
     }
@@ -373,13 +382,14 @@ impl Begun {
 
 fn already_begun(h: records::Header, usage: Usage) -> Begun {
     Begun {
-        transaction_id: h.id,
+        transaction_id: h.id.clone(),
         actions: h.actions,
         batches: h.batches,
         created: false,
         state: h.state,
         usage,
-        ended_here: None,
+        header: Some(Box::new(h)),
+        ended_here: false,
     }
 }
 
