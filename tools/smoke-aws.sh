@@ -21,9 +21,10 @@
 #   1. POST /transactions through awscurl (SigV4): 120 puts, more than one TransactWriteItems call takes, so the API
 #      function begins the transaction and the state machine runs every phase. GET /transactions/{id} until it has
 #      finished COMMITTED; the execution must end SUCCEEDED and the table hold the 120 items.
-#   2. dynamo-saga submit (the CLI, a release build) through the state machine: 3 actions over those items, carried out
-#      in one TransactWriteItems call. dynamo-saga status and get read it back, and so does GET /transactions/{id}.
-#   3. The sweeper, invoked once by hand: it must answer with a report and no function error.
+#   2. dynamo-saga --stack (the CLI, a release build, a client of the stack's API): submit 3 actions over those items,
+#      carried out in one TransactWriteItems call by the API function. dynamo-saga status and get read it back, and so
+#      does GET /transactions/{id}.
+#   3. The sweeper, invoked once by hand and once through dynamo-saga --stack sweep: each must answer with a report.
 # At the end, on success or failure (unless --keep), it deletes the stack (sam delete, which takes every log group the
 # stack writes with it), the transactions table the stack retains, and the smoke table. The packages sam deploy
 # uploaded are deleted by sam delete; the bucket SAM CLI manages (stack aws-sam-cli-managed-default) is left, as it is
@@ -181,14 +182,14 @@ count=$(aws dynamodb scan --table-name "$table" --select COUNT --consistent-read
 [ "$count" = 120 ] || fail "the table holds $count items, not 120"
 echo "the table holds the 120 items"
 
-step "2. dynamo-saga submit through the state machine: 3 actions in one call"
+step "2. dynamo-saga --stack submit through the API: 3 actions in one call"
 jq -n --arg t "$table" '{TransactItems: [
   {Update: {TableName: $t, Key: {pk: {S: "api-000"}}, UpdateExpression: "SET touched = :by",
     ExpressionAttributeValues: {":by": {S: "cli"}}, ConditionExpression: "attribute_exists(pk)"}},
   {Put: {TableName: $t, Item: {pk: {S: "cli-1"}, source: {S: "cli"}}, ConditionExpression: "attribute_not_exists(pk)"}},
   {ConditionCheck: {TableName: $t, Key: {pk: {S: "api-001"}}, ConditionExpression: "attribute_exists(pk)"}}]}' \
   >"$work/cli.json"
-export SAGA_TABLE=$tx_table SAGA_ALLOWED_TABLES=$table SAGA_STATE_MACHINE_ARN=$state_machine
+export SAGA_STACK=$stack
 submitted=$("$cli" --json submit "$work/cli.json") || fail "dynamo-saga submit exited $?: $submitted"
 cli_id=$(jq -r .TransactionId <<<"$submitted")
 jq -c '{TransactionId, State, Finished}' <<<"$submitted"
@@ -207,3 +208,5 @@ function_error=$(aws lambda invoke --function-name "$sweeper" --cli-binary-forma
 cat "$work/sweep.json"
 echo
 [ "$function_error" = None ] || fail "the sweeper answered a function error: $function_error"
+swept=$("$cli" --json sweep) || fail "dynamo-saga --stack sweep exited $?: $swept"
+jq -c '{Examined, Failed}' <<<"$swept"

@@ -1,10 +1,18 @@
 //! `dynamo-saga`: submit a transaction and follow it, read a transaction's status, read an item at an isolation
 //! level, run the sweeper once. AWS settings come from the standard chain (profile, region, credentials, and
-//! `AWS_ENDPOINT_URL_DYNAMODB` / `AWS_ENDPOINT_URL_SFN` for local endpoints); dynamo-saga's from the `SAGA_*`
-//! variables the functions use (`SAGA_TABLE`, `SAGA_ALLOWED_TABLES`, ...) and `SAGA_STATE_MACHINE_ARN`.
+//! `AWS_ENDPOINT_URL_<SERVICE>` for local endpoints).
+//!
+//! dynamo-saga's settings come from a deployed stack (`--stack NAME` or `SAGA_STACK`: its outputs and parameters,
+//! [`stack`]), through which the CLI is a client of the stack's API ([`api`]) and needs only what an API caller needs;
+//! or from the `SAGA_*` variables the functions use (`SAGA_TABLE`, `SAGA_ALLOWED_TABLES`, ...) and
+//! `SAGA_STATE_MACHINE_ARN`. `--in-process` runs a transaction's phases in this process, with the caller's own
+//! access to the tables.
 //!
 //! Exit codes: 0 done (committed), 1 the transaction rolled back, 2 bad arguments or a rejected request,
 //! 3 no such transaction, 4 any other failure.
+
+mod api;
+mod stack;
 
 use std::io::{IsTerminal, Write};
 use std::str::FromStr;
@@ -16,8 +24,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use dynamo_saga::constants::ENV_TX_TABLE;
 use dynamo_saga::read::{self, Isolation};
+use dynamo_saga::start::Started;
 use dynamo_saga::status::{self, Status};
-use dynamo_saga::sweeper::{StateMachine, Sweeper};
+use dynamo_saga::sweeper::{StateMachine, SweepReport, Sweeper};
 use dynamo_saga::value::{item_from_json, item_to_json};
 use dynamo_saga::{phase, stage, start, Config, Coordinator, Store, TxError, TxState};
 use serde_json::{json, Value};
@@ -29,7 +38,12 @@ struct Args {
     /// Print JSON on stdout instead of text (and no progress on stderr).
     #[arg(long, global = true)]
     json: bool,
-    /// The transactions table (default: SAGA_TABLE; the other SAGA_* settings still apply).
+    /// The deployed dynamo-saga stack whose outputs and parameters give every setting (default: SAGA_STACK). Through
+    /// it, submit, status and resume go through the stack's API and sweep runs the stack's sweeper, unless
+    /// --in-process.
+    #[arg(long, global = true, value_name = "NAME", env = "SAGA_STACK", conflicts_with = "table")]
+    stack: Option<String>,
+    /// The transactions table, without a stack (default: SAGA_TABLE; the other SAGA_* settings still apply).
     #[arg(long, global = true, value_name = "NAME")]
     table: Option<String>,
     /// Log what the library does on stderr (-v: info, -vv: debug); RUST_LOG, when set, chooses instead.
@@ -123,12 +137,12 @@ enum Command {
 }
 
 /// A failure and its exit code.
-struct Failure(i32, String);
+pub struct Failure(i32, String);
 
 impl From<TxError> for Failure {
     fn from(e: TxError) -> Self {
         let code = match &e {
-            TxError::Validation(_) => 2,
+            TxError::Validation(_) | TxError::AccessDenied(_) => 2,
             TxError::NotFound(_) => 3,
             TxError::Canceled(_) | TxError::Aborted(_) => 1,
             _ => 4,
@@ -137,39 +151,95 @@ impl From<TxError> for Failure {
     }
 }
 
-async fn store(a: &Args) -> Result<Store, Failure> {
-    let lookup = |k: &str| match &a.table {
-        Some(t) if k == ENV_TX_TABLE => Some(t.clone()),
-        _ => std::env::var(k).ok(),
-    };
-    let mut cfg =
-        Config::from_vars(lookup).map_err(|e| match lookup(ENV_TX_TABLE).filter(|t| !t.trim().is_empty()) {
-            None => Failure(2, format!("{e} (or pass --table)")),
-            Some(_) => Failure(2, e.to_string()),
-        })?;
-    // Metrics lines go to a function's log, which CloudWatch reads; here they would only mix into the output.
-    cfg.metrics_namespace = None;
-    Ok(Store::connect(cfg).await)
+/// What every command works with: its arguments, the stack they name, and the AWS configuration.
+struct Ctx {
+    args: Args,
+    stack: Option<stack::Stack>,
+    sdk: aws_config::SdkConfig,
 }
 
-async fn state_machine(arn: Option<&str>) -> Option<StateMachine> {
-    let arn =
-        arn.map(String::from).or_else(|| std::env::var("SAGA_STATE_MACHINE_ARN").ok().filter(|s| !s.is_empty()))?;
-    Some(StateMachine { client: dynamo_saga::calls::state_machine_client().await, arn })
+impl Ctx {
+    /// The `SAGA_*` setting `k`: the stack's, when a stack is named and sets it; `--table`; else the environment.
+    fn var(&self, k: &str) -> Option<String> {
+        if let Some(v) = self.stack.as_ref().and_then(|s| s.var(k)) {
+            return Some(v);
+        }
+        match &self.args.table {
+            Some(t) if k == ENV_TX_TABLE => Some(t.clone()),
+            _ => std::env::var(k).ok(),
+        }
+    }
+
+    /// A store on this process's own credentials, for the commands that read or write the tables themselves.
+    async fn store(&self) -> Result<Store, Failure> {
+        let lookup = |k: &str| self.var(k);
+        let mut cfg =
+            Config::from_vars(lookup).map_err(|e| match lookup(ENV_TX_TABLE).filter(|t| !t.trim().is_empty()) {
+                None => Failure(2, format!("{e} (or pass --stack or --table)")),
+                Some(_) => Failure(2, e.to_string()),
+            })?;
+        // Metrics lines go to a function's log, which CloudWatch reads; here they would only mix into the output.
+        cfg.metrics_namespace = None;
+        Ok(Store::connect(cfg).await)
+    }
+
+    /// The stack's API, when a stack is named and `in_process` is not asked for.
+    fn api(&self, in_process: bool) -> Result<Option<api::Api>, Failure> {
+        match &self.stack {
+            Some(stack) if !in_process => {
+                api::Api::new(stack.output(stack::API_URL)?, &self.sdk).map(Some).map_err(|e| Failure(4, e))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// The state machine `arn` names, else the stack's, else `SAGA_STATE_MACHINE_ARN`'s.
+    async fn state_machine(&self, arn: Option<&str>) -> Result<Option<StateMachine>, Failure> {
+        let arn = match (arn, &self.stack) {
+            (Some(arn), _) => Some(arn.to_string()),
+            (None, Some(stack)) => Some(stack.output(stack::STATE_MACHINE_ARN)?.to_string()),
+            (None, None) => std::env::var("SAGA_STATE_MACHINE_ARN").ok().filter(|s| !s.is_empty()),
+        };
+        let Some(arn) = arn else { return Ok(None) };
+        Ok(Some(StateMachine { client: dynamo_saga::calls::state_machine_client().await, arn }))
+    }
+
+    /// The state machine a command that would otherwise run in this process needs: an error that says what to pass
+    /// when none is set, rather than a silent fallback to this process.
+    async fn required_state_machine(&self, arn: Option<&str>, command: &str) -> Result<StateMachine, Failure> {
+        self.state_machine(arn).await?.ok_or_else(|| {
+            Failure(
+                2,
+                format!(
+                    "{command} needs a stack (--stack NAME, or SAGA_STACK), a state machine (--state-machine ARN, or \
+                     SAGA_STATE_MACHINE_ARN) or --in-process to run the transaction in this process"
+                ),
+            )
+        })
+    }
 }
 
-/// The state machine a command that would otherwise run in this process needs: an error that says what to pass when
-/// none is set, rather than a silent fallback to this process.
-async fn required_state_machine(arn: Option<&str>, command: &str) -> Result<StateMachine, Failure> {
-    state_machine(arn).await.ok_or_else(|| {
-        Failure(
-            2,
-            format!(
-                "{command} needs a state machine (--state-machine ARN, or SAGA_STATE_MACHINE_ARN) or --in-process to \
-                 run the transaction in this process"
-            ),
-        )
-    })
+/// Where a transaction's status is read: the stack's API, or the transactions table itself.
+enum Reader<'a> {
+    Api(&'a api::Api),
+    Table(&'a Store),
+}
+
+impl Reader<'_> {
+    async fn status(&self, id: &str) -> Result<Status, TxError> {
+        match self {
+            Reader::Api(api) => api.call("GET", &format!("/{id}"), None).await,
+            Reader::Table(store) => status::status(store, id).await,
+        }
+    }
+
+    /// How long to wait between two reads while following: the API counts each request against its throttling.
+    fn pause(&self) -> Duration {
+        match self {
+            Reader::Api(_) => Duration::from_secs(1),
+            Reader::Table(_) => Duration::from_millis(250),
+        }
+    }
 }
 
 fn print_json(v: &Value) {
@@ -328,14 +398,14 @@ impl Progress {
 
 /// Follows a transaction until it finishes (or `stopped` says the driver stopped), showing its progress.
 async fn follow(
-    store: &Store,
+    reader: &Reader<'_>,
     id: &str,
     json: bool,
     mut stopped: impl FnMut() -> Option<String>,
 ) -> Result<Status, Failure> {
     let mut progress = Progress::new(json);
     loop {
-        let s = status::status(store, id).await?;
+        let s = reader.status(id).await?;
         progress.show(&s);
         if s.finished {
             progress.done();
@@ -348,7 +418,7 @@ async fn follow(
                 format!("{why}; transaction {id} is {} and not finished (the sweeper finishes it)", s.state.as_str()),
             ));
         }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::sleep(reader.pause()).await;
     }
 }
 
@@ -367,15 +437,15 @@ fn read_request(path: &str) -> Result<Value, Failure> {
     Ok(v)
 }
 
-/// Stages `body` (create, append in chunks of at most 1,000 actions, seal): validated and written, ready to run.
+/// The actions of one staged chunk: a chunk holds at most 1,000, well inside what one request or item holds.
+const CHUNK_ACTIONS: usize = 1000;
+
+/// Stages `body` (create, append in chunks of [`CHUNK_ACTIONS`], seal) in the transactions table: validated and
+/// written, ready to run.
 async fn stage_request(store: &Store, body: &Value) -> Result<String, Failure> {
-    let mut envelope = body.as_object().cloned().unwrap_or_default();
-    let items = envelope.remove("TransactItems").unwrap_or(Value::Null);
-    let Some(list) = items.as_array() else {
-        return Err(TxError::invalid(None, "TransactItems is required and must be an array").into());
-    };
-    let id = stage::create(store, &Value::Object(envelope)).await?;
-    let chunks: Vec<&[Value]> = list.chunks(1000).collect();
+    let (envelope, items) = split_request(body)?;
+    let id = stage::create(store, &envelope).await?;
+    let chunks: Vec<&[Value]> = items.chunks(CHUNK_ACTIONS).collect();
     for (i, chunk) in chunks.iter().enumerate() {
         stage::append(store, &id, i, &json!(chunk)).await?;
     }
@@ -383,44 +453,85 @@ async fn stage_request(store: &Store, body: &Value) -> Result<String, Failure> {
     Ok(id)
 }
 
+/// Stages `body` through the API's staging routes, as [`stage_request`] does in the table.
+async fn stage_through(api: &api::Api, body: &Value) -> Result<String, Failure> {
+    let (envelope, items) = split_request(body)?;
+    let created: Value = api.call("POST", "/staged", Some(&envelope)).await?;
+    let id = created["TransactionId"].as_str().unwrap_or_default().to_string();
+    let chunks: Vec<&[Value]> = items.chunks(CHUNK_ACTIONS).collect();
+    for (i, chunk) in chunks.iter().enumerate() {
+        let _: Value =
+            api.call("PUT", &format!("/staged/{id}/chunks/{i}"), Some(&json!({ "TransactItems": chunk }))).await?;
+    }
+    let _: Value = api.call("POST", &format!("/staged/{id}/seal"), Some(&json!({ "Chunks": chunks.len() }))).await?;
+    Ok(id)
+}
+
+/// A request's `TransactItems`, and the rest of it.
+fn split_request(body: &Value) -> Result<(Value, Vec<Value>), Failure> {
+    let mut envelope = body.as_object().cloned().unwrap_or_default();
+    match envelope.remove("TransactItems") {
+        Some(Value::Array(items)) => Ok((Value::Object(envelope), items)),
+        _ => Err(TxError::invalid(None, "TransactItems is required and must be an array").into()),
+    }
+}
+
+/// Whether `body` goes to `start` whole, as `POST /transactions` takes it: under 100 actions, which it carries out
+/// in one call when it can. A larger one is staged in chunks, so no single request holds all of it.
+fn small(body: &Value) -> bool {
+    body["TransactItems"].as_array().is_some_and(|a| a.len() < dynamo_saga::constants::MAX_TRANSACT_ACTIONS)
+}
+
+/// Says how a transaction started, unless the output is JSON.
+fn report_start(json: bool, started: &Started) {
+    if json {
+        return;
+    }
+    let id = &started.transaction_id;
+    match &started.execution_arn {
+        Some(arn) if !started.finished => eprintln!("transaction {id}: execution {arn}"),
+        _ => eprintln!("transaction {id}: {}, carried out in one TransactWriteItems call", started.state.as_str()),
+    }
+}
+
 async fn submit(
-    a: &Args,
+    ctx: &Ctx,
     path: &str,
     state_machine_arn: Option<&str>,
     in_process: bool,
     no_follow: bool,
 ) -> Result<i32, Failure> {
     let body = read_request(path)?;
-    let store = store(a).await?;
-    let sm = if in_process { None } else { Some(required_state_machine(state_machine_arn, "submit").await?) };
+    let json = ctx.args.json;
     let started = Instant::now();
-    let final_status = match sm {
-        Some(sm) => {
-            // Under 100 actions the request goes to start() whole, as POST /transactions sends it, which carries it
-            // out in one call when it can; a larger one is staged in chunks, so no single call holds all of it.
-            let small = body["TransactItems"]
-                .as_array()
-                .is_some_and(|a| a.len() < dynamo_saga::constants::MAX_TRANSACT_ACTIONS);
-            let started = if small {
-                dynamo_saga::start::start(&store, &sm, &body).await?
-            } else {
-                let id = stage_request(&store, &body).await?;
-                dynamo_saga::start::start(&store, &sm, &json!({ "TransactionId": id })).await?
-            };
-            let id = started.transaction_id;
-            if !a.json {
-                match &started.execution_arn {
-                    Some(arn) => eprintln!("transaction {id}: execution {arn}"),
-                    None => eprintln!(
-                        "transaction {id}: {} in one TransactWriteItems call; its execution could not be started",
-                        started.state.as_str()
-                    ),
-                }
-            }
-            let arn = started.execution_arn.unwrap_or_default();
-            if no_follow {
-                status::status(&store, &id).await?
-            } else {
+    let final_status = if let Some(api) = ctx.api(in_process || state_machine_arn.is_some())? {
+        let begun: Started = if small(&body) {
+            api.call("POST", "", Some(&body)).await?
+        } else {
+            let id = stage_through(&api, &body).await?;
+            api.call("POST", "", Some(&json!({ "TransactionId": id }))).await?
+        };
+        report_start(json, &begun);
+        let reader = Reader::Api(&api);
+        if no_follow || begun.finished {
+            reader.status(&begun.transaction_id).await?
+        } else {
+            follow(&reader, &begun.transaction_id, json, || None).await?
+        }
+    } else if !in_process {
+        let store = ctx.store().await?;
+        let sm = ctx.required_state_machine(state_machine_arn, "submit").await?;
+        let begun = if small(&body) {
+            start::start(&store, &sm, &body).await?
+        } else {
+            let id = stage_request(&store, &body).await?;
+            start::start(&store, &sm, &json!({ "TransactionId": id })).await?
+        };
+        report_start(json, &begun);
+        let reader = Reader::Table(&store);
+        match begun.execution_arn.filter(|_| !(no_follow || begun.finished)) {
+            None => reader.status(&begun.transaction_id).await?,
+            Some(arn) => {
                 let (tx, mut rx) = tokio::sync::watch::channel(None::<String>);
                 let client = sm.client.clone();
                 let watcher = tokio::spawn(async move {
@@ -438,39 +549,39 @@ async fn submit(
                         }
                     }
                 });
-                let s = follow(&store, &id, a.json, || rx.borrow_and_update().clone()).await;
+                let s = follow(&reader, &begun.transaction_id, json, || rx.borrow_and_update().clone()).await;
                 watcher.abort();
                 s?
             }
         }
-        None => {
-            let begun = phase::begin::submit_here(&store, &body).await?;
-            let id = begun.transaction_id.clone();
-            if !a.json && begun.batches == 0 {
-                eprintln!("transaction {id}: {} actions in one TransactWriteItems call", begun.actions);
-            } else if !a.json {
-                eprintln!(
-                    "transaction {id}: {} actions in {} batches, driven in this process",
-                    begun.actions, begun.batches
-                );
-            }
-            let driver = tokio::spawn({
-                let store = store.clone();
-                let id = id.clone();
-                async move { Coordinator::new(store).drive(&id).await }
-            });
-            let stopped = || driver.is_finished().then(|| "the driver stopped".to_string());
-            let s = follow(&store, &id, a.json, stopped).await;
-            if let Ok(Err(e)) = driver.await {
-                if !matches!(e, TxError::Canceled(_) | TxError::Aborted(_)) {
-                    return Err(e.into());
-                }
-            }
-            s?
+    } else {
+        let store = ctx.store().await?;
+        let begun = phase::begin::submit_here(&store, &body).await?;
+        let id = begun.transaction_id.clone();
+        if !json && begun.batches == 0 {
+            eprintln!("transaction {id}: {} actions in one TransactWriteItems call", begun.actions);
+        } else if !json {
+            eprintln!(
+                "transaction {id}: {} actions in {} batches, driven in this process",
+                begun.actions, begun.batches
+            );
         }
+        let driver = tokio::spawn({
+            let store = store.clone();
+            let id = id.clone();
+            async move { Coordinator::new(store).drive(&id).await }
+        });
+        let stopped = || driver.is_finished().then(|| "the driver stopped".to_string());
+        let s = follow(&Reader::Table(&store), &id, json, stopped).await;
+        if let Ok(Err(e)) = driver.await {
+            if !matches!(e, TxError::Canceled(_) | TxError::Aborted(_)) {
+                return Err(e.into());
+            }
+        }
+        s?
     };
-    print_status(a.json, &final_status);
-    if !a.json {
+    print_status(json, &final_status);
+    if !json {
         println!("  {:.1} s in all", started.elapsed().as_secs_f64());
     }
     Ok(match (final_status.finished, final_status.state) {
@@ -480,19 +591,27 @@ async fn submit(
     })
 }
 
-async fn show_status(a: &Args, id: &str) -> Result<i32, Failure> {
-    let s = status::status(&store(a).await?, id).await?;
-    print_status(a.json, &s);
+async fn show_status(ctx: &Ctx, id: &str) -> Result<i32, Failure> {
+    let s = match ctx.api(false)? {
+        Some(api) => Reader::Api(&api).status(id).await?,
+        None => status::status(&ctx.store().await?, id).await?,
+    };
+    print_status(ctx.args.json, &s);
     Ok(0)
 }
 
-async fn resume(a: &Args, id: &str, state_machine_arn: Option<&str>, in_process: bool) -> Result<i32, Failure> {
+async fn resume(ctx: &Ctx, id: &str, state_machine_arn: Option<&str>, in_process: bool) -> Result<i32, Failure> {
     status::check_id(id)?;
-    let store = store(a).await?;
-    let sm = if in_process { None } else { Some(required_state_machine(state_machine_arn, "resume").await?) };
-    if let Some(sm) = sm {
-        let resumed = start::resume(&store, Some(&sm), id).await?;
-        if a.json {
+    let resumed: Option<Started> = if let Some(api) = ctx.api(in_process || state_machine_arn.is_some())? {
+        Some(api.call("POST", &format!("/{id}/resume"), None).await?)
+    } else if !in_process {
+        let sm = ctx.required_state_machine(state_machine_arn, "resume").await?;
+        Some(start::resume(&ctx.store().await?, Some(&sm), id).await?)
+    } else {
+        None
+    };
+    if let Some(resumed) = resumed {
+        if ctx.args.json {
             print_json(&serde_json::to_value(&resumed).expect("resumed"));
         } else {
             match &resumed.execution_arn {
@@ -502,9 +621,10 @@ async fn resume(a: &Args, id: &str, state_machine_arn: Option<&str>, in_process:
         }
         return Ok(0);
     }
+    let store = ctx.store().await?;
     let outcome = Coordinator::new(store.clone()).drive(id).await;
     let s = status::status(&store, id).await?;
-    print_status(a.json, &s);
+    print_status(ctx.args.json, &s);
     match outcome {
         Ok(_) => Ok(0),
         Err(TxError::Canceled(_) | TxError::Aborted(_)) => Ok(1),
@@ -512,12 +632,12 @@ async fn resume(a: &Args, id: &str, state_machine_arn: Option<&str>, in_process:
     }
 }
 
-async fn get(a: &Args, table: &str, key: &str, isolation: Isolation) -> Result<i32, Failure> {
+async fn get(ctx: &Ctx, table: &str, key: &str, isolation: Isolation) -> Result<i32, Failure> {
     let bad_key = |m: String| Failure(2, m);
     let key: Value = serde_json::from_str(key).map_err(|e| bad_key(format!("KEY is not valid JSON: {e}")))?;
     let key = item_from_json(&key).map_err(|e| bad_key(format!("KEY is not DynamoDB JSON: {e}")))?;
-    let item = read::get_item(&store(a).await?, table, key, isolation).await?;
-    match (item, a.json) {
+    let item = read::get_item(&ctx.store().await?, table, key, isolation).await?;
+    match (item, ctx.args.json) {
         (Some(i), _) => print_json(&item_to_json(&i)),
         (None, json) => {
             if json {
@@ -531,26 +651,79 @@ async fn get(a: &Args, table: &str, key: &str, isolation: Isolation) -> Result<i
     Ok(0)
 }
 
+/// Runs the stack's sweeper function once (`lambda:InvokeFunction`), as its schedule does, and returns its report.
+async fn sweep_by_stack(
+    ctx: &Ctx,
+    stack: &stack::Stack,
+    older_than: Option<u64>,
+    max: Option<usize>,
+) -> Result<SweepReport, Failure> {
+    let arn = stack.output(stack::SWEEPER_FUNCTION_ARN)?;
+    // Lambda takes the function's name as well as its ARN; the stack's function is in this Region and account.
+    let function = arn.rsplit_once(":function:").map_or(arn, |(_, name)| name);
+    let mut input = json!({});
+    if let Some(s) = older_than {
+        input["OlderThanSeconds"] = json!(s);
+    }
+    if let Some(n) = max {
+        input["MaxTransactions"] = json!(n);
+    }
+    let mut conf = aws_sdk_lambda::config::Builder::from(&ctx.sdk);
+    if let Some(log) = dynamo_saga::calls::CallLog::from_env() {
+        conf = conf.interceptor(log);
+    }
+    let out = aws_sdk_lambda::Client::from_conf(conf.build())
+        .invoke()
+        .function_name(function)
+        .payload(aws_sdk_lambda::primitives::Blob::new(input.to_string()))
+        .send()
+        .await
+        .map_err(|e| {
+            Failure(4, format!("invoking the sweeper {arn}: {}", aws_sdk_lambda::error::DisplayErrorContext(&e)))
+        })?;
+    let payload = out.payload().map(|p| p.as_ref().to_vec()).unwrap_or_default();
+    if let Some(kind) = out.function_error() {
+        let v: Value = serde_json::from_slice(&payload).unwrap_or(Value::Null);
+        return Err(Failure(
+            4,
+            format!(
+                "the sweeper {arn} failed ({kind}): {} {}",
+                v["errorType"].as_str().unwrap_or(""),
+                v["errorMessage"].as_str().unwrap_or("")
+            ),
+        ));
+    }
+    serde_json::from_slice(&payload)
+        .map_err(|e| Failure(4, format!("the sweeper {arn} answered what is not a sweep report ({e})")))
+}
+
 async fn sweep(
-    a: &Args,
+    ctx: &Ctx,
     older_than: Option<u64>,
     max: Option<usize>,
     state_machine_arn: Option<&str>,
     in_process: bool,
 ) -> Result<i32, Failure> {
-    let mut sweeper =
-        Sweeper::from_vars(store(a).await?, |k| std::env::var(k).ok()).map_err(|e| Failure(2, e.to_string()))?;
-    if let Some(s) = older_than {
-        sweeper.stale_after = Duration::from_secs(s);
-    }
-    if let Some(n) = max {
-        sweeper.max_transactions = n;
-    }
-    sweeper.state_machine =
-        if in_process { None } else { Some(required_state_machine(state_machine_arn, "sweep").await?) };
-    let report = sweeper.sweep().await?;
+    let report = match &ctx.stack {
+        Some(stack) if !in_process && state_machine_arn.is_none() => {
+            sweep_by_stack(ctx, stack, older_than, max).await?
+        }
+        _ => {
+            let mut sweeper =
+                Sweeper::from_vars(ctx.store().await?, |k| ctx.var(k)).map_err(|e| Failure(2, e.to_string()))?;
+            if let Some(s) = older_than {
+                sweeper.stale_after = Duration::from_secs(s);
+            }
+            if let Some(n) = max {
+                sweeper.max_transactions = n;
+            }
+            sweeper.state_machine =
+                if in_process { None } else { Some(ctx.required_state_machine(state_machine_arn, "sweep").await?) };
+            sweeper.sweep().await?
+        }
+    };
     let v = serde_json::to_value(&report).expect("report");
-    if a.json {
+    if ctx.args.json {
         print_json(&v);
     } else {
         println!(
@@ -574,12 +747,13 @@ async fn sweep(
 }
 
 /// Exit 0 when nothing was found (or everything found was cleared), 1 when traces are left.
-async fn audit(a: &Args, tables: &[String], clear: bool) -> Result<i32, Failure> {
-    let store = store(a).await?;
+async fn audit(ctx: &Ctx, tables: &[String], clear: bool) -> Result<i32, Failure> {
+    let json = ctx.args.json;
+    let store = ctx.store().await?;
     let mut left = 0;
     let mut reports = Vec::new();
     for table in tables {
-        let shown = !a.json && std::io::stderr().is_terminal();
+        let shown = !json && std::io::stderr().is_terminal();
         let report = dynamo_saga::audit::audit_table(&store, table, clear, |p| {
             if shown {
                 eprint!("\r{}: {} items read", p.table_name, p.scanned);
@@ -590,7 +764,7 @@ async fn audit(a: &Args, tables: &[String], clear: bool) -> Result<i32, Failure>
             eprintln!();
         }
         left += report.traces.iter().filter(|t| !t.cleared).count();
-        if !a.json {
+        if !json {
             println!(
                 "{}: {} items read ({:.1} read units), {} locked by transactions under way, {} left by ended ones{}",
                 report.table_name,
@@ -618,30 +792,42 @@ async fn audit(a: &Args, tables: &[String], clear: bool) -> Result<i32, Failure>
         }
         reports.push(report);
     }
-    if a.json {
+    if json {
         print_json(&serde_json::to_value(&reports).expect("reports"));
     }
     Ok(if left == 0 { 0 } else { 1 })
 }
 
-async fn run(a: Args) -> Result<i32, Failure> {
-    match &a.command {
+fn completions(shell: Shell) -> Result<i32, Failure> {
+    clap_complete::generate(shell, &mut Args::command(), "dynamo-saga", &mut std::io::stdout());
+    Ok(0)
+}
+
+async fn run(args: Args) -> Result<i32, Failure> {
+    // A completion script needs no AWS configuration, nor the stack SAGA_STACK may name.
+    if let Command::Completions { shell } = &args.command {
+        return completions(*shell);
+    }
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let stack = match args.stack.as_deref().filter(|s| !s.is_empty()) {
+        Some(name) => Some(stack::Stack::describe(name, &sdk).await?),
+        None => None,
+    };
+    let ctx = Ctx { args, stack, sdk };
+    match &ctx.args.command {
         Command::Submit { file, state_machine, in_process, no_follow } => {
-            submit(&a, file, state_machine.as_deref(), *in_process, *no_follow).await
+            submit(&ctx, file, state_machine.as_deref(), *in_process, *no_follow).await
         }
-        Command::Status { id } => show_status(&a, id).await,
+        Command::Status { id } => show_status(&ctx, id).await,
         Command::Resume { id, state_machine, in_process } => {
-            resume(&a, id, state_machine.as_deref(), *in_process).await
+            resume(&ctx, id, state_machine.as_deref(), *in_process).await
         }
-        Command::Get { item_table, key, isolation } => get(&a, item_table, key, *isolation).await,
+        Command::Get { item_table, key, isolation } => get(&ctx, item_table, key, *isolation).await,
         Command::Sweep { older_than, max, state_machine, in_process } => {
-            sweep(&a, *older_than, *max, state_machine.as_deref(), *in_process).await
+            sweep(&ctx, *older_than, *max, state_machine.as_deref(), *in_process).await
         }
-        Command::Audit { tables, clear } => audit(&a, tables, *clear).await,
-        Command::Completions { shell } => {
-            clap_complete::generate(*shell, &mut Args::command(), "dynamo-saga", &mut std::io::stdout());
-            Ok(0)
-        }
+        Command::Audit { tables, clear } => audit(&ctx, tables, *clear).await,
+        Command::Completions { shell } => completions(*shell),
     }
 }
 

@@ -221,14 +221,20 @@ async fn bad_arguments_and_requests_get_clear_errors_and_exit_codes() {
         ),
         (vec!["sweep", "--older-than", "soon"], None, 2, "invalid value 'soon' for '--older-than <SECONDS>'"),
         // No silent fallback to this process: a command that would run a transaction says what to pass.
-        (vec!["submit", "-"], Some("{\"TransactItems\": []}".into()), 2, "submit needs a state machine"),
+        (
+            vec!["submit", "-"],
+            Some("{\"TransactItems\": []}".into()),
+            2,
+            "submit needs a stack (--stack NAME, or SAGA_STACK), a state machine",
+        ),
         (
             vec!["sweep"],
             None,
             2,
-            "sweep needs a state machine (--state-machine ARN, or SAGA_STATE_MACHINE_ARN) or --in-process",
+            "sweep needs a stack (--stack NAME, or SAGA_STACK), a state machine (--state-machine ARN, or \
+             SAGA_STATE_MACHINE_ARN) or --in-process",
         ),
-        (vec!["resume", "01JDQ5A7K2M9P4R6T8V1W3X5Z7"], None, 2, "resume needs a state machine"),
+        (vec!["resume", "01JDQ5A7K2M9P4R6T8V1W3X5Z7"], None, 2, "resume needs a stack"),
         (vec!["sweep", "--in-process", "--state-machine", "arn:x"], None, 2, "cannot be used with"),
         (vec!["--table"], None, 2, "a value is required for '--table <NAME>'"),
     ];
@@ -283,7 +289,7 @@ async fn table_flag_keeps_the_other_settings() {
 
     let out = cli_with("", &["status", "01JDQ5A7K2M9P4R6T8V1W3X5Z7"], None, &[("SAGA_TABLE", None)]).await;
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("SAGA_TABLE is not set (or pass --table)"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("SAGA_TABLE is not set (or pass --stack or --table)"), "{}", stderr(&out));
 
     // A transactions table that is not there is named in the error, with where its name came from.
     for args in [&["status", "01JDQ5A7K2M9P4R6T8V1W3X5Z7"][..], &["submit", "-", "--in-process"]] {
@@ -532,4 +538,155 @@ async fn audit_reports_what_ended_transactions_left_and_clears_it_on_request() {
     env.assert_clean().await;
     let out = cli(&env.tx_table, &["audit", &env.a], None).await;
     assert_eq!(out.status.code(), Some(0), "nothing left: {}", String::from_utf8_lossy(&out.stdout));
+}
+
+/// A stack in moto's CloudFormation whose outputs and parameters are the local stack's, named as template.yaml names
+/// them: what `dynamo-saga --stack NAME` reads. Returns its name.
+async fn local_stack(name: &str) -> String {
+    use aws_sdk_cloudformation::config::{BehaviorVersion, Credentials, Region};
+    use aws_sdk_cloudformation::types::Parameter;
+    let st = stack().await;
+    let stack_name = format!("{name}-{}", std::process::id());
+    let outputs = [
+        ("ApiUrl", format!("{}/transactions", st.api)),
+        ("StateMachineArn", STATE_MACHINE_ARN.to_string()),
+        ("TransactionsTableName", st.tx_table.clone()),
+        ("SweeperFunctionArn", "arn:aws:lambda:us-east-1:000000000000:function:saga-sweeper".to_string()),
+    ];
+    let parameters = [
+        ("AllowedTables", "t-*"),
+        ("BatchSize", "100"),
+        ("InFlightLimit", "64"),
+        ("LeaseSeconds", "30"),
+        ("WorkflowType", "STANDARD"),
+    ];
+    // Every name the CLI reads is one the real template gives.
+    let template_text = std::fs::read_to_string(harness::root().join("template.yaml")).unwrap();
+    let (params_part, rest) = template_text.split_once("\nResources:").unwrap();
+    let outputs_part = rest.split_once("\nOutputs:").unwrap().1;
+    for (k, _) in &outputs {
+        assert!(outputs_part.contains(&format!("\n  {k}:")), "template.yaml has no output {k}");
+    }
+    for (k, _) in &parameters {
+        assert!(params_part.contains(&format!("\n  {k}:")), "template.yaml has no parameter {k}");
+    }
+    // Parameters of type String: moto gives a CommaDelimitedList back in Python's notation, where CloudFormation gives
+    // the list as it was passed (Orders,Inventory).
+    let mut body = String::from("Parameters:\n");
+    for (k, _) in &parameters {
+        body.push_str(&format!("  {k}:\n    Type: String\n"));
+    }
+    body.push_str("Resources:\n  Handle:\n    Type: AWS::CloudFormation::WaitConditionHandle\nOutputs:\n");
+    for (k, v) in &outputs {
+        body.push_str(&format!("  {k}:\n    Value: {}\n", serde_json::to_string(v).unwrap()));
+    }
+    let conf = aws_sdk_cloudformation::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .endpoint_url(&st.moto)
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
+        .build();
+    let cfn = aws_sdk_cloudformation::Client::from_conf(conf);
+    let mut create = cfn.create_stack().stack_name(&stack_name).template_body(body);
+    for (k, v) in parameters {
+        create = create.parameters(Parameter::builder().parameter_key(k).parameter_value(v).build());
+    }
+    create.send().await.expect("CreateStack on moto's server");
+    stack_name
+}
+
+/// Runs the command as a client of a stack (`--stack` through `SAGA_STACK`), signing as `key` (an access key of the
+/// local API's), with no DynamoDB or Step Functions endpoint it could reach: through a stack it needs neither.
+async fn cli_as(stack_name: &str, key: (&str, &str), args: &[&str], stdin: Option<String>) -> Output {
+    let st = stack().await;
+    let dead = "http://127.0.0.1:9";
+    let vars = [
+        ("SAGA_STACK", Some(stack_name)),
+        ("AWS_ACCESS_KEY_ID", Some(key.0)),
+        ("AWS_SECRET_ACCESS_KEY", Some(key.1)),
+        ("AWS_ENDPOINT_URL_CLOUDFORMATION", Some(st.moto.as_str())),
+        ("AWS_ENDPOINT_URL_LAMBDA", Some(st.lambda.as_str())),
+        ("AWS_ENDPOINT_URL_DYNAMODB", Some(dead)),
+        ("AWS_ENDPOINT_URL_SFN", Some(dead)),
+        ("SAGA_TABLE", None),
+        ("SAGA_ALLOWED_TABLES", None),
+    ];
+    cli_with("unused", args, stdin, &vars).await
+}
+
+/// `--stack NAME` (here `SAGA_STACK`): the CLI reads the stack's outputs and parameters from CloudFormation and is a
+/// client of its API, signing with its own credentials. `submit` of 2 actions (carried out in one call) and of 250
+/// (staged through the API, run by the state machine), `status` and `resume` through the API work with DynamoDB and
+/// Step Functions out of the CLI's reach; a caller the stack's entitlements do not name is refused (exit 2, naming the
+/// table); `sweep` runs the stack's sweeper function; `get` reads with the stack's settings and the CLI's own access;
+/// a stack that does not exist is an error that says so.
+#[tokio::test]
+async fn with_a_stack_the_cli_is_a_client_of_its_api() {
+    let env = Env::on_stack("clistack").await;
+    let name = local_stack("cli").await;
+    let local = ("local", "local");
+    let keys: Vec<String> = (0..250).map(|i| format!("s{i:03}")).collect();
+    seed(&env, &keys).await;
+
+    let small = updates(&env, &keys[..2]).to_string();
+    let out = cli_as(&name, local, &["--json", "submit", "-"], Some(small)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let s = stdout_json(&out);
+    assert_eq!(
+        (s["State"].as_str(), s["Finished"].as_bool(), s["Direct"].as_bool()),
+        (Some("COMMITTED"), Some(true), Some(true)),
+        "{s}"
+    );
+
+    let rest = updates(&env, &keys[2..]).to_string();
+    let out = cli_as(&name, local, &["submit", "-"], Some(rest)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(text.contains("COMMITTED, finished"), "{text}");
+    let id = text.split_whitespace().nth(1).unwrap().trim_end_matches(':').to_string();
+    assert_eq!(env.get(&env.a, json!({"pk": sv("s249")})).await.unwrap()["v"], nv(1));
+
+    let out = cli_as(&name, local, &["--json", "status", &id], None).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!((stdout_json(&out)["Actions"].as_u64(), stdout_json(&out)["Batches"].as_u64()), (Some(248), Some(3)));
+    let out = cli_as(&name, local, &["--json", "resume", &id], None).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout_json(&out).get("ExecutionArn"), None, "finished: nothing to resume");
+    let out = cli_as(&name, local, &["status", "01JDQ5A7K2M9P4R6T8V1W3X5Z7"], None).await;
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+
+    // A caller the stack's entitlements do not name.
+    let payments = ("AKIAPAYMENTSSERVICE0", "payments-secret");
+    let out = cli_as(&name, payments, &["submit", "-"], Some(updates(&env, &keys[..1]).to_string())).await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("AccessDenied") && err.contains(&format!("table {}", env.a)), "{err}");
+    // Credentials the API does not take: refused by API Gateway itself.
+    let out = cli_as(&name, ("local", "wrong"), &["status", &id], None).await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("signature"), "{}", stderr(&out));
+
+    // get reads the table itself (the stack gives the transactions table); sweep runs the stack's sweeper.
+    let st = stack().await;
+    let out = cli_with(
+        "unused",
+        &["--stack", &name, "get", &env.a, r#"{"pk": {"S": "s007"}}"#],
+        None,
+        &[("AWS_ENDPOINT_URL_CLOUDFORMATION", Some(st.moto.as_str())), ("SAGA_TABLE", None)],
+    )
+    .await;
+    assert_eq!(
+        (out.status.code(), stdout_json(&out)),
+        (Some(0), json!({"pk": sv("s007"), "v": nv(1)})),
+        "{}",
+        stderr(&out)
+    );
+    let out = cli_as(&name, local, &["--json", "sweep", "--older-than", "3600"], None).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout_json(&out)["Examined"].is_u64(), "the sweeper's report: {}", String::from_utf8_lossy(&out.stdout));
+
+    let out = cli_as("no-such-stack", local, &["status", &id], None).await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no-such-stack does not exist"), "{}", stderr(&out));
+    env.assert_clean().await;
 }
