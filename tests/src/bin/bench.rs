@@ -2169,10 +2169,11 @@ mod tests {
     #[test]
     fn the_deployed_settings_are_read_from_the_template_parameters_included() {
         let s = super::deployed_settings();
-        assert_eq!(s.len(), 11, "{s:?}");
+        assert_eq!(s.len(), 12, "{s:?}");
         assert_eq!(s["saga-lock"], (1769, 60), "PhaseMemorySize's default");
         assert_eq!(s["saga-commit"], (256, 60));
         assert_eq!(s["saga-stage"], (1024, 60), "StageMemorySize's default");
+        assert_eq!(s["saga-events"], (256, 60));
     }
 
     #[test]
