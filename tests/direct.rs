@@ -305,11 +305,17 @@ async fn a_request_not_for_one_call_is_begun_as_before() {
     env.assert_clean().await;
 }
 
+/// A request one call can carry, through `start` (what the API and events functions do): carried out in that call and
+/// answered as it ended, without asking Step Functions for anything, which here would refuse every start; the same
+/// token again answers the same transaction.
 #[tokio::test]
-async fn the_api_answers_a_request_it_carried_out_even_when_step_functions_refuses_the_start() {
+async fn start_carries_out_a_request_one_call_can_carry_with_no_execution() {
     use dynamo_saga::sweeper::StateMachine;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     let env = Env::new("direct-api").await;
+    static ASKED: AtomicUsize = AtomicUsize::new(0);
     let throttled = harness::sfn_api::serve(|_op, _body| async {
+        ASKED.fetch_add(1, Ordering::SeqCst);
         json!({"__type": "ThrottlingException", "message": "Rate exceeded"})
     })
     .await;
@@ -320,14 +326,14 @@ async fn the_api_answers_a_request_it_carried_out_even_when_step_functions_refus
     seed_mixed(&env, "api", 4).await;
     let mut body = mixed(&env, "api", 4);
     body["ClientRequestToken"] = json!("direct-api-1");
-    // Carried out in one call before the start was refused: answered, not an error a caller would retry on.
     let started = dynamo_saga::start::start(&env.store, &sm, &body).await.expect("answered");
-    assert_eq!((started.state, started.execution_arn.as_deref()), (TxState::Committed, None));
+    assert_eq!((started.state, started.finished, started.execution_arn.as_deref()), (TxState::Committed, true, None));
     assert_mixed_committed(&env, "api", 4).await;
     let again = dynamo_saga::start::start(&env.store, &sm, &body).await.expect("answered again");
     assert_eq!(again.transaction_id, started.transaction_id);
     assert_mixed_committed(&env, "api", 4).await;
     let json = serde_json::to_value(&again).unwrap();
-    assert_eq!(json, json!({"TransactionId": started.transaction_id, "State": "COMMITTED"}));
+    assert_eq!(json, json!({"TransactionId": started.transaction_id, "State": "COMMITTED", "Finished": true}));
+    assert_eq!(ASKED.load(Ordering::SeqCst), 0, "Step Functions was not asked");
     env.assert_clean().await;
 }
