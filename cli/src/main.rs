@@ -180,7 +180,8 @@ impl Ctx {
             })?;
         // Metrics lines go to a function's log, which CloudWatch reads; here they would only mix into the output.
         cfg.metrics_namespace = None;
-        Ok(Store::connect(cfg).await)
+        // The AWS configuration this process loaded once (loading it again costs as much CPU as dozens of requests).
+        Ok(Store::from_conf(aws_sdk_dynamodb::config::Builder::from(&self.sdk), cfg))
     }
 
     /// The stack's API, when a stack is named and `in_process` is not asked for.

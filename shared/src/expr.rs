@@ -9,8 +9,9 @@
 //! Every error message is complete by itself (it names the offending text and, where there is one, the byte offset),
 //! because it is shown as is to whoever wrote the expression.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// DynamoDB's limit on the length of any one expression string.
 pub const MAX_EXPR_BYTES: usize = 4096;
@@ -167,23 +168,67 @@ fn err(message: String, position: Option<usize>) -> ExprError {
 }
 
 /// Parses a ConditionExpression (a FilterExpression has the same grammar).
-pub fn parse_condition(expr: &str) -> Result<ExprRefs, ExprError> {
-    let mut p = Parser::new(expr)?;
-    p.or()?;
-    p.finish()?;
-    Ok(p.refs)
+pub fn parse_condition(expr: &str) -> Result<Arc<ExprRefs>, ExprError> {
+    static SEEN: Memo<ExprRefs> = Memo::new();
+    SEEN.get(expr, |expr| {
+        let mut p = Parser::new(expr)?;
+        p.or()?;
+        p.finish()?;
+        Ok(p.refs)
+    })
 }
 
 /// Parses an UpdateExpression, including the checks DynamoDB makes beyond syntax (one clause of each kind, no two
 /// actions on overlapping paths).
-pub fn parse_update(expr: &str) -> Result<UpdateExpr, ExprError> {
-    let parsed = parse_update_spans(expr)?.0;
-    let operators =
-        parsed.actions.iter().filter(|a| matches!(a, Action::Set(_, SetValue::Plus(..) | SetValue::Minus(..)))).count();
-    if operators > MAX_OPERATORS {
-        return Err(err(format!("The expression contains too many operators; operator count: {operators}"), None));
+pub fn parse_update(expr: &str) -> Result<Arc<UpdateExpr>, ExprError> {
+    static SEEN: Memo<UpdateExpr> = Memo::new();
+    SEEN.get(expr, |expr| {
+        let parsed = parse_update_spans(expr)?.0;
+        let operators = parsed
+            .actions
+            .iter()
+            .filter(|a| matches!(a, Action::Set(_, SetValue::Plus(..) | SetValue::Minus(..))))
+            .count();
+        if operators > MAX_OPERATORS {
+            return Err(err(format!("The expression contains too many operators; operator count: {operators}"), None));
+        }
+        Ok(parsed)
+    })
+}
+
+/// Expressions parsed before, by their text, with what parsing them came to. A transaction's actions mostly share a
+/// handful of expressions, and each action's is parsed when the request is checked, when its item is locked and when
+/// it is applied: parsing each text once takes that work out of every item a phase writes. Past [`MEMO_ENTRIES`]
+/// texts it forgets them all and starts again.
+struct Memo<T> {
+    seen: OnceLock<Mutex<Parsed<T>>>,
+}
+
+/// What parsing each text came to.
+type Parsed<T> = HashMap<String, Result<Arc<T>, ExprError>>;
+
+/// Most expression texts a [`Memo`] keeps.
+const MEMO_ENTRIES: usize = 1024;
+
+impl<T> Memo<T> {
+    const fn new() -> Self {
+        Memo { seen: OnceLock::new() }
     }
-    Ok(parsed)
+
+    fn get(&self, key: &str, parse: impl FnOnce(&str) -> Result<T, ExprError>) -> Result<Arc<T>, ExprError> {
+        let seen = self.seen.get_or_init(Default::default);
+        // A poisoned lock held only a map of finished parses: it is as good as it was.
+        if let Some(known) = seen.lock().unwrap_or_else(|p| p.into_inner()).get(key) {
+            return known.clone();
+        }
+        let parsed = parse(key).map(Arc::new);
+        let mut map = seen.lock().unwrap_or_else(|p| p.into_inner());
+        if map.len() >= MEMO_ENTRIES {
+            map.clear();
+        }
+        map.insert(key.to_string(), parsed.clone());
+        parsed
+    }
 }
 
 /// Parses a ProjectionExpression: comma-separated paths.
@@ -212,24 +257,29 @@ pub fn parse_projection(expr: &str) -> Result<ExprRefs, ExprError> {
 /// The caller's text is kept byte for byte (the actions are inserted at the end of the clause), and the result is
 /// parsed again, so an `extra` that touches a path the caller also writes is refused here rather than by DynamoDB.
 pub fn add_actions(expr: &str, kind: ClauseKind, extra: &str) -> Result<String, ExprError> {
-    let extra = extra.trim();
-    let kw = kind.keyword();
-    let clause = format!("{kw} {extra}");
-    let own = parse_update(&clause).map_err(|e| err(format!("in the actions to add: {}", e.message), None))?;
-    if own.clauses.len() != 1 {
-        return Err(err(format!("the actions to add must all belong to the {kw} clause: '{extra}'"), None));
-    }
-    let out = if expr.trim().is_empty() {
-        clause
-    } else {
-        let (parsed, ends) = parse_update_spans(expr)?;
-        match parsed.clauses.iter().position(|(k, _)| *k == kind) {
-            Some(i) => format!("{}, {extra}{}", &expr[..ends[i]], &expr[ends[i]..]),
-            None => format!("{} {clause}", expr.trim_end()),
+    static SEEN: Memo<String> = Memo::new();
+    let key = format!("{}\u{0}{}\u{0}{expr}", kind.keyword(), extra.trim());
+    SEEN.get(&key, |_| {
+        let extra = extra.trim();
+        let kw = kind.keyword();
+        let clause = format!("{kw} {extra}");
+        let own = parse_update(&clause).map_err(|e| err(format!("in the actions to add: {}", e.message), None))?;
+        if own.clauses.len() != 1 {
+            return Err(err(format!("the actions to add must all belong to the {kw} clause: '{extra}'"), None));
         }
-    };
-    parse_update(&out)?;
-    Ok(out)
+        let out = if expr.trim().is_empty() {
+            clause
+        } else {
+            let (parsed, ends) = parse_update_spans(expr)?;
+            match parsed.clauses.iter().position(|(k, _)| *k == kind) {
+                Some(i) => format!("{}, {extra}{}", &expr[..ends[i]], &expr[ends[i]..]),
+                None => format!("{} {clause}", expr.trim_end()),
+            }
+        };
+        parse_update(&out)?;
+        Ok(out)
+    })
+    .map(|out| out.as_ref().clone())
 }
 
 /// `a AND b` for two condition expressions, each in one pair of parentheses: DynamoDB rejects a condition in two

@@ -486,26 +486,27 @@ fn parse_action(i: usize, a: &Value, cfg: &Config) -> Result<RawAction, TxError>
     };
 
     // Expressions: syntax, placeholders defined and used, no reserved attribute named.
-    let mut refs = ExprRefs::default();
-    let mut merge = |r: ExprRefs| {
-        refs.name_placeholders.extend(r.name_placeholders);
-        refs.value_placeholders.extend(r.value_placeholders);
-        refs.paths.extend(r.paths);
+    // Parsed once per text (`expr` keeps what it parsed): a request's actions mostly share their expressions.
+    let condition_refs = match condition.as_deref() {
+        Some(c) => Some(expr::parse_condition(c).map_err(|x| e(format!("{opname}: ConditionExpression: {x}")))?),
+        None => None,
     };
-    if let Some(c) = condition.as_deref() {
-        merge(expr::parse_condition(c).map_err(|x| e(format!("{opname}: ConditionExpression: {x}")))?);
-    }
-    if let Some(u) = update.as_deref() {
-        merge(expr::parse_update(u).map_err(|x| e(format!("{opname}: UpdateExpression: {x}")))?.refs);
-    }
-    for p in &refs.name_placeholders {
+    let update_expr = match update.as_deref() {
+        Some(u) => Some(expr::parse_update(u).map_err(|x| e(format!("{opname}: UpdateExpression: {x}")))?),
+        None => None,
+    };
+    let all_refs: Vec<&ExprRefs> =
+        condition_refs.as_deref().into_iter().chain(update_expr.as_deref().map(|u| &u.refs)).collect();
+    let names_used = || all_refs.iter().flat_map(|r| r.name_placeholders.iter());
+    let values_used = || all_refs.iter().flat_map(|r| r.value_placeholders.iter());
+    for p in names_used() {
         if !names.contains_key(p) {
             return Err(e(format!(
                 "{opname}: the expression uses {p} but ExpressionAttributeNames does not define it"
             )));
         }
     }
-    for p in &refs.value_placeholders {
+    for p in values_used() {
         if !values.contains_key(p) {
             return Err(e(format!(
                 "{opname}: the expression uses {p} but ExpressionAttributeValues does not define it"
@@ -518,18 +519,18 @@ fn parse_action(i: usize, a: &Value, cfg: &Config) -> Result<RawAction, TxError>
         )));
     }
     for k in names.keys() {
-        if !refs.name_placeholders.contains(k) {
+        if !all_refs.iter().any(|r| r.name_placeholders.contains(k)) {
             return Err(e(format!("{opname}: ExpressionAttributeNames defines {k} but no expression uses it")));
         }
     }
     for k in values.keys() {
-        if !refs.value_placeholders.contains(k) {
+        if !all_refs.iter().any(|r| r.value_placeholders.contains(k)) {
             return Err(e(format!("{opname}: ExpressionAttributeValues defines {k} but no expression uses it")));
         }
     }
     let reserved = |n: &str| n.starts_with(RESERVED_PREFIX);
     let mut named: BTreeSet<&str> = names.values().map(String::as_str).collect();
-    for p in &refs.paths {
+    for p in all_refs.iter().flat_map(|r| r.paths.iter()) {
         for el in &p.0 {
             if let PathElem::Name(n) = el {
                 named.insert(n);

@@ -186,8 +186,15 @@ macro_rules! single_write {
             let req = $req
                 .return_consumed_capacity(ReturnConsumedCapacity::Total)
                 .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
-            let r =
-                if $once { req.customize().config_override(Store::sent_once()).send().await } else { req.send().await };
+            // A write sent once goes through the store's client that never retries, built once: a per-request
+            // `config_override` would rebuild the client's runtime plugins for every request.
+            // Boxed: the SDK's future is large, and every future that awaits it inline grows by its size and is
+            // copied whole each time it moves; on the heap it is allocated once.
+            let r = if $once {
+                Box::pin(req.as_input().clone().send_with(&$store.once)).await
+            } else {
+                Box::pin(req.send()).await
+            };
             match r {
                 Ok(o) => Sent::Done(o.attributes, o.consumed_capacity.into_iter().collect()),
                 Err(SdkError::ServiceError(se)) if se.err().is_conditional_check_failed_exception() => {
@@ -229,6 +236,8 @@ fn sent_once<E: ProvideErrorMetadata + std::fmt::Debug>(
 #[derive(Clone)]
 pub struct Store {
     pub client: Client,
+    /// [`Store::client`] with no retries, for the writes sent once.
+    once: Client,
     pub cfg: Arc<Config>,
     /// Each table's key schema, described once per store: the first caller describes it, and callers that ask while
     /// it does (a phase's first writes, side by side) wait for its answer instead of sending their own.
@@ -339,8 +348,14 @@ impl Store {
     }
 
     fn paced(client: Client, cfg: Config, pace: Arc<Pace>) -> Self {
+        // Writes sent once ([`Store::update_once`]): the same client (endpoint, credentials, timeouts, interceptors)
+        // but for retries, which it never makes.
+        let once = Client::from_conf(
+            client.config().to_builder().retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled()).build(),
+        );
         Self {
             client,
+            once,
             cfg: Arc::new(cfg),
             schemas: Arc::default(),
             indexes: Arc::default(),
@@ -973,12 +988,6 @@ impl Store {
             }
         })
         .await
-    }
-
-    /// The client settings of a write sent once: no retries by the SDK.
-    fn sent_once() -> aws_sdk_dynamodb::config::Builder {
-        aws_sdk_dynamodb::config::Builder::default()
-            .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
     }
 
     /// Sends one single-item write (built by [`single_write!`]), meters it and bills it.

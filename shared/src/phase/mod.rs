@@ -195,6 +195,29 @@ pub(crate) fn check_update(a: &Action, schema: &crate::request::TableSchema) -> 
 /// condition, and the removal of the lock attributes in an update's apply. An expression native takes within a
 /// hundred bytes of 4 KB may not leave that room; it is refused before anything is written.
 pub(crate) fn check_room(a: &Action) -> Result<(), String> {
+    // It depends on the expressions' text alone, which a request's actions mostly share: checked once per text.
+    static CHECKED: std::sync::OnceLock<std::sync::Mutex<HashMap<String, Result<(), String>>>> =
+        std::sync::OnceLock::new();
+    let key = format!(
+        "{}\u{0}{}\u{0}{}",
+        a.op == crate::request::Op::Update,
+        a.condition.as_deref().unwrap_or(""),
+        a.update.as_deref().unwrap_or("")
+    );
+    let checked = CHECKED.get_or_init(Default::default);
+    if let Some(known) = checked.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return known.clone();
+    }
+    let verdict = check_room_of(a);
+    let mut map = checked.lock().unwrap_or_else(|p| p.into_inner());
+    if map.len() >= 1024 {
+        map.clear();
+    }
+    map.insert(key, verdict.clone());
+    verdict
+}
+
+fn check_room_of(a: &Action) -> Result<(), String> {
     if let Some(c) = &a.condition {
         crate::expr::parse_condition(&lock::lock_condition(false, Some(c)))
             .map_err(|e| format!("ConditionExpression with the lock's condition: {e}"))?;
