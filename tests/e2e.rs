@@ -278,7 +278,10 @@ async fn bad_inputs_fail_through_the_state_machine_and_the_staging_api() {
 /// rollback path of transactions of 1, 2, 101 and 250 actions (for 101 and 250 an update of a string into a number
 /// an index keys, which lock refuses last of all; for 1 and 2 an `ADD` to a string): the state machine's retry
 /// finishes it, all-or-nothing, each `ADD` applied exactly once, no lock left. The rollback path has no Save and no
-/// Apply: lock cancels it, and nothing is applied before the commit.
+/// Apply: lock cancels it, and nothing is applied before the commit. At 250 actions (three batches, so three shares
+/// of a step on the local stack's fan-out) one share of a lock, apply or rollback step dies the same way in the
+/// invocation running it while the step's own call and the other share succeed: the step fails, and its retry
+/// finishes it.
 #[tokio::test]
 async fn a_crash_in_any_phase_is_recovered_by_the_state_machine_retry() {
     use futures::StreamExt;
@@ -294,11 +297,14 @@ async fn a_crash_in_any_phase_is_recovered_by_the_state_machine_retry() {
                 (0, false) => vec![("Begin", 0), ("Begin", 1), ("Begin", 2)],
                 (_, true) => ["Lock", "Save", "Apply", "Commit", "Complete", "Release"]
                     .iter()
+                    .chain(if batches > 2 { &["LockShare", "ApplyShare"][..] } else { &[] })
                     .flat_map(|p| (1..=3).map(move |k| (*p, k)))
                     .collect(),
-                (_, false) => {
-                    ["Lock", "Rollback", "Release"].iter().flat_map(|p| (1..=3).map(move |k| (*p, k))).collect()
-                }
+                (_, false) => ["Lock", "Rollback", "Release"]
+                    .iter()
+                    .chain(if batches > 2 { &["LockShare", "RollbackShare"][..] } else { &[] })
+                    .flat_map(|p| (1..=3).map(move |k| (*p, k)))
+                    .collect(),
             };
             for (phase, k) in points {
                 cases.push((n, batches, commit_path, phase, k));
@@ -360,7 +366,7 @@ async fn a_crash_in_any_phase_is_recovered_by_the_state_machine_retry() {
     .await;
     env.assert_clean().await;
     harness::report(format!(
-        "crash recovered by the state machine's retry: {} scenarios (1 and 2 actions, Begin before its first write and after its first and second; 101 and 250 actions, each phase, first 3 writes), 0 violations",
+        "crash recovered by the state machine's retry: {} scenarios (1 and 2 actions, Begin before its first write and after its first and second; 101 and 250 actions, each phase, first 3 writes; 250 actions, a share of a fanned-out lock, apply and rollback step failing in its worker while the others succeed, first 3 writes), 0 violations",
         runs.len()
     ));
 }

@@ -373,8 +373,8 @@ async fn committed_unapplied(env: &Env, tag: &str) -> (String, Vec<String>) {
 async fn a_write_refused_after_the_commit_keeps_its_lock_until_dynamodb_accepts_it() {
     use dynamo_saga::read::{get_item, Isolation};
     use dynamo_saga::value::item_from_json;
-    // Batches of 4 updates, so that the 120 make 30 batches: the first run of apply takes 20 of them, the refused
-    // item's among them, and the other 10 wait for the next.
+    // Batches of 4 updates, so that the 120 make 30 batches; apply steps take the environment's step of batches, the
+    // refused item's step among them, and the steps after it wait.
     let env = Env::with("rejected", |c| dynamo_saga::Config { batch_size: 5, ..c }).await;
     let (id, keys) = committed_unapplied(&env, "j").await;
     let victim = keys[60].clone();
@@ -426,9 +426,12 @@ async fn a_write_refused_after_the_commit_keeps_its_lock_until_dynamodb_accepts_
             assert_eq!(read["n"].as_n().unwrap(), "1", "a committed read of {k}");
         }
     }
-    let run = dynamo_saga::constants::RUN_BATCHES * (env.store.cfg.batch_size - 1);
-    assert!(run < keys.len(), "some batches are left for the next run");
-    assert_eq!(applied, run - 1, "the rest of the refused item's run is applied");
+    // Every step before the refused item's, and its own but for it.
+    let per_batch = env.store.cfg.batch_size - 1;
+    let step = env.store.cfg.step_batches();
+    let run_end = ((60 / per_batch) / step + 1) * step * per_batch;
+    assert!(run_end < keys.len(), "some batches are left for a later step");
+    assert_eq!(applied, run_end - 1, "the rest of the refused item's step is applied");
     let key = item_from_json(&json!({"pk": sv(&victim)})).unwrap();
     let read = get_item(&env.store, &env.a, key.clone(), Isolation::Committed).await;
     assert!(matches!(read, Err(TxError::ApplyRejected { .. })), "a committed read cannot give a value: {read:?}");
@@ -547,8 +550,12 @@ async fn a_new_process_describes_each_table_once() {
 }
 
 /// Rolls back `n` updates of one action a batch, the first refused, and returns the header.
-async fn refused_first(name: &str, n: usize) -> dynamo_saga::records::Header {
-    let env = Env::with(name, |c| dynamo_saga::Config { batch_size: 2, direct: false, ..c }).await;
+async fn refused_first(
+    name: &str,
+    n: usize,
+    settings: impl FnOnce(dynamo_saga::Config) -> dynamo_saga::Config,
+) -> dynamo_saga::records::Header {
+    let env = Env::with(name, |c| settings(dynamo_saga::Config { batch_size: 2, direct: false, ..c })).await;
     let (keys, items) = counters(&env, "s", n, Some("n < :one")).await;
     env.put(&env.a, json!({"pk": sv(&keys[0]), "n": nv(5)})).await;
     let before = env.snapshot().await;
@@ -564,16 +571,22 @@ async fn refused_first(name: &str, n: usize) -> dynamo_saga::records::Header {
 /// they are taken, and the rollback lets go of every one of them.
 #[tokio::test]
 async fn a_rollback_lets_go_of_the_locks_taken_to_report_every_failure() {
-    let h = refused_first("rbeval", 60).await;
+    let h = refused_first("rbeval", 60, |c| c).await;
     assert_eq!((h.batches, h.lock_started, h.restored), (60, 60, 60), "{h:?}");
 }
 
-/// A rollback visits the batches whose locking started, one step each, and passes all the others in one more step:
-/// 150 batches of one action each, the first refused, lock only the first run of 20.
+/// A rollback visits the batches whose locking started and passes all the others in one more step: 150 batches of
+/// one action each, the first refused, lock only the first step's batches (of a step of 20 batches, and of the fanned
+/// step of three shares of one batch).
 #[tokio::test]
 async fn a_rollback_passes_the_batches_never_locked_in_one_step() {
-    let h = refused_first("rbskip", 150).await;
-    assert_eq!((h.batches, h.lock_started, h.restored), (150, 20, 150), "{h:?}");
-    // Begin, a lock run of 20 writes, 21 rollback steps, release: 130 steps fewer, two calls each.
-    assert!(h.usage.calls < 100, "{:?}", h.usage);
+    for (fan_out, share_batches) in [(1, 20), (3, 1)] {
+        let name = format!("rbskip{fan_out}");
+        let h = refused_first(&name, 150, |c| dynamo_saga::Config { fan_out, share_batches, ..c }).await;
+        let step = fan_out * share_batches;
+        assert_eq!((h.batches, h.lock_started, h.restored), (150, step, 150), "{h:?}");
+        // Begin, a lock step of `step` writes, the rollback of those, one step past the rest, release: two calls a
+        // batch locked and a few more, where a step a batch would take two calls for each of the 150.
+        assert!(h.usage.calls < 2 * step as u64 + 40, "{:?}", h.usage);
+    }
 }

@@ -1,4 +1,4 @@
-//! Every bad input PROTOCOL.md lists gets a `ValidationError` naming the action and the problem, and writes nothing.
+//! Every bad input of the catalogue (`harness::bad`) gets a `ValidationError` naming the action and the problem, and writes nothing.
 
 use dynamo_saga::Coordinator;
 use harness::bad::{catalogue, upd};

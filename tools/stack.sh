@@ -16,7 +16,9 @@
 # and every sender of source dynamo-saga write all of them, the role orders-service and the source dynamo-saga.orders
 # only t-ent-orders-* (the entitlement tests), and nobody else anything; SAGA_MAX_ACTIONS (default 100000), SAGA_LEASE_SECONDS and
 # SAGA_REVISIT_AFTER_SECONDS (default 3: a transaction that may have had writes in flight is visited again 3 s after
-# it ends, not 7 minutes) pass through too.
+# it ends, not 7 minutes), SAGA_FAN_OUT and SAGA_SHARE_BATCHES (default 3 and 1: the Lock, Apply and Rollback functions
+# run each step of a transaction of more than one batch in shares of one batch, by invoking themselves, three at a time)
+# pass through too.
 # SAGA_STACK_PROFILE=release runs the functions as optimised builds (target/release, without fault injection) instead
 # of debug builds: the benchmark measures time and memory per call that way.
 # A stack's settings: DYNAMODB_ENDPOINT, LAMBDA_ENDPOINT, SAGA_TABLE (the transactions table the functions use; the
@@ -118,6 +120,9 @@ SAGA_ALLOWED_TABLES=${SAGA_ALLOWED_TABLES:-Orders,Inventory,shop,t-*}
 SAGA_LEASE_SECONDS=${SAGA_LEASE_SECONDS:-30}
 SAGA_MAX_ACTIONS=${SAGA_MAX_ACTIONS:-100000}
 SAGA_REVISIT_AFTER_SECONDS=${SAGA_REVISIT_AFTER_SECONDS:-3}
+SAGA_FAN_OUT=${SAGA_FAN_OUT:-3}
+SAGA_SHARE_BATCHES=${SAGA_SHARE_BATCHES:-1}
+AWS_ENDPOINT_URL_LAMBDA=http://127.0.0.1:$lambda_port
 SAGA_FAULT_FILE=$dir/fault
 AWS_ENDPOINT_URL_SFN=http://127.0.0.1:$sfn_port
 AWS_ENDPOINT_URL_SQS=http://127.0.0.1:$moto_port
@@ -132,7 +137,7 @@ EOF
   build
   local profile; set_profile
   PATH="$venv/bin:$PATH" nohup "$venv/bin/cargo-lambda" lambda watch --ignore-changes -q "${profile[@]}" \
-    --invoke-address 127.0.0.1 --invoke-port "$lambda_port" --concurrency 8 --env-file "$dir/functions.env" \
+    --invoke-address 127.0.0.1 --invoke-port "$lambda_port" --concurrency 32 --env-file "$dir/functions.env" \
     >"$dir/lambda.log" 2>&1 &
   echo $! >"$dir/lambda.pid"
   local endpoint="http://127.0.0.1:$lambda_port"

@@ -48,9 +48,13 @@ impl CallLog {
             "AmazonSQS" => ("sqs", sqs_requests(operation, &body)),
             _ => return Ok(()),
         };
-        let line = json!({"principal": self.principal, "service": service, "operation": operation,
-            "requests": requests})
-        .to_string();
+        self.write(json!({"principal": self.principal, "service": service, "operation": operation,
+            "requests": requests}))
+    }
+
+    /// Appends one call's line, unless this process wrote the same line before.
+    fn write(&self, line: Value) -> std::io::Result<()> {
+        let line = line.to_string();
         if !self.written.lock().map_err(|_| std::io::Error::other("call log lock"))?.insert(line.clone()) {
             return Ok(());
         }
@@ -71,10 +75,32 @@ impl Intercept for CallLog {
         _: &RuntimeComponents,
         _: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let request = context.request();
-        let Some(target) = request.headers().get("x-amz-target") else { return Ok(()) };
-        let body = request.body().bytes().unwrap_or_default();
+        let sent = context.request();
+        let Some(target) = sent.headers().get("x-amz-target") else {
+            // Lambda's REST API names its operation by the path: a function invoking itself for a share of a step.
+            return match invoked_function(sent.uri()) {
+                Some(resource) => self
+                    .write(json!({"principal": self.principal, "service": "lambda", "operation": "Invoke",
+                        "requests": [request("lambda:InvokeFunction".into(), resource)]}))
+                    .map_err(|e| format!("{ENV_CALL_LOG}: {e}").into()),
+                None => Ok(()),
+            };
+        };
+        let body = sent.body().bytes().unwrap_or_default();
         self.record(target, body).map_err(|e| format!("{ENV_CALL_LOG}: {e}").into())
+    }
+}
+
+/// `function:NAME` (`function:NAME:QUALIFIER`) for a Lambda Invoke request's URI
+/// (`/2015-03-31/functions/NAME/invocations[?Qualifier=Q]`), `None` for any other.
+fn invoked_function(uri: &str) -> Option<String> {
+    let (path, query) = uri.split_once('?').unwrap_or((uri, ""));
+    let name = path.split("/2015-03-31/functions/").nth(1)?.strip_suffix("/invocations")?;
+    let name = name.replace("%3A", ":");
+    let name = name.rsplit_once(":function:").map_or(name.as_str(), |(_, n)| n).to_string();
+    match query.split('&').find_map(|kv| kv.strip_prefix("Qualifier=")) {
+        Some(q) => Some(format!("function:{name}:{q}")),
+        None => Some(format!("function:{name}")),
     }
 }
 
@@ -148,6 +174,22 @@ pub async fn state_machine_client() -> aws_sdk_sfn::Client {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_invocation_is_authorized_on_the_function_it_names() {
+        assert_eq!(
+            invoked_function("http://127.0.0.1:9000/2015-03-31/functions/saga-lock/invocations").as_deref(),
+            Some("function:saga-lock")
+        );
+        assert_eq!(
+            invoked_function(
+                "https://lambda.eu-west-1.amazonaws.com/2015-03-31/functions/s-LockFunction-1/invocations?Qualifier=7"
+            )
+            .as_deref(),
+            Some("function:s-LockFunction-1:7")
+        );
+        assert_eq!(invoked_function("https://dynamodb.eu-west-1.amazonaws.com/"), None);
+    }
 
     #[test]
     fn a_transaction_is_authorized_item_by_item() {

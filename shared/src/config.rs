@@ -26,6 +26,14 @@ pub struct Config {
     pub default_lock_wait: Duration,
     /// Concurrent DynamoDB requests one phase run may have in flight (`SAGA_IN_FLIGHT`).
     pub concurrency: usize,
+    /// Shares one lock, apply or rollback step is cut into (`SAGA_FAN_OUT`), each run side by side: by the store's
+    /// workers when it has them ([`crate::store::Store::with_workers`], another invocation of the phase's Lambda
+    /// function each), otherwise in this process. 1, the default, runs one share a step, as a single process gains
+    /// nothing from more.
+    pub fan_out: usize,
+    /// Most batches one share takes (`SAGA_SHARE_BATCHES`, default [`RUN_BATCHES`]): a step takes up to `fan_out`
+    /// times this, dealt evenly to as many shares as `fan_out` allows while each takes at least a quarter of this.
+    pub share_batches: usize,
     /// Largest `Options.DeadlineSeconds` a request may ask for (and cap on `default_deadline`): 604,800 (a week), or
     /// less where the driver cannot outlive it, such as an Express workflow's 5 minutes.
     pub max_deadline: Duration,
@@ -92,6 +100,11 @@ pub enum CommittedReads {
 }
 
 impl Config {
+    /// Batches one lock, apply or rollback step takes: [`Config::fan_out`] shares of [`Config::share_batches`] each.
+    pub fn step_batches(&self) -> usize {
+        self.fan_out.max(1).saturating_mul(self.share_batches.max(1))
+    }
+
     pub fn new(tx_table: impl Into<String>) -> Self {
         Self {
             tx_table: tx_table.into(),
@@ -103,6 +116,8 @@ impl Config {
             default_deadline: Duration::from_secs(900),
             default_lock_wait: Duration::from_secs(60),
             concurrency: 256,
+            fan_out: 1,
+            share_batches: RUN_BATCHES,
             max_deadline: Duration::from_secs(MAX_DEADLINE_SECONDS),
             metrics_namespace: None,
             max_request_bytes: None,
@@ -147,6 +162,12 @@ impl Config {
         }
         if let Some(n) = num(ENV_IN_FLIGHT)? {
             c.concurrency = n as usize;
+        }
+        if let Some(n) = num(ENV_FAN_OUT)? {
+            c.fan_out = n as usize;
+        }
+        if let Some(n) = num(ENV_SHARE_BATCHES)? {
+            c.share_batches = n as usize;
         }
         if let Some(n) = num(ENV_LEASE_SECONDS)? {
             c.lease = Duration::from_secs(n);
@@ -217,6 +238,13 @@ impl Config {
             return Err(TxError::Internal(format!(
                 "the attempt timeout ({ENV_ATTEMPT_TIMEOUT_SECONDS}) must be at least 1 s and no longer than the \
                  operation timeout ({ENV_OPERATION_TIMEOUT_SECONDS})"
+            )));
+        }
+        if !(1..=MAX_FAN_OUT).contains(&self.fan_out) || self.share_batches == 0 {
+            return Err(TxError::Internal(format!(
+                "the fan-out ({ENV_FAN_OUT}) {} must be between 1 and {MAX_FAN_OUT}, and the batches of a share \
+                 ({ENV_SHARE_BATCHES}) at least 1",
+                self.fan_out
             )));
         }
         if self.max_actions == 0 || self.concurrency == 0 {

@@ -173,10 +173,13 @@ pub const T_TX: &str = "txId";
 
 // ---- Limits ----
 
-/// The batches one lock or apply run takes at once: their items are written side by side (up to `SAGA_IN_FLIGHT` at
-/// a time), and one header write records them all, so a transaction of 2,000 actions waits for the round trips of
-/// its slowest writes, not of twenty batches one after another.
+/// The batches one share of a lock, apply or rollback step takes at once by default (`SAGA_SHARE_BATCHES`): their
+/// items are written side by side (up to `SAGA_IN_FLIGHT` at a time), and one header write records the step, so a
+/// transaction of 2,000 actions waits for the round trips of its slowest writes, not of twenty batches one after
+/// another.
 pub const RUN_BATCHES: usize = 20;
+/// The most shares one step fans out to (`SAGA_FAN_OUT`).
+pub const MAX_FAN_OUT: usize = 64;
 /// Keys of each table begin reads, of a request's own, to guess whether its items exist (`phase::begin`).
 pub const EXISTENCE_SAMPLE: usize = 16;
 /// DynamoDB's TransactWriteItems action limit.
@@ -218,6 +221,11 @@ pub const ENV_DIRECT: &str = "SAGA_DIRECT";
 /// `evaluate` (the default) or `apply`: how a committed read answers for an item a committed transaction has not
 /// applied yet ([`crate::config::CommittedReads`]).
 pub const ENV_COMMITTED_READS: &str = "SAGA_COMMITTED_READS";
+/// How many shares one lock, apply or rollback step of a large transaction is cut into, each run side by side by an
+/// invocation of its own (default 1: the step's own process runs them all; [`crate::phase::share`]).
+pub const ENV_FAN_OUT: &str = "SAGA_FAN_OUT";
+/// How many batches one share of such a step takes (default [`RUN_BATCHES`]).
+pub const ENV_SHARE_BATCHES: &str = "SAGA_SHARE_BATCHES";
 /// Most DynamoDB requests one phase call keeps in flight at once (default 16): each batch's item writes go out this
 /// many at a time, so a phase's round trips on the critical path are about its items divided by this.
 pub const ENV_IN_FLIGHT: &str = "SAGA_IN_FLIGHT";

@@ -101,7 +101,7 @@ pub async fn run_joined(s: &Store, h: Header, step: Step) -> Result<crate::phase
     let m = crate::store::Meter::default();
     match step {
         Step::Save(_) if phase::commit::with_save(&h) => Box::pin(phase::commit::save_and_commit(s, m, h)).await,
-        Step::Apply(b) if phase::release::with_apply(&h, phase::run_end(b, h.batches)) => {
+        Step::Apply(b) if phase::release::with_apply(&h, phase::run_end(&s.cfg, b, h.batches)) => {
             Box::pin(phase::apply::apply_and_finish(s, m, h, b)).await
         }
         other => run_step_from(s, h, other).await,

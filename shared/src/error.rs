@@ -169,6 +169,10 @@ pub enum TxError {
     /// newer deploy. Nothing is read further or written; a driver of the newer version finishes the transaction.
     #[error("{0}")]
     UnknownFormat(String),
+    /// A share of a step, run by another invocation of the phase's function (`phase::share`), failed for a reason none of
+    /// the other names gives; running the step again may succeed.
+    #[error("a share of the step failed: {0}")]
+    WorkerFailed(String),
     /// Test-only fault injection: the coordinator "died" before this call.
     #[error("injected fault: the coordinator stopped after {0} writes")]
     InjectedFault(u64),
@@ -189,18 +193,36 @@ impl TxError {
             TxError::ApplyRejected { .. } => "ApplyRejected",
             TxError::Internal(_) => "InternalError",
             TxError::UnknownFormat(_) => "UnknownRecordFormat",
+            TxError::WorkerFailed(_) => "WorkerFailed",
             TxError::InjectedFault(_) => "InjectedFault",
         }
     }
 
     /// Whether running the same phase again later may succeed.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, TxError::Contended { .. } | TxError::Throttled(_) | TxError::DynamoDb { .. })
+        matches!(
+            self,
+            TxError::Contended { .. } | TxError::Throttled(_) | TxError::DynamoDb { .. } | TxError::WorkerFailed(_)
+        )
     }
 
     /// Whether DynamoDB answered that the table of the call does not exist (`ResourceNotFoundException`).
     pub fn is_missing_table(&self) -> bool {
         matches!(self, TxError::DynamoDb { message, .. } if message.starts_with("ResourceNotFoundException"))
+    }
+
+    /// The error a share's worker ended with, by the name it gave (its Lambda `errorType`) and its message: the same
+    /// error where the step can act on it by name (throttling runs the share here instead; a fault, a DynamoDB error
+    /// or records of an unknown format fail the step as they would have failed it here), `WorkerFailed` otherwise.
+    pub fn from_worker(name: &str, message: &str) -> Self {
+        match name {
+            "Throttled" => TxError::Throttled(message.to_string()),
+            "DynamoDbError" => TxError::DynamoDb { op: "a share", message: message.to_string() },
+            "UnknownRecordFormat" => TxError::UnknownFormat(message.to_string()),
+            "TransactionNotFound" => TxError::NotFound(message.to_string()),
+            "InjectedFault" => TxError::InjectedFault(0),
+            _ => TxError::WorkerFailed(format!("{name}: {message}")),
+        }
     }
 
     pub fn invalid(action: Option<usize>, message: impl Into<String>) -> Self {

@@ -190,6 +190,13 @@ impl StepOutput {
     }
 }
 
+/// Handles an invocation of a phase function by another of the same function for one share of its step
+/// (`{"TransactionId", "Share": {...}}`, [`crate::phase::share`]): the share's result as JSON.
+pub async fn handle_share(store: &Store, input: &Value) -> Result<Value, TxError> {
+    let share = input.get("Share").ok_or_else(|| TxError::invalid(None, "a share's input is {\"Share\": {...}}"))?;
+    crate::phase::share::run_here(store, share).await
+}
+
 /// Handles one Task invocation of `phase`.
 pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) -> Result<StepOutput, TxError> {
     let mut revisit = false;

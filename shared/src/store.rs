@@ -58,6 +58,10 @@ impl Meter {
     pub fn usage(&self) -> Usage {
         *self.0.lock().expect("meter lock")
     }
+    /// Adds what another process used for this run (a share a worker ran: `phase::share`).
+    pub fn add(&self, other: &Usage) {
+        self.0.lock().expect("meter lock").add(other)
+    }
     fn record(&self, write: bool, cc: &[ConsumedCapacity]) {
         let mut u = self.0.lock().expect("meter lock");
         u.calls += 1;
@@ -236,6 +240,8 @@ fn sent_once<E: ProvideErrorMetadata + std::fmt::Debug>(
 #[derive(Clone)]
 pub struct Store {
     pub client: Client,
+    /// Where shares of a fanned-out step run besides this process (see [`Workers`]).
+    workers: Option<Arc<dyn Workers>>,
     /// [`Store::client`] with no retries, for the writes sent once.
     once: Client,
     pub cfg: Arc<Config>,
@@ -303,6 +309,14 @@ fn reported(cc: &[ConsumedCapacity]) -> f64 {
     cc.iter().map(|c| c.capacity_units.unwrap_or(0.0)).sum()
 }
 
+/// Where the shares of a step that fans out run when not in this process ([`Config::fan_out`]): in a Lambda function,
+/// another invocation of the function itself each (`functions/common`). A share and its result cross as JSON; the
+/// protocol decides what they hold (`phase::share`).
+pub trait Workers: std::fmt::Debug + Send + Sync {
+    /// Runs `share` and gives its result, or the error it ended with.
+    fn run(&self, share: serde_json::Value) -> futures::future::BoxFuture<'static, Result<serde_json::Value, TxError>>;
+}
+
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store").field("tx_table", &self.cfg.tx_table).finish()
@@ -355,6 +369,7 @@ impl Store {
         );
         Self {
             client,
+            workers: None,
             once,
             cfg: Arc::new(cfg),
             schemas: Arc::default(),
@@ -467,6 +482,22 @@ impl Store {
             .operation_attempt_timeout(cfg.attempt_timeout)
             .operation_timeout(cfg.operation_timeout)
             .build()
+    }
+
+    /// A copy of this store whose fanned-out steps run their shares by `workers`, all but the first, which this
+    /// process runs itself ([`Config::fan_out`]).
+    pub fn with_workers(&self, workers: Arc<dyn Workers>) -> Store {
+        Store { workers: Some(workers), ..self.clone() }
+    }
+
+    /// Where shares run besides this process, when anywhere.
+    pub(crate) fn workers(&self) -> Option<&Arc<dyn Workers>> {
+        self.workers.as_ref()
+    }
+
+    /// A copy of this store that runs every share in this process: what a worker runs its own share with.
+    pub(crate) fn without_workers(&self) -> Store {
+        Store { workers: None, ..self.clone() }
     }
 
     /// The in-flight limit of this store's single-item writes, shared by its clones.

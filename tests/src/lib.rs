@@ -158,7 +158,7 @@ impl Env {
         };
         create_table(&client, &a, &[("pk", "S")]).await;
         create_table(&client, &b, &[("pk", "S"), ("sk", "N")]).await;
-        let cfg = tune(Config::new(&tx_table).with_allowed_tables([a.clone(), b.clone()]));
+        let cfg = tune(fanned(Config::new(&tx_table)).with_allowed_tables([a.clone(), b.clone()]));
         let store = Store::new(client.clone(), cfg);
         Env { client, store, tx_table, a, b }
     }
@@ -577,6 +577,13 @@ fn raw_value(v: &Value) -> aws_sdk_dynamodb::types::AttributeValue {
         "NS" => A::Ns(strs()),
         _ => A::Bs(strs().iter().map(|s| blob(s)).collect()),
     }
+}
+
+/// The settings every environment's store starts from: steps fanned out as a deployed stack runs them
+/// ([`Config::fan_out`]), here three shares of one batch each, so that the suites' transactions of a few batches run
+/// their lock, apply and rollback steps in shares side by side.
+pub fn fanned(c: Config) -> Config {
+    Config { fan_out: 3, share_batches: 1, ..c }
 }
 
 /// `{"S": s}`.

@@ -566,6 +566,17 @@ def resolve(sam, config, parameters):
                 "accountLogRole": log_role,
             }
             symbol(API_ID, "${TransactionsApi}")
+    # Policies attached to a role from outside it (AWS::IAM::Policy: a function's permission to invoke itself, which its
+    # own Policies cannot name): part of the role's identity policies as IAM holds them.
+    for logical, spec in res.items():
+        if spec["Type"] != "AWS::IAM::Policy" or not r.exists(logical):
+            continue
+        p = r.eval(spec["Properties"])
+        for role in spec["Properties"].get("Roles", []):
+            target = role.get("Ref") if isinstance(role, dict) else None
+            if target not in out["roles"]:
+                raise Unresolved(f"{logical} is attached to {role}, not a role of the template")
+            out["roles"][target]["inline"].append({"name": p["PolicyName"], "document": p["PolicyDocument"]})
     allowed = r.params.get("AllowedTables", [])
     out["allowedTables"] = allowed
     return out

@@ -27,7 +27,7 @@
 //   "requests": [{"action": "dynamodb:UpdateItem", "resource": "table/t-abc"}]}
 // principal: a function's binary (its template Metadata.BuildProperties.Binary), "state-machine" (the state machine's
 // role invoking a Task's function), or "caller" (the library or CLI in a user's process, held to the docs' policies
-// "caller-in-process" and "caller-state-machine" together). resource: the ARN after the account (an SQS queue: its
+// "caller-in-process", "caller-state-machine" and "caller-stack" together). resource: the ARN after the account (an SQS queue: its
 // name); the service, partition, Region and account are added (arn:aws:<service of the action>:<Region>:<account>:
 // <resource>), local names mapped to deployed ones.
 //
@@ -213,10 +213,10 @@ function mapResource(cfg, opts, action, resource, principal) {
     if (!m) throw new InputError(`${action} on ${resource}: a Step Functions resource is stateMachine:NAME or execution:NAME:ID`);
     if (opts.localStateMachines.includes(m[2])) r = `${m[1]}:${sm}${m[3] ?? ''}`;
   } else if (service === 'lambda') {
-    const m = /^function:([^:]+)$/.exec(r);
-    if (!m) throw new InputError(`${action} on ${resource}: a Lambda resource is function:NAME`);
+    const m = /^function:([^:]+)(:[^:]+)?$/.exec(r);
+    if (!m) throw new InputError(`${action} on ${resource}: a Lambda resource is function:NAME or function:NAME:QUALIFIER`);
     const fn = Object.values(cfg.functions).find((f) => f.binary === m[1]);
-    if (fn) r = `function:${fn.name}`;
+    if (fn) r = `function:${fn.name}${m[2] ?? ''}`;
     // The state machine invokes what its DefinitionSubstitutions name for the function: a published version's ARN.
     if (fn && principal === 'state-machine') {
       const invoked = Object.values(cfg.stateMachine.substitutions).find((v) => v === fn.arn || String(v).startsWith(`${fn.arn}:`));
@@ -278,13 +278,14 @@ function principals(cfg, docs) {
       policies: [{ name: `docs/iam.md ${name}`, policy: fillPolicy(doc, cfg), label: name, owner: name }],
     };
   }
-  // The library and the CLI in the suites' own processes: in process, or starting executions (the library's start,
-  // sweep --state-machine), so held to both CLI policies together.
+  // The library and the CLI in the suites' own processes: in process, starting executions (the library's start,
+  // sweep --state-machine), or through a stack (sweep --stack invokes the sweeper), so held to those CLI policies
+  // together.
   out.caller = {
     name: 'caller',
     kind: 'caller',
     arn: `arn:${cfg.partition}:iam::${cfg.account}:user/caller`,
-    policies: [...out['caller-in-process'].policies, ...out['caller-state-machine'].policies],
+    policies: [...out['caller-in-process'].policies, ...out['caller-state-machine'].policies, ...out['caller-stack'].policies],
     aggregate: true,
   };
   return out;
@@ -301,6 +302,7 @@ const DOC = {
   dlq: 'EventBridge sends an event it could not deliver to the target\'s dead-letter queue under the queue policy (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html#eb-dlq-perms)',
   logsTarget: 'EventBridge writes to a CloudWatch Logs target under a CloudWatch Logs resource policy (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-resource-based.html#eb-cloudwatchlogs-permissions)',
   lambdaLogs: 'Lambda sends a function\'s logs with its execution role: CreateLogGroup, CreateLogStream, PutLogEvents (https://docs.aws.amazon.com/lambda/latest/dg/monitoring-cloudwatchlogs.html#monitoring-cloudwatchlogs-prereqs)',
+  shares: 'A fanned-out step runs its shares by invoking its own function at the version that runs the step (shared/src/phase/share.rs, functions/common SelfInvoke; the Invoke API\'s Qualifier: https://docs.aws.amazon.com/lambda/latest/api/API_Invoke.html); the local stack runs $LATEST, the deployed state machine a published version',
   lambdaXray: 'Lambda active tracing: the execution role needs xray:PutTraceSegments and xray:PutTelemetryRecords (https://docs.aws.amazon.com/lambda/latest/dg/services-xray.html#services-xray-permissions)',
   apiLogs: 'API Gateway writes a stage\'s access logs with the CloudWatch Logs role of the account setting (https://docs.aws.amazon.com/apigateway/latest/developerguide/set-up-logging.html#set-up-access-logging-permissions)',
   sfnLogs: 'Step Functions logging to CloudWatch Logs: the state machine\'s role needs the log delivery actions (https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html#cloudwatch-iam-policy)',
@@ -413,6 +415,8 @@ function synthetic(cfg) {
     add(p, 'logs:CreateLogGroup', group, DOC.lambdaLogs);
     for (const action of ['logs:CreateLogStream', 'logs:PutLogEvents']) add(p, action, `${group}:log-stream:2026/01/01/[$LATEST]0123456789abcdef`, DOC.lambdaLogs);
     if (fn.tracing === 'Active') for (const action of ['xray:PutTraceSegments', 'xray:PutTelemetryRecords']) add(p, action, '*', DOC.lambdaXray);
+    // Deployed, the state machine invokes a published version, which invokes itself at that version for each share.
+    if (fn.environment?.SAGA_FAN_OUT !== undefined) add(p, 'lambda:InvokeFunction', `${fn.arn}:1`, DOC.shares);
   }
 
   // Step Functions' own calls with the state machine's role.

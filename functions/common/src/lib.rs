@@ -12,7 +12,9 @@
 //!   `<SAGA_FAULT_FILE>.<TransactionId>` does the same for that transaction only (for Begin given a request, which
 //!   has no id yet, `<SAGA_FAULT_FILE>.<execution name>`). A call whose k-th write was its last dies before it
 //!   answers. `<Phase> <k> late` also holds the call's first lock write past the k-th and sends it once the
-//!   transaction has finished, as a write of a Lambda that timed out may land. Release builds ignore both.
+//!   transaction has finished, as a write of a Lambda that timed out may land. `<Phase>Share <k>` (`LockShare`,
+//!   `ApplyShare`, `RollbackShare`) is taken by the next invocation running one share of that phase's step for another
+//!   (a fanned-out step's worker), never by the step's own call. Release builds ignore all of them.
 
 use std::time::Duration;
 
@@ -64,10 +66,14 @@ pub async fn store_from_env() -> Result<Store, Error> {
     Ok(Store::connect(cfg).await)
 }
 
-/// Runs the Lambda runtime loop for one phase.
+/// Runs the Lambda runtime loop for one phase. Lock, Apply and Rollback with `SAGA_FAN_OUT` above 1 run the shares of
+/// a step side by side in other invocations of their own function ([`SelfInvoke`]).
 pub async fn serve(phase: Phase) -> Result<(), Error> {
     init_logs();
-    let store = store_from_env().await?;
+    let mut store = store_from_env().await?;
+    if store.cfg.fan_out > 1 && matches!(phase, Phase::Lock | Phase::Apply | Phase::Rollback) {
+        store = store.with_workers(std::sync::Arc::new(Box::pin(SelfInvoke::from_env()).await?));
+    }
     lambda_runtime::run(service_fn(|event: LambdaEvent<Value>| {
         let store = store.clone();
         async move { invoke(&store, phase, event).await }
@@ -77,6 +83,9 @@ pub async fn serve(phase: Phase) -> Result<(), Error> {
 
 async fn invoke(store: &Store, phase: Phase, event: LambdaEvent<Value>) -> Result<Value, PhaseError> {
     let (input, ctx) = event.into_parts();
+    if input.get("Share").is_some() {
+        return Box::pin(share(store, phase, &input, &ctx.request_id)).await;
+    }
     let tx_id = input.get("TransactionId").and_then(Value::as_str).unwrap_or("").to_string();
     // Begin given a request has no transaction id yet: its faults are named after the execution.
     let fault_key = match input.get("ExecutionArn").and_then(Value::as_str) {
@@ -85,7 +94,7 @@ async fn invoke(store: &Store, phase: Phase, event: LambdaEvent<Value>) -> Resul
     };
     let span = tracing::info_span!("invocation", phase = phase.name(), request_id = %ctx.request_id, tx_id = %tx_id);
     async move {
-        let store = injected_fault(store, phase, &fault_key);
+        let store = injected_fault(store, phase.name(), &fault_key);
         let budget = Budget::before_deadline(ctx.deadline, MARGIN);
         match Box::pin(handle(&store, phase, &input, budget)).await {
             // The injected fault's last write was the call's last: it dies before answering, all the same.
@@ -108,8 +117,101 @@ async fn invoke(store: &Store, phase: Phase, event: LambdaEvent<Value>) -> Resul
     .await
 }
 
+/// One share of a step another invocation of this function runs ([`SelfInvoke`]): the share's result.
+async fn share(store: &Store, phase: Phase, input: &Value, request_id: &str) -> Result<Value, PhaseError> {
+    let tx_id = input.get("TransactionId").and_then(Value::as_str).unwrap_or("");
+    let span = tracing::info_span!("share", phase = phase.name(), request_id = %request_id, tx_id = %tx_id);
+    async move {
+        let store = injected_fault(store, &format!("{}Share", phase.name()), tx_id);
+        match Box::pin(dynamo_saga::step::handle_share(&store, input)).await {
+            Ok(_) if store.fault_spent() => Err(PhaseError(TxError::InjectedFault(store.writes_sent().unwrap_or(0)))),
+            Ok(out) => Ok(out),
+            Err(e) => {
+                tracing::warn!(error_type = e.name(), error = %e, "share failed");
+                Err(PhaseError(e))
+            }
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+/// The workers of a fanned-out step (`dynamo_saga::phase::share`): this function itself, at the version this process
+/// runs (so a share runs the step's own code and configuration), invoked synchronously once per share. A share
+/// Lambda cannot start (the function's concurrency used up) comes back `Throttled`, and the step runs it itself.
+#[derive(Debug)]
+pub struct SelfInvoke {
+    client: aws_sdk_lambda::Client,
+    function: String,
+    qualifier: Option<String>,
+}
+
+impl SelfInvoke {
+    /// This function (`AWS_LAMBDA_FUNCTION_NAME`, `AWS_LAMBDA_FUNCTION_VERSION`), through a client that never retries:
+    /// a share that failed is the step's to run again, and a share that is throttled, the step's to run itself.
+    pub async fn from_env() -> Result<SelfInvoke, Error> {
+        let function = std::env::var("AWS_LAMBDA_FUNCTION_NAME")
+            .map_err(|_| "configuration: SAGA_FAN_OUT needs AWS_LAMBDA_FUNCTION_NAME, which Lambda sets")?;
+        // Always qualified, `$LATEST` included: the role may invoke the function's versions (`NAME:*`), not the name alone.
+        let qualifier = std::env::var("AWS_LAMBDA_FUNCTION_VERSION").ok().filter(|v| !v.is_empty());
+        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let mut conf = aws_sdk_lambda::config::Builder::from(&sdk)
+            .retry_config(aws_sdk_lambda::config::retry::RetryConfig::disabled());
+        if let Some(log) = dynamo_saga::calls::CallLog::from_env() {
+            conf = conf.interceptor(log);
+        }
+        Ok(SelfInvoke { client: aws_sdk_lambda::Client::from_conf(conf.build()), function, qualifier })
+    }
+}
+
+impl dynamo_saga::store::Workers for SelfInvoke {
+    fn run(&self, share: Value) -> futures::future::BoxFuture<'static, Result<Value, TxError>> {
+        let (client, function, qualifier) = (self.client.clone(), self.function.clone(), self.qualifier.clone());
+        Box::pin(async move {
+            let sent = client
+                .invoke()
+                .function_name(&function)
+                .set_qualifier(qualifier)
+                .payload(aws_sdk_lambda::primitives::Blob::new(share.to_string()))
+                .send()
+                .await;
+            let worker_error = |body: &[u8]| {
+                let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+                v["errorType"].as_str().map(|t| TxError::from_worker(t, v["errorMessage"].as_str().unwrap_or("")))
+            };
+            match sent {
+                Ok(out) => {
+                    let body = out.payload().map(|p| p.as_ref()).unwrap_or_default();
+                    if out.function_error().is_some() {
+                        return Err(worker_error(body).unwrap_or_else(|| {
+                            TxError::WorkerFailed(format!("{function}: {}", String::from_utf8_lossy(body)))
+                        }));
+                    }
+                    serde_json::from_slice(body).map_err(|e| TxError::WorkerFailed(format!("{function}'s answer: {e}")))
+                }
+                Err(e) => {
+                    use aws_sdk_lambda::error::ProvideErrorMetadata;
+                    if e.code() == Some("TooManyRequestsException") {
+                        return Err(TxError::Throttled(format!("invoking {function}: {}", e.message().unwrap_or(""))));
+                    }
+                    // A Lambda Invoke API that answers a function's error with a status of its own (the local
+                    // stack's) carries the error in the body, as Lambda's payload does.
+                    let raw = e.raw_response().and_then(|r| r.body().bytes()).and_then(worker_error);
+                    Err(raw.unwrap_or_else(|| {
+                        TxError::WorkerFailed(format!(
+                            "invoking {function}: {}",
+                            aws_sdk_lambda::error::DisplayErrorContext(&e)
+                        ))
+                    }))
+                }
+            }
+        })
+    }
+}
+
+/// `store`, or a copy that dies as the fault file for `tx_id` says when it names `call` (a phase, or a phase's share).
 #[cfg(debug_assertions)]
-fn injected_fault(store: &Store, phase: Phase, tx_id: &str) -> Store {
+fn injected_fault(store: &Store, call: &str, tx_id: &str) -> Store {
     let Ok(base) = std::env::var("SAGA_FAULT_FILE") else { return store.clone() };
     // A fault for this transaction (`<file>.<TransactionId>`) comes first, then one for any transaction.
     let own = format!("{base}.{tx_id}");
@@ -119,7 +221,7 @@ fn injected_fault(store: &Store, phase: Phase, tx_id: &str) -> Store {
     let (Some(name), Some(Ok(k))) = (words.next(), words.next().map(str::parse::<u64>)) else { return store.clone() };
     let late = words.next() == Some("late");
     // Renaming claims the fault, so exactly one call of the phase takes it even if calls race.
-    if name != phase.name() || std::fs::rename(&path, format!("{path}.taken")).is_err() {
+    if name != call || std::fs::rename(&path, format!("{path}.taken")).is_err() {
         return store.clone();
     }
     tracing::warn!(writes = k, late, "injected fault: this call dies after {k} writes");
@@ -130,7 +232,7 @@ fn injected_fault(store: &Store, phase: Phase, tx_id: &str) -> Store {
 }
 
 #[cfg(not(debug_assertions))]
-fn injected_fault(store: &Store, _phase: Phase, _tx_id: &str) -> Store {
+fn injected_fault(store: &Store, _call: &str, _tx_id: &str) -> Store {
     store.clone()
 }
 

@@ -28,6 +28,7 @@ use aws_sdk_dynamodb::types::{
 };
 
 use super::parent::{beat_parent, new_rvn, same_item};
+use super::share::{Done, Share};
 use super::{
     concurrently, decided, held_condition, now, ph, progress, put_held, release_key, unlock_parts, used, Outcome,
     Release, Report,
@@ -140,14 +141,8 @@ async fn apply_committed(store: &Store, m: Meter, h: Header, batch: usize, finis
         return Ok(Report::new(Outcome::Done, &m));
     }
     let plan = crate::stored::read_plan(store, &m, &h.id).await?;
-    let run = super::run_from(batch, h.batches);
-    let actions = crate::stored::read_batches(store, &m, &h.id, &plan, run.clone(), Part::Whole).await?;
-    let refused = concurrently(actions, store.cfg.concurrency, |(b, _, a)| {
-        let (m, h) = (&m, &h);
-        async move { Ok(apply_item(store, m, h, b, &a).await?.map(|message| (b, a.describe(), message))) }
-    })
-    .await?;
-    let refused: Vec<(usize, String, String)> = refused.into_iter().flatten().collect();
+    let run = super::run_from(&store.cfg, batch, h.batches);
+    let refused = apply_shares(store, &m, &h, &plan, run.clone()).await?;
     if let Some((batch, action, message)) = refused.first() {
         for (_, action, message) in &refused {
             tracing::error!(tx_id = %h.id, action, message, "DynamoDB refused to apply a committed write; the item stays locked");
@@ -165,6 +160,84 @@ async fn apply_committed(store: &Store, m: Meter, h: Header, batch: usize, finis
         progress(store, &m, &h, H_APPLIED, run.end).await?
     };
     Ok(Report::new(ended.unwrap_or(Outcome::Done), &m))
+}
+
+/// A write DynamoDB refused at apply: its batch, the action, DynamoDB's message.
+type Refusal = (usize, String, String);
+
+/// What a worker's share of an apply step came to (`phase::share`).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Applied {
+    refused: Vec<Refusal>,
+    usage: Option<crate::store::Usage>,
+}
+
+/// Applies and unlocks every item of the batches of `run` of the committed transaction `h` (protocol 2), in shares side
+/// by side ([`super::share`]); the writes DynamoDB refused.
+async fn apply_shares(
+    store: &Store,
+    m: &Meter,
+    h: &Header,
+    plan: &crate::plan::Plan,
+    run: std::ops::Range<usize>,
+) -> Result<Vec<Refusal>, TxError> {
+    let parts = super::share::split(&store.cfg, run.clone());
+    if parts.len() < 2 {
+        return apply_run(store, m, h, plan, run).await;
+    }
+    let shares = parts
+        .iter()
+        .map(|r| Share::Apply { transaction_id: h.id.clone(), attempt: h.attempt, from: r.start, to: r.end })
+        .collect();
+    let done = super::share::side_by_side(store, shares, |s| async move {
+        let Share::Apply { from, to, .. } = s else { unreachable!("apply shares") };
+        let refused = apply_run(store, m, h, plan, from..to).await?;
+        Ok(Done::Done(Applied { refused, usage: None }))
+    })
+    .await?;
+    let mut refused = Vec::new();
+    for d in done {
+        if let Done::Done(a) = d {
+            refused.extend(a.refused);
+            if let Some(u) = a.usage {
+                m.add(&u);
+            }
+        }
+    }
+    Ok(refused)
+}
+
+/// Applies and unlocks every item of the batches of `run`, all at once: the writes DynamoDB refused.
+async fn apply_run(
+    store: &Store,
+    m: &Meter,
+    h: &Header,
+    plan: &crate::plan::Plan,
+    run: std::ops::Range<usize>,
+) -> Result<Vec<Refusal>, TxError> {
+    let actions = crate::stored::read_batches(store, m, &h.id, plan, run, Part::Whole).await?;
+    let refused = concurrently(actions, store.cfg.concurrency, |(b, _, a)| async move {
+        Ok(apply_item(store, m, h, b, &a).await?.map(|message| (b, a.describe(), message)))
+    })
+    .await?;
+    Ok(refused.into_iter().flatten().collect())
+}
+
+/// A worker's share of an apply step (`phase::share`): the share's batches applied, as the step's own process would
+/// have applied them.
+pub(crate) async fn share(store: &Store, share: Share) -> Result<Done<Applied>, TxError> {
+    let Share::Apply { transaction_id, attempt, from, to } = share else {
+        return Err(TxError::Internal("an apply share is a share of apply".into()));
+    };
+    let m = Meter::default();
+    let h = records::read_header(store, &m, &transaction_id).await?;
+    if h.state != TxState::Committed || !h.commits_first() || h.finished() || h.attempt != attempt {
+        return Ok(Done::Ended(h.state));
+    }
+    let plan = crate::stored::read_plan(store, &m, &h.id).await?;
+    let refused = apply_run(store, &m, &h, &plan, from..to).await?;
+    Ok(Done::Done(Applied { refused, usage: Some(m.usage()) }))
 }
 
 /// Applies and unlocks one item (action `a` of `batch`) while `h`'s attempt holds it with the lock its batch was

@@ -210,7 +210,7 @@ pub(crate) async fn begin_as(
     // first run of batches: this process's lock step takes it without a write of its own (`phase::lock`).
     let claimed = here;
     if claimed {
-        header.insert(H_LOCK_STARTED.to_string(), n(plan.batch_count().min(RUN_BATCHES)));
+        header.insert(H_LOCK_STARTED.to_string(), n(super::run_end(&store.cfg, 0, plan.batch_count())));
         // Open from here: a driver of this process that dies mid-pass leaves it so (`phase::lock`).
         header.insert(H_LOCK_OPEN.to_string(), n(now));
     }

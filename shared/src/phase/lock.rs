@@ -31,6 +31,7 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::parent::{beat_parent, new_rvn, parent_lock_names, unlock_parent};
+use super::share::{self, Share};
 use super::{
     concurrently, decided, evaluate, in_state, now, ph, queue, release_item, release_key, used, Contention, Outcome,
     Release, Report,
@@ -133,13 +134,13 @@ pub(crate) async fn lock_from(store: &Store, m: Meter, h: Header, batch: usize) 
         }
     }
     let plan = crate::stored::read_plan(store, &m, tx_id).await?;
-    let run = super::run_from(batch, h.batches);
+    let run = super::run_from(&store.cfg, batch, h.batches);
     let Some(pass) = claim(store, &m, &h, run.end).await? else {
         // The header moved on first: another pass claimed the lock phase or recorded batches, or the attempt ended.
         return Ok(Report::new(Outcome::Done, &m));
     };
     let mut met = Met::default();
-    lock_run(store, &m, &h, &plan, run.clone(), pass, &mut met).await?;
+    lock_shares(store, &m, &h, &plan, run.clone(), pass, &mut met).await?;
     let Met { mut failed, mut refused, mut contention, taken, superseded, mut unknown } = met;
     if superseded {
         // A later pass holds the lock phase and takes these items over: leave them to it. A pause first, so that two
@@ -358,6 +359,72 @@ async fn decided_after(
     })
 }
 
+/// Locks the batches of `run` for `pass`, in shares side by side ([`super::share`]): what [`lock_run`] does for the
+/// whole run, each share sending the writes of its batches under the same pass.
+async fn lock_shares(
+    store: &Store,
+    m: &Meter,
+    h: &Header,
+    plan: &crate::plan::Plan,
+    run: std::ops::Range<usize>,
+    pass: Pass,
+    met: &mut Met,
+) -> Result<(), TxError> {
+    let parts = share::split(&store.cfg, run.clone());
+    let Pass::Id(p, earlier) = pass else { return lock_run(store, m, h, plan, run, pass, met).await };
+    if parts.len() < 2 {
+        return lock_run(store, m, h, plan, run, pass, met).await;
+    }
+    let shares = parts
+        .iter()
+        .map(|r| Share::Lock {
+            transaction_id: h.id.clone(),
+            attempt: h.attempt,
+            pass: p,
+            earlier,
+            from: r.start,
+            to: r.end,
+        })
+        .collect();
+    let done = share::side_by_side(store, shares, |s| async move {
+        let Share::Lock { from, to, .. } = s else { unreachable!("lock shares") };
+        let mut mine = Met::default();
+        lock_run(store, m, h, plan, from..to, pass, &mut mine).await?;
+        Ok(share::Done::Done(mine.wire(None)))
+    })
+    .await?;
+    for d in done {
+        match d {
+            share::Done::Done(w) => met.absorb(m, w)?,
+            // The transaction left this attempt while the share ran: leave what the step did to whoever moved it.
+            share::Done::Ended(_) => met.superseded = true,
+        }
+    }
+    Ok(())
+}
+
+/// A worker's share of a lock step (`phase::share`): the share's batches locked for the step's pass, as the step's
+/// own process would have locked them.
+pub(crate) async fn share(store: &Store, share: Share) -> Result<share::Done<MetWire>, TxError> {
+    let Share::Lock { transaction_id, attempt, pass, earlier, from, to } = share else {
+        return Err(TxError::Internal("a lock share is a share of lock".into()));
+    };
+    let m = Meter::default();
+    let h = records::read_header(store, &m, &transaction_id).await?;
+    if h.state != TxState::Pending || h.finished() || h.attempt != attempt {
+        return Ok(share::Done::Ended(h.state));
+    }
+    let mut met = Met::default();
+    if h.lock_pass == Some(pass) {
+        let plan = crate::stored::read_plan(store, &m, &h.id).await?;
+        lock_run(store, &m, &h, &plan, from..to, Pass::Id(pass, earlier), &mut met).await?;
+    } else {
+        // A later pass holds the lock phase: this one's writes would only be taken over.
+        met.superseded = true;
+    }
+    Ok(share::Done::Done(met.wire(Some(m.usage()))))
+}
+
 /// What a run met besides locks taken.
 #[derive(Default)]
 struct Met {
@@ -373,6 +440,71 @@ struct Met {
     superseded: bool,
     /// A lock write had no answer that says whether DynamoDB carried it out: it may land later.
     unknown: bool,
+}
+
+/// [`Met`] as a share's result crosses from a worker (`phase::share`): items in DynamoDB JSON, and what the worker's
+/// writes used.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct MetWire {
+    failed: Vec<(usize, CancellationReason)>,
+    refused: Vec<(usize, CancellationReason)>,
+    /// Each other transaction's item met: its batch, the contention, the item's table and key, and whether the
+    /// holder was read from a lock.
+    contention: Vec<HeldWire>,
+    /// Each item locked: batch, action, the lock's id, table and key.
+    taken: Vec<(usize, usize, LockId, String, serde_json::Value)>,
+    superseded: bool,
+    unknown: bool,
+    usage: Option<crate::store::Usage>,
+}
+
+/// A [`Held`] as it crosses: batch, contention, table and key, whether the holder was read from a lock.
+type HeldWire = (usize, Contention, Option<(String, serde_json::Value)>, bool);
+
+impl Met {
+    fn wire(self, usage: Option<crate::store::Usage>) -> MetWire {
+        MetWire {
+            failed: self.failed,
+            refused: self.refused,
+            contention: self
+                .contention
+                .into_iter()
+                .map(|h| {
+                    let key = h.contention.key.as_ref().map(|(t, k)| (t.clone(), item_to_json(k)));
+                    let locked = h.contention.locked;
+                    (h.batch, h.contention, key, locked)
+                })
+                .collect(),
+            taken: self.taken.into_iter().map(|t| (t.batch, t.index, t.id, t.table, item_to_json(&t.key))).collect(),
+            superseded: self.superseded,
+            unknown: self.unknown,
+            usage,
+        }
+    }
+
+    /// Adds a share's result to this run's, and what its writes used to the run's meter `m`.
+    fn absorb(&mut self, m: &Meter, w: MetWire) -> Result<(), TxError> {
+        let item = |v: &serde_json::Value| {
+            value::item_from_json(v).map_err(|e| TxError::Internal(format!("a lock share's item: {e}")))
+        };
+        self.failed.extend(w.failed);
+        self.refused.extend(w.refused);
+        for (batch, mut contention, key, locked) in w.contention {
+            contention.key = key.map(|(t, k)| Ok::<_, TxError>((t, item(&k)?))).transpose()?;
+            contention.locked = locked;
+            self.contention.push(Held { batch, contention });
+        }
+        for (batch, index, id, table, key) in w.taken {
+            self.taken.push(Taken { batch, index, id, table, key: item(&key)? });
+        }
+        self.superseded |= w.superseded;
+        self.unknown |= w.unknown;
+        if let Some(u) = w.usage {
+            m.add(&u);
+        }
+        Ok(())
+    }
 }
 
 /// An item another transaction holds, and the batch it is in.

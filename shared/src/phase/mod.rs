@@ -19,6 +19,7 @@ pub mod retry;
 pub mod revisit;
 pub mod rollback;
 pub mod save;
+pub mod share;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -117,14 +118,15 @@ pub(crate) mod ph {
     pub const LOCK_ID: &str = ":_sagaId";
 }
 
-/// The batches a lock or apply run from `batch` takes: up to [`crate::constants::RUN_BATCHES`] of the `batches`.
-fn run_from(batch: usize, batches: usize) -> std::ops::Range<usize> {
-    batch..run_end(batch, batches)
+/// The batches a lock, apply or rollback step from `batch` takes: up to [`Config::fan_out`](crate::Config::fan_out)
+/// shares of [`Config::share_batches`](crate::Config::share_batches) batches each, of the `batches`.
+fn run_from(cfg: &crate::Config, batch: usize, batches: usize) -> std::ops::Range<usize> {
+    batch..run_end(cfg, batch, batches)
 }
 
-/// Where a lock or apply run from `batch` ends (see [`run_from`]).
-pub(crate) fn run_end(batch: usize, batches: usize) -> usize {
-    (batch + crate::constants::RUN_BATCHES).min(batches)
+/// Where a lock, apply or rollback step from `batch` ends (see [`run_from`]).
+pub(crate) fn run_end(cfg: &crate::Config, batch: usize, batches: usize) -> usize {
+    batch.saturating_add(cfg.step_batches()).min(batches)
 }
 
 /// `h`, when the transaction is in `state` and unfinished; otherwise the state it is in, and the phase ends with

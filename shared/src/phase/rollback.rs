@@ -4,17 +4,19 @@
 //! Protocol 2 rolls back before anything but locks was written: each item is unlocked, and an item that exists only
 //! to hold the lock is deleted (or given its tombstone back). No images are read.
 //!
-//! Only batches whose locking had started are visited, one step each; one more step passes all the others. Every write
-//! is conditional on this transaction's lock, so an item restored once is never touched again.
+//! Only batches whose locking had started are visited: protocol 2 a step of up to `fan_out` shares of batches at a
+//! time ([`super::share`]), protocol 1 one batch a step; one more step passes all the others. Every write is
+//! conditional on this transaction's lock, so an item restored once is never touched again.
 
 use super::parent::release_parent;
+use super::share::{Done, Share};
 use super::{concurrently, progress, release_item, Outcome, Release, Report};
 use crate::constants::H_RESTORED;
 use crate::error::TxError;
 use crate::plan::Part;
-use crate::records::{self, Decision, TxState};
+use crate::records::{self, Decision, Header, TxState};
 use crate::request::Action;
-use crate::store::{Meter, Store};
+use crate::store::{Meter, Store, Usage};
 use crate::stored::Image;
 
 /// Rolls back batch `batch`. `why` decides the rollback of a pending transaction, and is recorded. Without it, a
@@ -36,6 +38,13 @@ pub async fn rollback(store: &Store, tx_id: &str, batch: usize, why: Option<&Dec
     }
     if h.restored > batch {
         return Ok(Report::new(Outcome::Done, &m));
+    }
+    if h.commits_first() && batch < h.lock_started {
+        // Protocol 2: nothing but locks was written, so each item is let go of as it is, a step of shares at a time.
+        let end = super::run_end(&store.cfg, batch, h.batches).min(h.lock_started);
+        release_shares(store, &m, &h, batch..end).await?;
+        let restored = if end == h.batches { end } else { end.max(batch + 1) };
+        return finish_step(store, &m, &h, restored).await;
     }
     if batch < h.lock_started {
         let plan = crate::stored::read_plan(store, &m, tx_id).await?;
@@ -67,11 +76,78 @@ pub async fn rollback(store: &Store, tx_id: &str, batch: usize, why: Option<&Dec
     // The batches whose locking never started hold nothing of this attempt: the step that meets the first of them
     // passes them all.
     let restored = if batch < h.lock_started { batch + 1 } else { h.batches };
+    finish_step(store, &m, &h, restored).await
+}
+
+/// Records the batches before `restored` rolled back; with the last, the parent goes too.
+async fn finish_step(store: &Store, m: &Meter, h: &Header, restored: usize) -> Result<Report, TxError> {
+    // The batches whose locking never started hold nothing of this attempt: the step that reaches them passes them all.
+    let restored = if restored >= h.lock_started { h.batches } else { restored };
     if restored == h.batches {
         // Everything the attempt held goes with its last batch, the parent too: nothing is held while another
         // attempt is awaited.
-        release_parent(store, &m, &h).await?;
+        release_parent(store, m, h).await?;
     }
-    let outcome = progress(store, &m, &h, H_RESTORED, restored).await?.unwrap_or(Outcome::Done);
-    Ok(Report::new(outcome, &m))
+    let outcome = progress(store, m, h, H_RESTORED, restored).await?.unwrap_or(Outcome::Done);
+    Ok(Report::new(outcome, m))
+}
+
+/// Lets go of every item of the batches of `run` that `h`'s attempt holds (protocol 2), in shares side by side.
+async fn release_shares(store: &Store, m: &Meter, h: &Header, run: std::ops::Range<usize>) -> Result<(), TxError> {
+    let plan = crate::stored::read_plan(store, m, &h.id).await?;
+    let parts = super::share::split(&store.cfg, run.clone());
+    if parts.len() < 2 {
+        return release_run(store, m, h, &plan, run).await;
+    }
+    let shares = parts
+        .iter()
+        .map(|r| Share::Rollback { transaction_id: h.id.clone(), attempt: h.attempt, from: r.start, to: r.end })
+        .collect();
+    let plan = &plan;
+    let done = super::share::side_by_side(store, shares, |s| async move {
+        let Share::Rollback { from, to, .. } = s else { unreachable!("rollback shares") };
+        release_run(store, m, h, plan, from..to).await?;
+        Ok(Done::Done(None::<Usage>))
+    })
+    .await?;
+    for d in done {
+        if let Done::Done(Some(u)) = d {
+            m.add(&u);
+        }
+    }
+    Ok(())
+}
+
+/// Lets go of every item of the batches of `run`, all at once.
+async fn release_run(
+    store: &Store,
+    m: &Meter,
+    h: &Header,
+    plan: &crate::plan::Plan,
+    run: std::ops::Range<usize>,
+) -> Result<(), TxError> {
+    let actions = crate::stored::read_batches(store, m, &h.id, plan, run, Part::Heads).await?;
+    let owner = h.owner();
+    concurrently(actions, store.cfg.concurrency, |(_, _, a)| {
+        let owner = &owner;
+        async move { release_item(store, m, owner, &a, Release::Keep).await }
+    })
+    .await?;
+    Ok(())
+}
+
+/// A worker's share of a rollback step (`phase::share`): every item of the share's batches let go of. What the
+/// worker's writes used.
+pub(crate) async fn share(store: &Store, share: Share) -> Result<Done<Option<Usage>>, TxError> {
+    let Share::Rollback { transaction_id, attempt, from, to } = share else {
+        return Err(TxError::Internal("a rollback share is a share of rollback".into()));
+    };
+    let m = Meter::default();
+    let h = records::read_header(store, &m, &transaction_id).await?;
+    if h.state != TxState::RolledBack || !h.commits_first() || h.finished() || h.attempt != attempt {
+        return Ok(Done::Ended(h.state));
+    }
+    let plan = crate::stored::read_plan(store, &m, &h.id).await?;
+    release_run(store, &m, &h, &plan, from..to).await?;
+    Ok(Done::Done(Some(m.usage())))
 }
