@@ -9,7 +9,9 @@
 # zip sizes) and rewrites the report with the other figures of the last run, from docs/benchmarks.json;
 # --contention-only does the same for the contention section (native with client retries, dynamo-saga in-process and
 # through the state machine, on the same transfers), --reads-only for committed reads before apply, --revisit-only for
-# the visit for late writes; --largest-only does the same for the largest transaction the
+# the visit for late writes, --cpu-only for CPU per request (the CLI's submit --in-process beside tests/src/bin/bare.rs,
+# --cpu-runs runs each, default 5) and the model with CPU, --small-only for the orchestration of small requests (the
+# API and events functions, 10 updates); --largest-only does the same for the largest transaction the
 # template allows (--largest-actions, default 100,000 updates), staged through the API function and run through the
 # state machine on a stack of optimised function builds (SAGA_STACK_PROFILE=release), with each function's call times,
 # CPU time and peak memory; --seal-only stages and seals the largest request the API function takes (--seal-actions,
@@ -29,7 +31,8 @@ while [ $# -gt 0 ]; do
   case $1 in
     --lambda) lambda=1 ;;
     --functions-only) only=1; args+=("$1") ;;
-    --contention-only | --reads-only | --revisit-only) args+=("$1"); section_only=1 ;;
+    --contention-only | --reads-only | --revisit-only | --cpu-only | --small-only) args+=("$1"); section_only=1 ;;
+    --cpu-runs) args+=("$1" "${2:?--cpu-runs needs a number}"); shift ;;
     --largest-only) largest_only=1 ;;
     --seal-only) largest_only=1; largest_args+=("--seal-only") ;;
     --seal-actions) largest_n=${2:?--seal-actions needs a number}; largest_args+=("$1" "$2"); shift ;;
@@ -40,6 +43,10 @@ while [ $# -gt 0 ]; do
   shift
 done
 bash tools/stack.sh install
+# The stacks run the Lock, Apply and Rollback functions fanned out as a deployed stack does: the template's default
+# PhaseFanOut, shares of the default 20 batches (tools/stack.sh's own defaults are the test suites').
+fan_out=$(awk '/^  PhaseFanOut:/ {p = 1} p && /Default:/ {print $2; exit}' template.yaml)
+export SAGA_FAN_OUT=${fan_out:?template.yaml has no PhaseFanOut default} SAGA_SHARE_BATCHES=20
 if [ "$lambda" = 1 ]; then
   venv="$root/.local/venv"
   rustup target list --installed | grep -q '^aarch64-unknown-linux-gnu$' || rustup target add aarch64-unknown-linux-gnu
@@ -48,7 +55,8 @@ if [ "$lambda" = 1 ]; then
     $(for f in functions/*/; do n=$(basename "$f"); [ "$n" = common ] || printf -- '-p saga-%s ' "$n"; done)
 fi
 echo "Building the benchmark (optimised; the first build takes several minutes)..." >&2
-cargo build -q --profile bench-run -p dynamo-saga-tests --bin bench
+# The CLI and the bare SDK program too: CPU per request runs them as processes of the same profile.
+cargo build -q --profile bench-run -p dynamo-saga-tests --bin bench --bin bare -p dynamo-saga-cli
 if [ "$only" = 1 ]; then
   # The init times are of the debug builds the local stack runs.
   cargo build -q $(for f in functions/*/; do n=$(basename "$f"); [ "$n" = common ] || printf -- '-p saga-%s ' "$n"; done)

@@ -30,7 +30,7 @@ binding text that is no longer in its file.
                                                    copy a run's report to docs/test-report.md, then list the quoted
                                                    figures that now disagree with it (exit 1 if any)
 
-Prices (for the USD figures) are read from tests/src/bin/bench.rs, so they are the benchmark's own.
+Prices (for the USD figures) are read from tests/src/bin/bench/main.rs, so they are the benchmark's own.
 """
 import ast
 import glob
@@ -46,7 +46,7 @@ from decimal import Decimal
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH_JSON = "docs/benchmarks.json"
 REPORT_MD = "docs/test-report.md"
-BENCH_RS = "tests/src/bin/bench.rs"
+BENCH_RS = "tests/src/bin/bench/main.rs"
 TEMPLATE = "template.yaml"
 ASL = "statemachine/transaction.asl.json"
 MARKER = re.compile(r"<!--\s*fig:\s*([A-Za-z0-9_.+\-]+)\s*-->")

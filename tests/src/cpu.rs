@@ -26,6 +26,39 @@ pub fn cpu_seconds(pid: Option<u32>) -> Option<f64> {
     Some(ticks / clock_ticks_per_second())
 }
 
+/// CPU milliseconds (user and system) this process has spent, to the microsecond.
+pub fn own_cpu_ms() -> f64 {
+    // SAFETY: getrusage writes the struct it is given, which is plain data.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    assert_eq!(r, 0, "getrusage");
+    timeval_ms(usage.ru_utime) + timeval_ms(usage.ru_stime)
+}
+
+fn timeval_ms(t: libc::timeval) -> f64 {
+    t.tv_sec as f64 * 1000.0 + t.tv_usec as f64 / 1000.0
+}
+
+/// Runs `cmd` to its end, its standard output captured: what it printed, and the CPU milliseconds (user and system)
+/// the process spent, from the kernel's accounting of it (`wait4`). Panics when it does not exit 0.
+// The child is reaped by `wait4`, which std's `Child::wait` cannot replace: it does not return the usage.
+#[allow(clippy::zombie_processes)]
+pub fn run_measured(mut cmd: std::process::Command) -> (String, f64) {
+    use std::io::Read;
+    let what = format!("{cmd:?}");
+    let mut child = cmd.stdout(std::process::Stdio::piped()).spawn().unwrap_or_else(|e| panic!("{what}: {e}"));
+    let mut out = String::new();
+    child.stdout.take().expect("stdout").read_to_string(&mut out).expect("its output");
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: as above; the child is waited for here once, and `child` is not waited for again.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(r, pid, "wait4 {what}");
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "{what} failed ({status}): {out}");
+    (out, timeval_ms(usage.ru_utime) + timeval_ms(usage.ru_stime))
+}
+
 fn clock_ticks_per_second() -> f64 {
     static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
     *TICKS.get_or_init(|| {

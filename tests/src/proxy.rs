@@ -37,6 +37,11 @@ impl Proxy {
         self.control("GET", "stats", None).await
     }
 
+    /// The proxy's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Holds the next `count` writes whose request body contains every text of `texts`: each is answered at once
     /// with `InternalServerError` and delivered to DynamoDB only at [`Proxy::release`].
     pub async fn hold(&self, texts: &[&str], count: usize) {

@@ -19,6 +19,10 @@
 //! the state machine; and 16 transfers of 2 to 150 accounts, beyond native, by dynamo-saga both ways: transfers
 //! committed per second and the time each took to end.
 
+mod model;
+mod per_request;
+mod small;
+
 use harness::cpu::{CpuMeter, CpuPerAction, WriteCpu};
 use harness::trips::{modelled_ms, traced_store, Model, Tracer};
 use std::path::{Path, PathBuf};
@@ -362,6 +366,13 @@ struct Args {
     in_flight: Vec<usize>,
     /// A full run keeps the last run's largest transaction instead of leaving it out (`tools/bench.sh` runs it after).
     keep_largest: bool,
+    /// Measure CPU per request and the model with CPU again, and rewrite the report with the other figures of the
+    /// last run (its JSON).
+    cpu_only: bool,
+    /// Runs of each way for CPU per request.
+    cpu_runs: usize,
+    /// Measure small requests' orchestration again (needs the local stack), likewise.
+    small_only: bool,
 }
 
 fn args() -> Args {
@@ -381,9 +392,12 @@ fn args() -> Args {
         seal_actions: 100_000,
         in_flight: vec![16, 64, 256],
         keep_largest: false,
+        cpu_only: false,
+        cpu_runs: 5,
+        small_only: false,
     };
     let mut it = std::env::args().skip(1);
-    let usage = "usage: bench [--sizes 10,100,1000,10000] [--kinds update,upsert,insert,delete,check] [--item-bytes 940] [--seed000-max N] [--in-flight 16,64,256] [--out DIR] [--functions-only | --contention-only | --largest-only [--largest-actions 100000] | --seal-only [--seal-actions 100000] | --reads-only | --revisit-only | --keep-largest]";
+    let usage = "usage: bench [--sizes 10,100,1000,10000] [--kinds update,upsert,insert,delete,check] [--item-bytes 940] [--seed000-max N] [--in-flight 16,64,256] [--out DIR] [--functions-only | --contention-only | --largest-only [--largest-actions 100000] | --seal-only [--seal-actions 100000] | --reads-only | --revisit-only | --cpu-only [--cpu-runs 5] | --small-only | --keep-largest]";
     while let Some(flag) = it.next() {
         let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value\n{usage}"));
         match flag.as_str() {
@@ -413,6 +427,9 @@ fn args() -> Args {
             "--seal-only" => a.seal_only = true,
             "--reads-only" => a.reads_only = true,
             "--revisit-only" => a.revisit_only = true,
+            "--cpu-only" => a.cpu_only = true,
+            "--cpu-runs" => a.cpu_runs = value().parse().expect("a number of runs"),
+            "--small-only" => a.small_only = true,
             "--seal-actions" => a.seal_actions = value().parse().expect("a number of actions"),
             "-h" | "--help" => {
                 println!("{usage}");
@@ -757,20 +774,7 @@ async fn committed_reads(env: &Env, n: usize, way: dynamo_saga::config::Committe
 /// a `!Ref` to a parameter is that parameter's default.
 fn deployed_settings() -> std::collections::BTreeMap<String, (u64, u64)> {
     let text = std::fs::read_to_string(harness::root().join("template.yaml")).expect("template.yaml");
-    let mut defaults = std::collections::BTreeMap::new();
-    let mut param = None;
-    for line in text
-        .lines()
-        .skip_while(|l| !l.starts_with("Parameters:"))
-        .skip(1)
-        .take_while(|l| l.is_empty() || l.starts_with(' '))
-    {
-        if line.starts_with("  ") && !line.starts_with("   ") {
-            param = Some(line.trim().trim_end_matches(':').to_string());
-        } else if let (Some(p), Some(d)) = (&param, line.trim().strip_prefix("Default:")) {
-            defaults.insert(p.clone(), d.trim().trim_matches('"').to_string());
-        }
-    }
+    let defaults = template_defaults();
     let value = |line: &str, key: &str| {
         let v = line.trim().strip_prefix(key)?.trim();
         let v = v.strip_prefix("!Ref ").map_or(Some(v), |p| defaults.get(p.trim()).map(String::as_str))?;
@@ -804,6 +808,31 @@ fn deployed_settings() -> std::collections::BTreeMap<String, (u64, u64)> {
     }
     finish(current.take(), memory, timeout);
     out
+}
+
+/// Each parameter's `Default` in `template.yaml`, by name.
+fn template_defaults() -> std::collections::BTreeMap<String, String> {
+    let text = std::fs::read_to_string(harness::root().join("template.yaml")).expect("template.yaml");
+    let mut defaults = std::collections::BTreeMap::new();
+    let mut param = None;
+    for line in text
+        .lines()
+        .skip_while(|l| !l.starts_with("Parameters:"))
+        .skip(1)
+        .take_while(|l| l.is_empty() || l.starts_with(' '))
+    {
+        if line.starts_with("  ") && !line.starts_with("   ") {
+            param = Some(line.trim().trim_end_matches(':').to_string());
+        } else if let (Some(p), Some(d)) = (&param, line.trim().strip_prefix("Default:")) {
+            defaults.insert(p.clone(), d.trim().trim_matches('"').to_string());
+        }
+    }
+    defaults
+}
+
+/// The template's default for `PhaseFanOut`.
+fn default_fan_out() -> usize {
+    template_defaults().get("PhaseFanOut").and_then(|v| v.parse().ok()).expect("PhaseFanOut's default in template.yaml")
 }
 
 /// The largest transaction through the API function and the state machine: `n` updates staged in chunks (the request
@@ -1608,6 +1637,28 @@ fn markdown(a: &Args, report: &Report, when: &str) -> String {
     if !report.round_trips.is_empty() {
         md.push_str(&trips_markdown(&report.round_trips));
     }
+    if !report.cpu_per_request.is_empty() {
+        md.push_str(&per_request::markdown(&report.cpu_per_request));
+    }
+    if !report.model.is_empty() {
+        let chunked = |n: usize| {
+            report
+                .round_trips
+                .iter()
+                .find(|t| t.kind == Kind::Update && t.method == Method::Chunked && t.actions == n)
+                .map(|t| t.modelled_wall_ms)
+        };
+        md.push_str(&model::markdown(&report.model, chunked));
+    }
+    if !report.small_requests.is_empty() {
+        let per_1000 = |usd: f64, n: usize| usd / n as f64 * 1000.0;
+        let dynamodb = by(rows, Kind::Update, 10, Method::Saga)
+            .and_then(|r| r.bill.as_ref())
+            .map(|b| per_1000(dynamodb_usd(b), 10));
+        let standard =
+            machine.iter().find(|r| r.actions == 10).map(|r| (per_1000(r.usd, 10), per_1000(r.lambda_usd, 10)));
+        md.push_str(&small::markdown(&report.small_requests, dynamodb, standard));
+    }
     if !report.engine.is_empty() {
         md.push_str(&engine_markdown(report));
     }
@@ -1828,6 +1879,15 @@ struct Report {
     /// The cores of the machine the run was on, which DynamoDB Local and the benchmark share.
     #[serde(default)]
     cores: usize,
+    /// CPU per DynamoDB request, the CLI beside the bare SDK program ([`per_request`]).
+    #[serde(default)]
+    cpu_per_request: Vec<per_request::CpuRow>,
+    /// The model with CPU ([`model`]).
+    #[serde(default)]
+    model: Vec<model::ModelRow>,
+    /// Small requests' orchestration ([`small`]).
+    #[serde(default)]
+    small_requests: Vec<small::SmallRow>,
 }
 
 /// DynamoDB Local's CPU per item written by each kind of write call, on 2,000 items of `--item-bytes` (none when this
@@ -2067,6 +2127,25 @@ async fn measure_all(a: &Args) -> (Vec<Row>, Vec<MachineRow>) {
     (rows, machine_rows)
 }
 
+/// The sizes CPU per request is measured at: the run's sizes of 1,000 actions and more.
+fn cpu_sizes(a: &Args) -> Vec<usize> {
+    a.sizes.iter().copied().filter(|&n| n >= 1000).collect()
+}
+
+/// The model with CPU at each size of 1,000 actions and more and at the largest transaction's size, at the template's
+/// default fan-out and the default share size.
+async fn measure_model(a: &Args) -> Vec<model::ModelRow> {
+    let mut sizes = cpu_sizes(a);
+    sizes.push(a.largest_actions);
+    sizes.dedup();
+    let share = dynamo_saga::Config::new("t").share_batches;
+    let mut out = Vec::new();
+    for n in sizes {
+        out.push(model::measure(n, a.item_bytes, default_fan_out(), share).await);
+    }
+    out
+}
+
 /// The largest transaction of the report at `path`, if it has one.
 fn last_largest(path: &std::path::Path) -> Option<LargestRun> {
     last_report(path)?.largest
@@ -2088,7 +2167,14 @@ async fn main() {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
     let json_path = a.out.join("benchmarks.json");
-    let only = a.functions_only || a.contention_only || a.largest_only || a.seal_only || a.reads_only || a.revisit_only;
+    let only = a.functions_only
+        || a.contention_only
+        || a.largest_only
+        || a.seal_only
+        || a.reads_only
+        || a.revisit_only
+        || a.cpu_only
+        || a.small_only;
     let mut report = if only {
         let text = std::fs::read_to_string(&json_path).unwrap_or_else(|e| {
             panic!("--functions-only and --contention-only need the last run's {}: {e}", json_path.display())
@@ -2126,15 +2212,25 @@ async fn main() {
             engine,
             revisit: measure_revisit(&a).await,
             cores: std::thread::available_parallelism().map_or(0, usize::from),
+            cpu_per_request: Vec::new(),
+            model: Vec::new(),
+            small_requests: Vec::new(),
         }
     };
+    if a.cpu_only || !only {
+        report.cpu_per_request = per_request::measure(&cpu_sizes(&a), a.item_bytes, a.cpu_runs).await;
+        report.model = measure_model(&a).await;
+    }
+    if a.small_only || (!only && std::env::var("LAMBDA_ENDPOINT").is_ok()) {
+        report.small_requests = small::measure(a.item_bytes, 5).await;
+    }
     if a.reads_only {
         report.committed_reads = measure_reads(&a).await;
     }
     if a.revisit_only {
         report.revisit = measure_revisit(&a).await;
     }
-    if !a.functions_only && !a.largest_only && !a.seal_only && !a.reads_only && !a.revisit_only {
+    if a.contention_only || !only {
         report.contention = contention().await;
     }
     if a.largest_only {
@@ -2143,11 +2239,13 @@ async fn main() {
     if a.seal_only {
         report.largest_seal = Some(largest_seal(a.seal_actions, a.item_bytes, &now).await);
     }
-    if !a.contention_only && !a.largest_only && !a.seal_only && !a.reads_only && !a.revisit_only {
+    if a.functions_only || !only {
         report.functions = functions().await;
     }
     let when = match (a.functions_only, a.contention_only, a.largest_only, a.seal_only, a.reads_only) {
         _ if a.revisit_only => format!("{} (the visit for late writes on {now})", report.written),
+        _ if a.cpu_only => format!("{} (CPU per request and the model with CPU on {now})", report.written),
+        _ if a.small_only => format!("{} (small requests on {now})", report.written),
         (true, ..) => format!("{} (the functions on {now})", report.written),
         (_, true, ..) => format!("{} (contention on {now})", report.written),
         (_, _, true, ..) => format!("{} (the largest transaction on {now})", report.written),
