@@ -10,7 +10,7 @@
 # --contention-only does the same for the contention section (native with client retries, dynamo-saga in-process and
 # through the state machine, on the same transfers), --reads-only for committed reads before apply, --revisit-only for
 # the visit for late writes, --cpu-only for CPU per request (the CLI's submit --in-process beside tests/src/bin/bare.rs,
-# --cpu-runs runs each, default 5) and the model with CPU, --small-only for the orchestration of small requests (the
+# --cpu-runs runs each, default 9) and the model with CPU, --small-only for the orchestration of small requests (the
 # API and events functions, 10 updates); --largest-only does the same for the largest transaction the
 # template allows (--largest-actions, default 100,000 updates), staged through the API function and run through the
 # state machine on a stack of optimised function builds (SAGA_STACK_PROFILE=release), with each function's call times,

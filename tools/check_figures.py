@@ -309,6 +309,42 @@ def bench_figures(bench, usd):
             f["largest.stageBytesPerRequestByte"] = fns["stage"]["peakMib"] * 2**20 / big["requestBytes"]
         f["largest.lockCpuSPerCall"] = f.get("largest.lock.cpuSPerCall")
 
+    for r in bench.get("cpuPerRequest", []):
+        p = f"cpuPerRequest.{r['actions']}."
+        f.update({p + "ratio": r["ratio"], p + "runs": r["runs"], p + "sagaMsPerRequest": r["sagaMsPerRequest"],
+                  p + "bareMsPerRequest": r["bareMsPerRequest"], p + "sagaMsPerUpdate": r["sagaMsPerUpdate"],
+                  p + "bareMsPerUpdate": r["bareMsPerUpdate"], p + "sagaRequestsPerUpdate": r["sagaRequestsPerUpdate"],
+                  p + "minRatio": min(r["ratios"]), p + "maxRatio": max(r["ratios"])})
+
+    for r in bench.get("model", []):
+        n = r["actions"]
+        p = f"model.{n}."
+        f.update({p + "modelledMs": r["modelledMs"], p + "modelledS": r["modelledMs"] / 1000,
+                  p + "roundTripsOnlyMs": r["roundTripsOnlyMs"], p + "cpuMs": r["cpuMs"],
+                  p + "cpuMsPerUpdate": r["cpuMs"] / n, p + "quotaFloorMs": r["quotaFloorMs"],
+                  p + "quotaFloorS": r["quotaFloorMs"] / 1000, p + "fanOut": r["fanOut"],
+                  p + "shareBatches": r["shareBatches"], p + "inFlight": r["inFlight"]})
+        for factor, ms in r["sensitivity"]:
+            f[p + f"cpuX{factor:g}Ms"] = ms
+            f[p + f"cpuX{factor:g}S"] = ms / 1000
+        chunked = f.get(f"update.{n}.chunked.modelledMs")
+        if chunked:
+            f[p + "vsChunked"] = r["modelledMs"] / chunked
+        for ph in r["phases"]:
+            q = p + ph["phase"].lower() + "."
+            f.update({q + "modelledMs": ph["modelledMs"], q + "cpuMs": ph["cpuMs"], q + "chainMs": ph["chainMs"],
+                      q + "invocations": ph["invocations"]})
+
+    ddb10 = f.get("update.10.saga.usdPer1000")
+    for r in bench.get("smallRequests", []):
+        p = "small." + ("api" if r["function"] == "saga-stage" else "events") + "."
+        orchestration = r["stepFunctionsUsdPer1000"] + r["lambdaUsdPer1000"]
+        f.update({p + "executions": r["executions"], p + "requests": r["runs"] + 1, p + "medianMs": r["medianMs"],
+                  p + "lambdaUsdPer1000": r["lambdaUsdPer1000"], p + "orchestrationUsdPer1000": orchestration})
+        if ddb10:
+            f[p + "vsDynamoDB"] = orchestration / ddb10
+            f[p + "totalUsdPer1000"] = orchestration + ddb10
+
     if bench.get("functions"):
         init = [x["initMs"] for x in bench["functions"]]
         f["functions.initMinMs"], f["functions.initMaxMs"] = min(init), max(init)

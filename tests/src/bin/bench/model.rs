@@ -104,7 +104,9 @@ pub async fn measure(n: usize, bytes: usize, fan_out: usize, share_batches: usiz
     let body = super::prepare(&env, super::Kind::Update, n, "model", bytes).await;
     let tracer = Tracer::default();
     let in_flight = super::default_in_flight();
-    let store = traced_store(&env, &tracer, in_flight);
+    // Deployed, each share is an invocation of its own with its own in-flight limit; in this one process the shares
+    // share one store, so it is given the limit of all of them together.
+    let store = traced_store(&env, &tracer, in_flight * fan_out.max(1));
     let cfg = store.cfg.clone();
     let budget =
         || Budget { until: Instant::now() + std::time::Duration::from_secs(600), max_steps: Budget::MAX_STEPS };
@@ -214,12 +216,13 @@ pub fn markdown(rows: &[ModelRow], chunked: impl Fn(usize) -> Option<f64>) -> St
         "## A model with CPU\n\nThe round-trip model above leaves CPU out, and a large transaction's phases are CPU-bound. \
          Here N updates run in this process as the state machine runs them, each phase call as its Lambda runs it \
          (`step::handle`), at the template's defaults: `PhaseFanOut` {}, shares of at most {} batches, {} requests in \
-         flight. Each call is modelled as the larger of its traced requests' longest chain under the reference model \
+         flight in each invocation (in this one process, where the shares share one store, that many times the \
+         fan-out). Each call is modelled as the larger of its traced requests' longest chain under the reference model \
          ({} ms a request, {} ms an item) and this process's CPU time over the call divided by the invocations working \
          on it, plus {} ms for each Lambda round trip: the call's own, and one for each step whose shares run in other \
          invocations. A step's shares run side by side and its largest share sets its time, so a call's invocations \
          working are its batches over the sum of each step's largest share; Begin, Save, Commit, Complete and Release \
-         run in one invocation. CPU here is of this machine's cores (the benchmark's build profile, x86-64); a Lambda \
+         run in one invocation. CPU here is of the benchmark machine's cores (the benchmark's build profile, x86-64); a Lambda \
          function's vCPU is of a like speed, and the sensitivity columns scale the CPU by a factor. The floor is the \
          least time a table's default on-demand quota ({} write request units a second) allows for the transaction's \
          write units; the model does not count the quota.\n\n",
