@@ -984,7 +984,7 @@ async fn stage_call(
     params: Value,
     body: String,
 ) -> (Value, u64) {
-    let event = json!({"httpMethod": method, "resource": resource, "pathParameters": params, "body": body});
+    let event = harness::api::event(method, resource, params, Some(body));
     let started = Instant::now();
     let out = st.invoke("saga-stage", &event).await.unwrap_or_else(|e| panic!("{method} {resource}: {e:?}"));
     let ms = started.elapsed().as_millis() as u64;
