@@ -193,8 +193,18 @@ impl StepOutput {
 /// Handles an invocation of a phase function by another of the same function for one share of its step
 /// (`{"TransactionId", "Share": {...}}`, [`crate::phase::share`]): the share's result as JSON.
 pub async fn handle_share(store: &Store, input: &Value) -> Result<Value, TxError> {
+    use crate::phase::share::Share;
     let share = input.get("Share").ok_or_else(|| TxError::invalid(None, "a share's input is {\"Share\": {...}}"))?;
-    crate::phase::share::run_here(store, share).await
+    let share: Share = serde_json::from_value(share.clone())
+        .map_err(|e| TxError::invalid(None, format!("Share is not a share of a step: {e}")))?;
+    // A worker's own share is its whole work: it fans out no further.
+    let store = store.without_workers();
+    let out = match share {
+        Share::Lock { .. } => serde_json::to_value(crate::phase::lock::share(&store, share).await?),
+        Share::Apply { .. } => serde_json::to_value(crate::phase::apply::share(&store, share).await?),
+        Share::Rollback { .. } => serde_json::to_value(crate::phase::rollback::share(&store, share).await?),
+    };
+    out.map_err(|e| TxError::Internal(format!("a share's result: {e}")))
 }
 
 /// Handles one Task invocation of `phase`.

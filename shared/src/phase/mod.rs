@@ -118,14 +118,14 @@ pub(crate) mod ph {
     pub const LOCK_ID: &str = ":_sagaId";
 }
 
-/// The batches a lock, apply or rollback step from `batch` takes: up to [`Config::fan_out`](crate::Config::fan_out)
-/// shares of [`Config::share_batches`](crate::Config::share_batches) batches each, of the `batches`.
-fn run_from(cfg: &crate::Config, batch: usize, batches: usize) -> std::ops::Range<usize> {
+/// The batches a lock, apply or rollback step from `batch` takes: up to [`Config::fan_out`](crate::config::Config::fan_out)
+/// shares of [`Config::share_batches`](crate::config::Config::share_batches) batches each, of the `batches`.
+fn run_from(cfg: &crate::config::Config, batch: usize, batches: usize) -> std::ops::Range<usize> {
     batch..run_end(cfg, batch, batches)
 }
 
 /// Where a lock, apply or rollback step from `batch` ends (see [`run_from`]).
-pub(crate) fn run_end(cfg: &crate::Config, batch: usize, batches: usize) -> usize {
+pub(crate) fn run_end(cfg: &crate::config::Config, batch: usize, batches: usize) -> usize {
     batch.saturating_add(cfg.step_batches()).min(batches)
 }
 

@@ -1,7 +1,7 @@
 //! Shares: how one lock, apply or rollback step of a large transaction is spread over several processes.
 //!
-//! A step takes up to [`Config::fan_out`](crate::Config::fan_out) shares of
-//! [`Config::share_batches`](crate::Config::share_batches) batches each. The process that runs the step (the phase's
+//! A step takes up to [`Config::fan_out`](crate::config::Config::fan_out) shares of
+//! [`Config::share_batches`](crate::config::Config::share_batches) batches each. The process that runs the step (the phase's
 //! Lambda function, the in-process coordinator) does everything that touches the header as before, once for the whole
 //! step: lock claims the pass and records the batches locked, apply and rollback record their progress. Only the
 //! items' writes are shared: the first share in this process, each other one by the store's workers when it has them
@@ -16,7 +16,6 @@
 use futures::future::join_all;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::error::TxError;
 use crate::records::TxState;
@@ -53,10 +52,10 @@ impl Share {
     }
 }
 
-/// The shares of the step over `run` (at most [`Config::step_batches`](crate::Config::step_batches) batches): as many
+/// The shares of the step over `run` (at most [`Config::step_batches`](crate::config::Config::step_batches) batches): as many
 /// as `fan_out` allows while each takes at least a quarter of `share_batches` (so that a small step is not spread over
 /// invocations that would each do little), the batches dealt evenly, the larger shares first.
-pub fn split(cfg: &crate::Config, run: std::ops::Range<usize>) -> Vec<std::ops::Range<usize>> {
+pub fn split(cfg: &crate::config::Config, run: std::ops::Range<usize>) -> Vec<std::ops::Range<usize>> {
     let len = run.len();
     let least = (cfg.share_batches / 4).max(1);
     let shares = len.div_ceil(least).clamp(1, cfg.fan_out.max(1));
@@ -107,34 +106,20 @@ pub enum Done<T> {
     Ended(TxState),
 }
 
-/// Runs `share` in this process: what a worker invoked with `{"Share": ...}` does. Its result as JSON.
-pub async fn run_here(store: &Store, share: &Value) -> Result<Value, TxError> {
-    let share: Share = serde_json::from_value(share.clone())
-        .map_err(|e| TxError::invalid(None, format!("Share is not a share of a step: {e}")))?;
-    // A worker's own share is its whole work: it fans out no further.
-    let store = store.without_workers();
-    let out = match share {
-        Share::Lock { .. } => serde_json::to_value(super::lock::share(&store, share).await?),
-        Share::Apply { .. } => serde_json::to_value(super::apply::share(&store, share).await?),
-        Share::Rollback { .. } => serde_json::to_value(super::rollback::share(&store, share).await?),
-    };
-    out.map_err(|e| TxError::Internal(format!("a share's result: {e}")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_step_is_split_into_even_shares_of_at_least_a_quarter_of_share_batches() {
-        let cfg = crate::Config { fan_out: 3, share_batches: 2, ..crate::Config::new("tx") };
+        let cfg = crate::config::Config { fan_out: 3, share_batches: 2, ..crate::config::Config::new("tx") };
         assert_eq!(split(&cfg, 0..5), vec![0..2, 2..4, 4..5]);
         assert_eq!(split(&cfg, 4..5), vec![4..5]);
         assert_eq!(super::super::run_end(&cfg, 1, 100), 7, "a step takes fan_out shares");
         assert_eq!(super::super::run_end(&cfg, 1, 4), 4);
-        let one = crate::Config::new("tx");
+        let one = crate::config::Config::new("tx");
         assert_eq!(split(&one, 0..20), vec![0..20], "by default a step is one share of 20 batches");
-        let deployed = crate::Config { fan_out: 16, share_batches: 20, ..crate::Config::new("tx") };
+        let deployed = crate::config::Config { fan_out: 16, share_batches: 20, ..crate::config::Config::new("tx") };
         let sizes = |run| split(&deployed, run).iter().map(|r| r.len()).collect::<Vec<_>>();
         assert_eq!(sizes(0..320), vec![20; 16], "a full step: fan_out shares of share_batches");
         assert_eq!(sizes(0..102), [7, 7, 7, 7, 7, 7].into_iter().chain([6; 10]).collect::<Vec<_>>());
