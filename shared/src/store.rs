@@ -495,6 +495,7 @@ impl Store {
         self.workers.as_ref()
     }
 
+    #[cfg(feature = "internals")]
     /// A copy of this store that runs every share in this process: what a worker runs its own share with.
     pub(crate) fn without_workers(&self) -> Store {
         Store { workers: None, ..self.clone() }

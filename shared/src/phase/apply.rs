@@ -224,6 +224,7 @@ async fn apply_run(
     Ok(refused.into_iter().flatten().collect())
 }
 
+#[cfg(feature = "internals")]
 /// A worker's share of an apply step (`phase::share`): the share's batches applied, as the step's own process would
 /// have applied them.
 pub(crate) async fn share(store: &Store, share: Share) -> Result<Done<Applied>, TxError> {

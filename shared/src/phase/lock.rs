@@ -403,6 +403,7 @@ async fn lock_shares(
     Ok(())
 }
 
+#[cfg(feature = "internals")]
 /// A worker's share of a lock step (`phase::share`): the share's batches locked for the step's pass, as the step's
 /// own process would have locked them.
 pub(crate) async fn share(store: &Store, share: Share) -> Result<share::Done<MetWire>, TxError> {

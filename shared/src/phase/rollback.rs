@@ -136,6 +136,7 @@ async fn release_run(
     Ok(())
 }
 
+#[cfg(feature = "internals")]
 /// A worker's share of a rollback step (`phase::share`): every item of the share's batches let go of. What the
 /// worker's writes used.
 pub(crate) async fn share(store: &Store, share: Share) -> Result<Done<Option<Usage>>, TxError> {
