@@ -71,7 +71,7 @@ pub async fn audit_table(
     mut progress: impl FnMut(Progress<'_>),
 ) -> Result<TableAudit, TxError> {
     let m = Meter::default();
-    let key_names = store.schema(&m, table).await?.key_names;
+    let key_names = store.schema(&m, table).await?.key_names.clone();
     let mut out = TableAudit { table_name: table.to_string(), ..TableAudit::default() };
     let mut states: HashMap<String, Holder> = HashMap::new();
     let mut start: Option<HashMap<String, AttributeValue>> = None;

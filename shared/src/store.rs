@@ -185,7 +185,15 @@ where
 /// for the item when the condition fails, which becomes [`Written::ConditionFailed`]. With `once`, the SDK sends it
 /// once, without retrying, and the answer says whether DynamoDB may have carried it out ([`Sent::Unknown`]).
 macro_rules! single_write {
-    ($store:expr, $m:expr, $req:expr, $key:expr, $op:literal, $condition_failed:path, $once:expr) => {{
+    // A write sent once is an input builder (one copy of the caller's request per attempt), sent with the client
+    // that never retries; any other is the caller's fluent builder itself.
+    (@send $store:expr, $req:expr, true) => {
+        Box::pin($req.send_with(&$store.once)).await
+    };
+    (@send $store:expr, $req:expr, false) => {
+        Box::pin($req.send()).await
+    };
+    ($store:expr, $m:expr, $req:expr, $key:expr, $op:literal, $condition_failed:path, $once:tt) => {{
         let send = async {
             let req = $req
                 .return_consumed_capacity(ReturnConsumedCapacity::Total)
@@ -194,11 +202,7 @@ macro_rules! single_write {
             // `config_override` would rebuild the client's runtime plugins for every request.
             // Boxed: the SDK's future is large, and every future that awaits it inline grows by its size and is
             // copied whole each time it moves; on the heap it is allocated once.
-            let r = if $once {
-                Box::pin(req.as_input().clone().send_with(&$store.once)).await
-            } else {
-                Box::pin(req.send()).await
-            };
+            let r = single_write!(@send $store, req, $once);
             match r {
                 Ok(o) => Sent::Done(o.attributes, o.consumed_capacity.into_iter().collect()),
                 Err(SdkError::ServiceError(se)) if se.err().is_conditional_check_failed_exception() => {
@@ -247,7 +251,7 @@ pub struct Store {
     pub cfg: Arc<Config>,
     /// Each table's key schema, described once per store: the first caller describes it, and callers that ask while
     /// it does (a phase's first writes, side by side) wait for its answer instead of sending their own.
-    schemas: Arc<Mutex<HashMap<String, Arc<tokio::sync::OnceCell<TableSchema>>>>>,
+    schemas: Arc<Mutex<HashMap<String, Arc<tokio::sync::OnceCell<Arc<TableSchema>>>>>>,
     /// Each described table's global secondary indexes, for billing.
     indexes: Arc<Mutex<HashMap<String, Vec<billing::Index>>>>,
     faults: Option<Arc<Faults>>,
@@ -627,7 +631,7 @@ impl Store {
         for (((table, _), b), a) in keys.iter().zip(&before).zip(&after) {
             let size = |i: &Option<Item>| i.as_ref().map_or(0, item_size);
             units += factor * billing::write_units(size(b), size(a));
-            let table_keys = self.schema(&Meter::default(), table).await?.key_names;
+            let table_keys = self.schema(&Meter::default(), table).await?.key_names.clone();
             let indexes = self.indexes.lock().expect("index cache").get(table).cloned().unwrap_or_default();
             for ix in indexes {
                 units += factor * ix.write_units(&table_keys, b.as_ref(), a.as_ref());
@@ -710,9 +714,15 @@ impl Store {
     }
 
     /// The key schema of a table (DescribeTable, once per table per process).
-    pub async fn schema(&self, m: &Meter, table: &str) -> Result<TableSchema, TxError> {
-        let cell = self.schemas.lock().expect("schema cache").entry(table.to_string()).or_default().clone();
-        cell.get_or_try_init(|| self.describe(m, table)).await.cloned()
+    pub async fn schema(&self, m: &Meter, table: &str) -> Result<Arc<TableSchema>, TxError> {
+        let cell = {
+            let mut schemas = self.schemas.lock().expect("schema cache");
+            match schemas.get(table) {
+                Some(cell) => cell.clone(),
+                None => schemas.entry(table.to_string()).or_default().clone(),
+            }
+        };
+        cell.get_or_try_init(|| async { self.describe(m, table).await.map(Arc::new) }).await.cloned()
     }
 
     /// Describes a table for [`Store::schema`], keeping its indexes for billing.
@@ -894,7 +904,7 @@ impl Store {
 
     /// A conditional UpdateItem; a failed condition is an outcome, not an error.
     pub async fn update(&self, m: &Meter, req: UpdateItemFluentBuilder) -> Result<Written, TxError> {
-        let key = (req.get_table_name().clone().unwrap_or_default(), req.get_key().clone().unwrap_or_default());
+        let key = self.billed_key(req.get_table_name(), req.get_key());
         single_write!(
             self,
             m,
@@ -952,7 +962,7 @@ impl Store {
     }
 
     pub async fn delete(&self, m: &Meter, req: DeleteItemFluentBuilder) -> Result<Written, TxError> {
-        let key = (req.get_table_name().clone().unwrap_or_default(), req.get_key().clone().unwrap_or_default());
+        let key = self.billed_key(req.get_table_name(), req.get_key());
         single_write!(
             self,
             m,
@@ -976,9 +986,9 @@ impl Store {
             self.send_after_end(tx_id, async move { held.send().await });
             return Err(TxError::InjectedFault(self.writes_sent().unwrap_or(0)));
         }
-        let key = (req.get_table_name().clone().unwrap_or_default(), req.get_key().clone().unwrap_or_default());
+        let key = self.billed_key(req.get_table_name(), req.get_key());
         until_answered(|| {
-            let (req, key) = (req.clone(), key.clone());
+            let (req, key) = (req.as_input().clone(), key.clone());
             async move {
                 single_write!(
                     self,
@@ -1006,7 +1016,7 @@ impl Store {
             _ => Default::default(),
         };
         until_answered(|| {
-            let (req, key) = (req.clone(), key.clone());
+            let (req, key) = (req.as_input().clone(), key.clone());
             async move {
                 single_write!(
                     self,
@@ -1020,6 +1030,15 @@ impl Store {
             }
         })
         .await
+    }
+
+    /// The table and key of a single-item write, for billing it: empty when the store does not bill, so that an
+    /// unbilled write copies nothing.
+    fn billed_key(&self, table: &Option<String>, key: &Option<Item>) -> (String, Item) {
+        match (&self.billing, table, key) {
+            (Some(_), Some(table), Some(key)) => (table.clone(), key.clone()),
+            _ => Default::default(),
+        }
     }
 
     /// Sends one single-item write (built by [`single_write!`]), meters it and bills it.

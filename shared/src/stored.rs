@@ -223,12 +223,12 @@ pub async fn find_action(
     key: &Item,
 ) -> Result<Option<(usize, usize, Action)>, TxError> {
     let plan = read_plan(store, m, tx_id).await?;
-    let names = store.schema(m, table).await?.key_names;
+    let names = store.schema(m, table).await?.key_names.clone();
     let target = key_order(table, key, &names);
     let order = |a: &Action| {
         let a = a.clone();
         async move {
-            let names = store.schema(m, &a.table).await?.key_names;
+            let names = store.schema(m, &a.table).await?.key_names.clone();
             Ok::<_, TxError>(key_order(&a.table, &a.key, &names))
         }
     };

@@ -50,7 +50,7 @@ pub async fn validate(store: &Store, m: &Meter, body: &Value) -> Result<ValidReq
     let mut schemas: HashMap<String, TableSchema> = HashMap::new();
     for t in request::tables_of(&parsed) {
         let schema = store.schema(m, &t).await?;
-        schemas.insert(t, schema);
+        schemas.insert(t, (*schema).clone());
     }
     let mut valid = request::validate(parsed, &schemas)?;
     plan::sort(&mut valid.actions, &schemas);

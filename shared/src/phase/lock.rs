@@ -622,7 +622,8 @@ async fn lock_item(
     unknown_seen: &std::sync::atomic::AtomicBool,
 ) -> Result<(ItemLock, Option<LockId>), TxError> {
     let owner = h.owner();
-    let pk = store.schema(m, &a.table).await?.key_names[0].clone();
+    let schema = store.schema(m, &a.table).await?;
+    let pk = schema.partition_key();
     let (mut id, earlier) = match pass {
         Pass::Id(p, earlier) => (Some(LockId::new(p)), batch < earlier),
         Pass::Legacy => (None, false),
@@ -654,7 +655,7 @@ async fn lock_item(
                 lock_tombstone(store, m, &owner, a, stone, caller.as_deref(), id).await?
             }
             Write::TakeOver => take_over(store, m, &owner, a, id.expect("a pass with ids takes locks over")).await?,
-            Write::Guess(absent) => lock_plain(store, m, &owner, a, &pk, *absent, id).await?,
+            Write::Guess(absent) => lock_plain(store, m, &owner, a, pk, *absent, id).await?,
         };
         let old = match sent {
             Locked::Now(before) => {
