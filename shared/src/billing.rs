@@ -123,6 +123,8 @@ pub struct Bill {
 }
 
 impl Bill {
+    /// Adds another store's bill (the benchmark adds the bills of a run's processes).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn add(&mut self, o: &Bill) {
         self.calls += o.calls;
         self.write_calls += o.write_calls;

@@ -124,7 +124,8 @@
 //! - `eval`: an evaluator of update expressions: whether DynamoDB accepts an update, and the item it stores.
 //! - `judge`: DynamoDB's own verdict on writes, asked without writing.
 //! - `pace`: how many DynamoDB writes a process keeps in flight, halved when DynamoDB throttles.
-//! - `store`: every DynamoDB call, with capacity accounting and test-only fault injection.
+//! - `store`: every DynamoDB call; its caches, its meter, and (with the `test-hooks` feature) injected crashes and a
+//!   bill by DynamoDB's rules, each a type of its own.
 //! - [`read`]: reads at the uncommitted and committed isolation levels, and a condition for writers outside the
 //!   protocol.
 //! - [`start`]: validating, beginning and starting a transaction's execution in one call (the API's `POST
@@ -256,4 +257,4 @@ pub use phase::revisit::Revisit;
 pub use phase::{Outcome, Report};
 pub use records::{Attempt, Header, Refusal, TxState};
 
-pub use store::{Store, Usage};
+pub use store::{Meter, Store, Usage};

@@ -641,7 +641,7 @@ pub async fn write_header(
     match store.update(m, req).await? {
         Written::Done(header) => {
             if let Some(header) = header {
-                store.keep_header(tx_id, header);
+                store.caches.keep_header(tx_id, header);
             }
             Ok(true)
         }
@@ -851,7 +851,7 @@ pub(crate) async fn put_header(store: &Store, m: &Meter, mut header: Item) -> Re
     };
     match store.put_record_if_absent(m, header.clone(), None).await? {
         Written::Done(_) => {
-            store.keep_header(&id, header);
+            store.caches.keep_header(&id, header);
             Ok(true)
         }
         Written::ConditionFailed(_) => Ok(false),
@@ -861,7 +861,7 @@ pub(crate) async fn put_header(store: &Store, m: &Meter, mut header: Item) -> Re
 /// Forgets the header of `tx_id` this process last wrote ([`last_header`]): the next step starts from the header as
 /// it is.
 pub fn forget_written(store: &Store, tx_id: &str) {
-    store.take_header(tx_id);
+    store.caches.take_header(tx_id);
 }
 
 /// The header of `tx_id` as this process's last write of it left it, when the process has not used it since;
@@ -869,7 +869,7 @@ pub fn forget_written(store: &Store, tx_id: &str) {
 /// a phase makes is conditional on the state and attempt it started from, so a header that has moved on since is met
 /// as a failed condition, and the phase reads it again.
 pub async fn last_header(store: &Store, m: &Meter, tx_id: &str) -> Result<Header, TxError> {
-    match store.take_header(tx_id) {
+    match store.caches.take_header(tx_id) {
         Some(item) => Header::from_item(&item),
         None => read_header(store, m, tx_id).await,
     }

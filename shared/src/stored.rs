@@ -58,9 +58,9 @@ pub async fn write_plan(
         })
         .collect();
     store.batch_write(m, &store.cfg.tx_table, reqs).await?;
-    store.keep_plan(tx_id, Arc::new(plan.clone()));
+    store.caches.keep_plan(tx_id, Arc::new(plan.clone()));
     for (p, bytes) in pages.into_iter().enumerate() {
-        store.keep_page(tx_id, p, bytes);
+        store.caches.keep_page(tx_id, p, bytes);
     }
     Ok(())
 }
@@ -68,7 +68,7 @@ pub async fn write_plan(
 /// The plan, which never changes once written: the one this process wrote or read before, or an eventually
 /// consistent read (see [`Store::get_written`]).
 pub async fn read_plan(store: &Store, m: &Meter, tx_id: &str) -> Result<Arc<Plan>, TxError> {
-    if let Some(plan) = store.known_plan(tx_id) {
+    if let Some(plan) = store.caches.known_plan(tx_id) {
         return Ok(plan);
     }
     let item = store
@@ -82,7 +82,7 @@ pub async fn read_plan(store: &Store, m: &Meter, tx_id: &str) -> Result<Arc<Plan
         _ => return Err(TxError::Internal("plan record has no body".into())),
     };
     let plan = Arc::new(plan);
-    store.keep_plan(tx_id, plan.clone());
+    store.caches.keep_plan(tx_id, plan.clone());
     Ok(plan)
 }
 
@@ -117,7 +117,7 @@ pub async fn read_batch(
 ) -> Result<Vec<(usize, Action)>, TxError> {
     let pages = plan.pages_of(b, part);
     let mut got: HashMap<usize, Arc<Vec<u8>>> =
-        pages.clone().filter_map(|p| Some((p, store.known_page(tx_id, p)?))).collect();
+        pages.clone().filter_map(|p| Some((p, store.caches.known_page(tx_id, p)?))).collect();
     let keys: Vec<Item> =
         pages.clone().filter(|p| !got.contains_key(p)).map(|p| record_key(tx_id, page_sk(p))).collect();
     if !keys.is_empty() {
@@ -126,7 +126,7 @@ pub async fn read_batch(
             if let (Some(AttributeValue::S(sk)), Some(AttributeValue::B(body))) = (item.get(TX_SK), item.get(R_BODY)) {
                 if let Some(p) = sk.strip_prefix(SK_PAGE_PREFIX).and_then(|p| p.parse::<usize>().ok()) {
                     let body = Arc::new(body.as_ref().to_vec());
-                    store.keep_page(tx_id, p, body.clone());
+                    store.caches.keep_page(tx_id, p, body.clone());
                     got.insert(p, body);
                 }
             }

@@ -216,7 +216,7 @@ pub(crate) async fn begin_as(
     }
     let created = records::put_header(store, &m, header).await?;
     if created && claimed {
-        store.keep_claim(&tx_id, now);
+        store.caches.keep_claim(&tx_id, now);
     }
     info!(tx_id = %tx_id, actions = plan.action_count(), batches = plan.batch_count(), created, "begun");
     Ok(Begun {

@@ -241,7 +241,7 @@ async fn claim(store: &Store, m: &Meter, h: &Header, end: usize) -> Result<Optio
         legacy_started(store, m, h, end).await?;
         return Ok(Some(Pass::Legacy));
     };
-    if store.take_claim(&h.id) == Some(last) && h.lock_started >= end {
+    if store.caches.take_claim(&h.id) == Some(last) && h.lock_started >= end {
         // Begin's claim for this process, which nobody has taken since: no pass has sent a lock write yet.
         return Ok(Some(Pass::Id(last, h.locked)));
     }

@@ -79,7 +79,7 @@ pub(crate) async fn release_from(store: &Store, m: Meter, h: Header) -> Result<R
         None => req,
     };
     if let crate::store::Written::Done(Some(header)) = store.update(&m, req).await? {
-        store.keep_header(tx_id, header);
+        store.caches.keep_header(tx_id, header);
     }
     tracing::info!(tx_id, state = h.state.as_str(), "finished");
     Ok(Report::new(Outcome::Done, &m))

@@ -1,10 +1,10 @@
-//! Every DynamoDB call the protocol makes: capacity accounting, error mapping, and test-only fault injection.
+//! Every DynamoDB call the protocol makes, and what each came to. What the store keeps between calls is in `caches`,
+//! what a phase run used in `meter`; the test hooks (`test-hooks` feature) are `faults` (injected crashes) and
+//! `billed` (a bill by DynamoDB's rules).
 //!
 //! Throttling is retried by the SDK (standard retry mode, see [`Store::connect`]); what is left after its retries
 //! becomes [`TxError::Throttled`] so the caller (the state machine, the coordinator) retries the whole phase.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
@@ -21,82 +21,21 @@ use aws_sdk_dynamodb::Client;
 
 use crate::billing::{self, Bill};
 use crate::config::Config;
-use crate::constants::{H_FINISHED_AT, SK_HEADER, TX_PK, TX_SK};
 use crate::error::TxError;
 use crate::eval::IndexKey;
 use crate::pace::{Pace, Watch};
 use crate::request::TableSchema;
 use crate::value::{item_size, Item};
 
-/// DynamoDB calls and capacity one phase run used.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "PascalCase")]
-pub struct Usage {
-    /// Requests sent to DynamoDB.
-    pub calls: u64,
-    /// Of those, requests that write (conditional failures included).
-    pub writes: u64,
-    /// Capacity units DynamoDB reported (`ReturnConsumedCapacity: TOTAL`).
-    pub read_units: f64,
-    pub write_units: f64,
-}
+mod billed;
+mod caches;
+mod faults;
+mod meter;
 
-impl Usage {
-    pub fn add(&mut self, o: &Usage) {
-        self.calls += o.calls;
-        self.writes += o.writes;
-        self.read_units += o.read_units;
-        self.write_units += o.write_units;
-    }
-}
-
-/// Collects [`Usage`] across the concurrent calls of one phase run.
-#[derive(Debug, Default)]
-pub struct Meter(Mutex<Usage>);
-
-impl Meter {
-    pub fn usage(&self) -> Usage {
-        *self.0.lock().expect("meter lock")
-    }
-    /// Adds what another process used for this run (a share a worker ran: `phase::share`).
-    pub fn add(&self, other: &Usage) {
-        self.0.lock().expect("meter lock").add(other)
-    }
-    fn record(&self, write: bool, cc: &[ConsumedCapacity]) {
-        let mut u = self.0.lock().expect("meter lock");
-        u.calls += 1;
-        if write {
-            u.writes += 1;
-        }
-        for c in cc {
-            // DynamoDB Local reports only CapacityUnits; AWS also splits reads and writes.
-            let (r, w) = match (c.read_capacity_units, c.write_capacity_units) {
-                (None, None) => {
-                    let units = c.capacity_units.unwrap_or(0.0);
-                    if write {
-                        (0.0, units)
-                    } else {
-                        (units, 0.0)
-                    }
-                }
-                (r, w) => (r.unwrap_or(0.0), w.unwrap_or(0.0)),
-            };
-            u.read_units += r;
-            u.write_units += w;
-        }
-    }
-}
-
-/// Test-only: makes the store behave as if its process died after a number of writes.
-#[derive(Debug)]
-struct Faults {
-    budget: u64,
-    used: AtomicU64,
-    dead: AtomicBool,
-    /// With [`Store::crash_after_late`]: the transaction whose end the first write past the budget waits for, and
-    /// whether that write was taken.
-    late: Option<(String, AtomicBool)>,
-}
+use billed::reported;
+pub(crate) use caches::Caches;
+use faults::Faults;
+pub use meter::{Meter, Usage};
 
 /// What a conditional single-item write came to.
 #[derive(Debug)]
@@ -241,6 +180,9 @@ fn sent_once<E: ProvideErrorMetadata + std::fmt::Debug>(
     }
 }
 
+/// Every DynamoDB call the protocol makes, through one client, with what it keeps between calls ([`Caches`]), its
+/// in-flight limit ([`Pace`]), and, for dynamo-saga's own tests and benchmark, an injected crash ([`Faults`]) and a
+/// bill by DynamoDB's rules ([`Bill`]). Clones share all of them.
 #[derive(Clone)]
 pub struct Store {
     pub client: Client,
@@ -249,68 +191,11 @@ pub struct Store {
     /// [`Store::client`] with no retries, for the writes sent once.
     once: Client,
     pub cfg: Arc<Config>,
-    /// Each table's key schema, described once per store: the first caller describes it, and callers that ask while
-    /// it does (a phase's first writes, side by side) wait for its answer instead of sending their own.
-    schemas: Arc<Mutex<HashMap<String, Arc<tokio::sync::OnceCell<Arc<TableSchema>>>>>>,
-    /// Each described table's global secondary indexes, for billing.
-    indexes: Arc<Mutex<HashMap<String, Vec<billing::Index>>>>,
+    pub(crate) caches: Arc<Caches>,
     faults: Option<Arc<Faults>>,
     billing: Option<Arc<Mutex<Bill>>>,
     /// How many single-item writes may be in flight at once, adapted to throttling ([`Pace`]).
     pace: Arc<Pace>,
-    /// Plans this process wrote or read, by transaction id: a plan never changes once written, so each phase run
-    /// after the first in a process saves a read.
-    plans: Arc<Kept<Arc<crate::plan::Plan>>>,
-    /// Lock passes this process claimed and has not used yet, by transaction id (`phase::lock`): the next lock step
-    /// of the transaction in this process takes its pass from here instead of claiming one.
-    claims: Arc<Kept<u64>>,
-    /// The header this process last wrote of each transaction, as the write left it: the driver's next step starts
-    /// from it instead of reading it again (`phase::resume`).
-    headers: Arc<Kept<Item>>,
-    /// Request pages this process wrote or read, by transaction id and page number, and their bytes in all: pages
-    /// never change once written, so the phases of a transaction begun or run before in this process read none.
-    pages: Arc<Mutex<Pages>>,
-}
-
-/// Request pages by transaction id and page number, and their bytes in all.
-type Pages = (HashMap<(String, usize), Arc<Vec<u8>>>, usize);
-
-/// The most bytes of request pages a store keeps; past it, it forgets them all and starts again.
-const PAGE_BYTES_KEPT: usize = 64 * 1024 * 1024;
-
-/// The most plans, headers or lock passes a store keeps; past it, it forgets them all and starts again.
-const PLANS_KEPT: usize = 64;
-
-/// Values a store keeps by transaction id for the later steps of the same process, at most [`PLANS_KEPT`] of them.
-struct Kept<V>(Mutex<HashMap<String, V>>);
-
-impl<V> Default for Kept<V> {
-    fn default() -> Self {
-        Self(Mutex::default())
-    }
-}
-
-impl<V: Clone> Kept<V> {
-    fn keep(&self, tx_id: &str, value: V) {
-        let mut kept = self.0.lock().expect("kept values lock");
-        if kept.len() >= PLANS_KEPT {
-            kept.clear();
-        }
-        kept.insert(tx_id.to_string(), value);
-    }
-
-    fn get(&self, tx_id: &str) -> Option<V> {
-        self.0.lock().expect("kept values lock").get(tx_id).cloned()
-    }
-
-    fn take(&self, tx_id: &str) -> Option<V> {
-        self.0.lock().expect("kept values lock").remove(tx_id)
-    }
-}
-
-/// What DynamoDB reported a call consumed (DynamoDB Local gives only the total).
-fn reported(cc: &[ConsumedCapacity]) -> f64 {
-    cc.iter().map(|c| c.capacity_units.unwrap_or(0.0)).sum()
 }
 
 /// Where the shares of a step that fans out run when not in this process ([`Config::fan_out`]): in a Lambda function,
@@ -376,62 +261,11 @@ impl Store {
             workers: None,
             once,
             cfg: Arc::new(cfg),
-            schemas: Arc::default(),
-            indexes: Arc::default(),
+            caches: Arc::default(),
             faults: None,
             billing: None,
             pace,
-            plans: Arc::default(),
-            claims: Arc::default(),
-            headers: Arc::default(),
-            pages: Arc::default(),
         }
-    }
-
-    /// Keeps `header`, the header item of `tx_id` as this process's write just left it.
-    pub(crate) fn keep_header(&self, tx_id: &str, header: Item) {
-        self.headers.keep(tx_id, header)
-    }
-
-    /// Takes the header item of `tx_id` this process last wrote, if it has not been taken since.
-    pub(crate) fn take_header(&self, tx_id: &str) -> Option<Item> {
-        self.headers.take(tx_id)
-    }
-
-    /// Keeps page `page` of `tx_id`'s request.
-    pub(crate) fn keep_page(&self, tx_id: &str, page: usize, bytes: Arc<Vec<u8>>) {
-        let mut pages = self.pages.lock().expect("pages lock");
-        if pages.1 + bytes.len() > PAGE_BYTES_KEPT {
-            *pages = Default::default();
-        }
-        pages.1 += bytes.len();
-        pages.0.insert((tx_id.to_string(), page), bytes);
-    }
-
-    /// Page `page` of `tx_id`'s request, if this process wrote or read it.
-    pub(crate) fn known_page(&self, tx_id: &str, page: usize) -> Option<Arc<Vec<u8>>> {
-        self.pages.lock().expect("pages lock").0.get(&(tx_id.to_string(), page)).cloned()
-    }
-
-    /// Keeps lock pass `pass`, which this process claimed for transaction `tx_id` and has not used, for the next lock
-    /// step of that transaction in this process.
-    pub(crate) fn keep_claim(&self, tx_id: &str, pass: u64) {
-        self.claims.keep(tx_id, pass)
-    }
-
-    /// Takes the lock pass this process kept for `tx_id`, if any: one lock step uses it, never two.
-    pub(crate) fn take_claim(&self, tx_id: &str) -> Option<u64> {
-        self.claims.take(tx_id)
-    }
-
-    /// The plan of `tx_id` if this process has written or read it.
-    pub(crate) fn known_plan(&self, tx_id: &str) -> Option<Arc<crate::plan::Plan>> {
-        self.plans.get(tx_id)
-    }
-
-    /// Keeps the plan of `tx_id`, which is in the transactions table.
-    pub(crate) fn keep_plan(&self, tx_id: &str, plan: Arc<crate::plan::Plan>) {
-        self.plans.keep(tx_id, plan)
     }
 
     /// A client from the standard AWS configuration chain (profile, region, `AWS_ENDPOINT_URL_DYNAMODB`), set up as
@@ -512,43 +346,25 @@ impl Store {
 
     /// A copy of this store that stops working (every call fails with [`TxError::InjectedFault`]) once it has sent
     /// `writes` write requests: the crash tests' stand-in for a Lambda that times out or dies between two writes.
+    #[cfg(feature = "test-hooks")]
     pub fn crash_after(&self, writes: u64) -> Store {
-        let mut s = self.clone();
-        s.faults = Some(Arc::new(Faults {
-            budget: writes,
-            used: AtomicU64::new(0),
-            dead: AtomicBool::new(false),
-            late: None,
-        }));
-        s
+        Store { faults: Some(Arc::new(Faults::new(writes, None))), ..self.clone() }
     }
 
     /// [`Store::crash_after`], and the first lock write past the budget is not lost but held: sent once the header
     /// of transaction `tx_id` shows it finished (polled for up to two minutes), by a task that outlives the call. The
     /// stand-in for a Lambda frozen or timed out with a write in flight, which lands after someone else ended its
     /// transaction.
+    #[cfg(feature = "test-hooks")]
     pub fn crash_after_late(&self, writes: u64, tx_id: &str) -> Store {
-        let mut s = self.clone();
-        s.faults = Some(Arc::new(Faults {
-            budget: writes,
-            used: AtomicU64::new(0),
-            dead: AtomicBool::new(false),
-            late: Some((tx_id.to_string(), AtomicBool::new(false))),
-        }));
-        s
+        Store { faults: Some(Arc::new(Faults::new(writes, Some(tx_id)))), ..self.clone() }
     }
 
     /// The transaction whose end a write sent once now waits for, when this write is the one
-    /// [`Store::crash_after_late`] holds.
-    fn held_late(&self) -> Option<String> {
+    /// [`Store::crash_after_late`] holds, and the writes sent before it.
+    fn held_late(&self) -> Option<(String, u64)> {
         let f = self.faults.as_ref()?;
-        let (tx_id, taken) = f.late.as_ref()?;
-        if f.used.load(Ordering::SeqCst) < f.budget || taken.swap(true, Ordering::SeqCst) {
-            return None;
-        }
-        f.dead.store(true, Ordering::SeqCst);
-        tracing::warn!(tx_id, "injected fault: a lock write is held until the transaction ends");
-        Some(tx_id.clone())
+        f.held_late().map(|tx_id| (tx_id, f.writes_sent()))
     }
 
     /// Sends `send` once the header of `tx_id` shows it finished, in a task of its own.
@@ -556,172 +372,52 @@ impl Store {
     where
         F: std::future::Future + Send + 'static,
     {
-        let (client, table) = (self.client.clone(), self.cfg.tx_table.clone());
-        tokio::spawn(async move {
-            for _ in 0..1_200 {
-                let header = client
-                    .get_item()
-                    .table_name(&table)
-                    .key(TX_PK, AttributeValue::S(tx_id.clone()))
-                    .key(TX_SK, AttributeValue::S(SK_HEADER.into()))
-                    .consistent_read(true)
-                    .send()
-                    .await;
-                if header.ok().and_then(|h| h.item).is_some_and(|h| h.contains_key(H_FINISHED_AT)) {
-                    break;
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            }
-            send.await;
-        });
+        faults::send_after_end(self.client.clone(), self.cfg.tx_table.clone(), tx_id, send)
     }
 
     /// Write requests this store has sent (or refused, once crashed); `None` without [`Store::crash_after`].
+    #[cfg(feature = "test-hooks")]
     pub fn writes_sent(&self) -> Option<u64> {
-        self.faults.as_ref().map(|f| f.used.load(Ordering::SeqCst).min(f.budget))
-    }
-
-    /// A copy of this store that bills every call by DynamoDB's rules (`billing`): the benchmark's capacity
-    /// pass. Each write reads the items it touches before and after it (outside the meter), so calls take longer.
-    pub fn with_billing(&self) -> Store {
-        let mut s = self.clone();
-        s.billing = Some(Arc::default());
-        s
-    }
-
-    /// What this store has been billed so far; `None` without [`Store::with_billing`].
-    pub fn bill(&self) -> Option<Bill> {
-        self.billing.as_ref().map(|b| *b.lock().expect("bill lock"))
-    }
-
-    /// The items at `keys` as they are now, read outside the meter; `None` when billing is off.
-    async fn probe(&self, keys: &[(String, Item)]) -> Result<Option<Vec<Option<Item>>>, TxError> {
-        if self.billing.is_none() {
-            return Ok(None);
-        }
-        let mut items = Vec::with_capacity(keys.len());
-        for chunk in keys.chunks(16) {
-            items.extend(futures::future::try_join_all(chunk.iter().map(|k| self.item_now(k))).await?);
-        }
-        Ok(Some(items))
-    }
-
-    /// One item as it is now, read outside the meter.
-    async fn item_now(&self, (table, key): &(String, Item)) -> Result<Option<Item>, TxError> {
-        let out =
-            self.client.get_item().table_name(table).set_key(Some(key.clone())).consistent_read(true).send().await;
-        out.map(|o| o.item).map_err(|e| map_err("GetItem", e))
-    }
-
-    /// Bills one write call from its items before it and after it (`changed`: the call changed them), in the table
-    /// and in its global secondary indexes. `reported` is what DynamoDB said the call consumed, for the
-    /// non-transactional cross-check (`None`: not given, as for a failed condition).
-    async fn charge_write(
-        &self,
-        keys: &[(String, Item)],
-        before: Option<Vec<Option<Item>>>,
-        changed: bool,
-        transactional: bool,
-        reported: Option<f64>,
-    ) -> Result<(), TxError> {
-        let (Some(bill), Some(before)) = (&self.billing, before) else { return Ok(()) };
-        let after = if changed { self.probe(keys).await?.unwrap_or_default() } else { before.clone() };
-        let factor = if transactional { 2.0 } else { 1.0 };
-        let mut units = 0.0;
-        for (((table, _), b), a) in keys.iter().zip(&before).zip(&after) {
-            let size = |i: &Option<Item>| i.as_ref().map_or(0, item_size);
-            units += factor * billing::write_units(size(b), size(a));
-            let table_keys = self.schema(&Meter::default(), table).await?.key_names.clone();
-            let indexes = self.indexes.lock().expect("index cache").get(table).cloned().unwrap_or_default();
-            for ix in indexes {
-                units += factor * ix.write_units(&table_keys, b.as_ref(), a.as_ref());
-            }
-        }
-        let mut b = bill.lock().expect("bill lock");
-        match (transactional, reported) {
-            (true, _) => b.transact(units),
-            (false, Some(r)) => b.plain_write(units, r),
-            (false, None) => {
-                b.calls += 1;
-                b.write_calls += 1;
-                b.write_units += units;
-            }
-        }
-        Ok(())
-    }
-
-    /// Bills one read call of `units` by the rules, which DynamoDB reported as `cc`.
-    fn charge_read(&self, units: f64, cc: &[ConsumedCapacity]) {
-        if let Some(bill) = &self.billing {
-            bill.lock().expect("bill lock").plain_read(units, reported(cc));
-        }
-    }
-
-    /// The key of `item` in `table`, for billing.
-    async fn key_of(&self, table: &str, item: &Item) -> Result<(String, Item), TxError> {
-        let schema = self.schema(&Meter::default(), table).await?;
-        let key = schema.key_names.iter().filter_map(|k| item.get(k).map(|v| (k.clone(), v.clone()))).collect();
-        Ok((table.to_string(), key))
-    }
-
-    /// The items one `TransactWriteItems` request touches, when billing is on.
-    async fn transact_keys(&self, req: &TransactWriteItemsFluentBuilder) -> Result<Vec<(String, Item)>, TxError> {
-        let mut keys = Vec::new();
-        if self.billing.is_none() {
-            return Ok(keys);
-        }
-        for t in req.get_transact_items().iter().flatten() {
-            if let Some(p) = t.put() {
-                keys.push(self.key_of(p.table_name(), p.item()).await?);
-            } else if let Some(u) = t.update() {
-                keys.push((u.table_name().to_string(), u.key().clone()));
-            } else if let Some(d) = t.delete() {
-                keys.push((d.table_name().to_string(), d.key().clone()));
-            } else if let Some(c) = t.condition_check() {
-                keys.push((c.table_name().to_string(), c.key().clone()));
-            }
-        }
-        Ok(keys)
+        self.faults.as_ref().map(|f| f.writes_sent())
     }
 
     /// Whether this store has sent every write its injected crash allows: the next write, or the end of the call,
     /// is where it dies.
+    #[cfg(feature = "test-hooks")]
     pub fn fault_spent(&self) -> bool {
-        self.faults.as_ref().is_some_and(|f| f.used.load(Ordering::SeqCst) >= f.budget)
+        self.faults.as_ref().is_some_and(|f| f.spent())
     }
 
     /// Whether this store's injected crash has happened.
+    #[cfg(feature = "test-hooks")]
     pub fn crashed(&self) -> bool {
-        self.faults.as_ref().is_some_and(|f| f.dead.load(Ordering::SeqCst))
+        self.faults.as_ref().is_some_and(|f| f.crashed())
     }
 
     fn check_alive(&self) -> Result<(), TxError> {
-        match &self.faults {
-            Some(f) if f.dead.load(Ordering::SeqCst) => Err(TxError::InjectedFault(f.budget)),
-            _ => Ok(()),
-        }
+        self.faults.as_ref().map_or(Ok(()), |f| f.check_alive())
     }
 
     fn before_write(&self) -> Result<(), TxError> {
-        self.check_alive()?;
-        if let Some(f) = &self.faults {
-            if f.used.fetch_add(1, Ordering::SeqCst) >= f.budget {
-                f.dead.store(true, Ordering::SeqCst);
-                return Err(TxError::InjectedFault(f.budget));
-            }
-        }
-        Ok(())
+        self.faults.as_ref().map_or(Ok(()), |f| f.before_write())
+    }
+
+    /// A copy of this store that bills every call by DynamoDB's rules (`billing`): the benchmark's capacity
+    /// pass. Each write reads the items it touches before and after it (outside the meter), so calls take longer.
+    #[cfg(feature = "test-hooks")]
+    pub fn with_billing(&self) -> Store {
+        Store { billing: Some(Arc::default()), ..self.clone() }
+    }
+
+    /// What this store has been billed so far; `None` without [`Store::with_billing`].
+    #[cfg(feature = "test-hooks")]
+    pub fn bill(&self) -> Option<Bill> {
+        self.billing.as_ref().map(|b| *b.lock().expect("bill lock"))
     }
 
     /// The key schema of a table (DescribeTable, once per table per process).
     pub async fn schema(&self, m: &Meter, table: &str) -> Result<Arc<TableSchema>, TxError> {
-        let cell = {
-            let mut schemas = self.schemas.lock().expect("schema cache");
-            match schemas.get(table) {
-                Some(cell) => cell.clone(),
-                None => schemas.entry(table.to_string()).or_default().clone(),
-            }
-        };
+        let cell = self.caches.schema_cell(table);
         cell.get_or_try_init(|| async { self.describe(m, table).await.map(Arc::new) }).await.cloned()
     }
 
@@ -768,7 +464,7 @@ impl Store {
                 },
             })
             .collect();
-        self.indexes.lock().expect("index cache").insert(table.to_string(), indexes);
+        self.caches.keep_indexes(table, indexes);
         let type_of = |n: &str| {
             desc.attribute_definitions()
                 .iter()
@@ -981,10 +677,10 @@ impl Store {
     /// to the client's 12 attempts ([`Store::retry_config`]). Lock writes are sent this way, so that a lock landing
     /// late never carries the value apply trusts (`phase::lock`).
     pub async fn update_once(&self, m: &Meter, req: UpdateItemFluentBuilder) -> Result<Once, TxError> {
-        if let Some(tx_id) = self.held_late() {
+        if let Some((tx_id, sent)) = self.held_late() {
             let held = req.clone();
             self.send_after_end(tx_id, async move { held.send().await });
-            return Err(TxError::InjectedFault(self.writes_sent().unwrap_or(0)));
+            return Err(TxError::InjectedFault(sent));
         }
         let key = self.billed_key(req.get_table_name(), req.get_key());
         until_answered(|| {
@@ -1006,10 +702,10 @@ impl Store {
 
     /// A `PutItem` sent once, as [`Store::update_once`] sends an update.
     pub async fn put_once(&self, m: &Meter, req: PutItemFluentBuilder) -> Result<Once, TxError> {
-        if let Some(tx_id) = self.held_late() {
+        if let Some((tx_id, sent)) = self.held_late() {
             let held = req.clone();
             self.send_after_end(tx_id, async move { held.send().await });
-            return Err(TxError::InjectedFault(self.writes_sent().unwrap_or(0)));
+            return Err(TxError::InjectedFault(sent));
         }
         let key = match (&self.billing, req.get_table_name(), req.get_item()) {
             (Some(_), Some(table), Some(item)) => self.key_of(table, item).await?,
@@ -1030,15 +726,6 @@ impl Store {
             }
         })
         .await
-    }
-
-    /// The table and key of a single-item write, for billing it: empty when the store does not bill, so that an
-    /// unbilled write copies nothing.
-    fn billed_key(&self, table: &Option<String>, key: &Option<Item>) -> (String, Item) {
-        match (&self.billing, table, key) {
-            (Some(_), Some(table), Some(key)) => (table.clone(), key.clone()),
-            _ => Default::default(),
-        }
     }
 
     /// Sends one single-item write (built by [`single_write!`]), meters it and bills it.
