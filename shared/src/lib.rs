@@ -119,9 +119,10 @@
 //! - `records`: the transaction's header, its model and its writes.
 //! - `stored`: the stored request (plan, request pages, item images), written once and then only read.
 //! - `items`: dynamo-saga's attributes on the callers' items (locks, flags, a parent lock).
-//! - `value`: DynamoDB JSON, item sizes, the lock-order key, attribute-value helpers and the clock.
-//! - `expr`: a parser for condition and update expressions, so bad expressions are rejected before any write.
-//! - `eval`: an evaluator of update expressions: whether DynamoDB accepts an update, and the item it stores.
+//! - `value`: DynamoDB JSON, item sizes and attribute-value helpers (of the `dynamo-saga-expressions` crate), the
+//!   lock-order key and the clock.
+//! - `expr`, `eval`: the `dynamo-saga-expressions` crate's parser of condition and update expressions (bad ones are
+//!   rejected before any write) and evaluator of updates (whether DynamoDB accepts one, and the item it stores).
 //! - `judge`: DynamoDB's own verdict on writes, asked without writing.
 //! - `pace`: how many DynamoDB writes a process keeps in flight, halved when DynamoDB throttles.
 //! - `store`: every DynamoDB call; its caches, its meter, and (with the `test-hooks` feature) injected crashes and a
@@ -169,16 +170,6 @@ mod constants;
 pub mod drive;
 #[cfg(not(feature = "internals"))]
 mod drive;
-#[cfg(feature = "internals")]
-#[doc(hidden)]
-pub mod eval;
-#[cfg(not(feature = "internals"))]
-mod eval;
-#[cfg(feature = "internals")]
-#[doc(hidden)]
-pub mod expr;
-#[cfg(not(feature = "internals"))]
-mod expr;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod items;
@@ -234,6 +225,13 @@ mod stored;
 pub mod value;
 #[cfg(not(feature = "internals"))]
 mod value;
+
+// The expression engine, its own crate (`dynamo-saga-expressions`), under the names the protocol's modules use.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub use dynamo_saga_expressions::{eval, expr};
+#[cfg(not(feature = "internals"))]
+use dynamo_saga_expressions::{eval, expr};
 
 /// The Lambda functions' and the CLI's drivers (the state machine's Task contract, the staging API, the sweeper, the
 /// callers' entitlements): only with the `internals` feature, since nothing else in the library uses them.

@@ -7,8 +7,8 @@
 //! order it applies them, and returns the item it would store or the `ValidationException` it would raise, as an
 //! [`EvalError`] whose [`EvalErrorKind`] names the rule.
 //!
-//! The reference is Amazon DynamoDB Local (3.x), which the differential test (`tests/eval.rs`) runs thousands of
-//! random updates against. Where its behaviour is particular, the evaluator follows it and says so where it does:
+//! The reference is Amazon DynamoDB Local (3.x), which the dynamo-saga workspace's differential test (`tests/eval.rs`)
+//! runs thousands of random updates against. Where its behaviour is particular, the evaluator follows it and says so where it does:
 //!
 //! - Numbers keep the text they were written with when an update stores a value as given (`SET a = :v` with
 //!   `"1.50"` stores `"1.50"`), and an arithmetic result is written out in full without exponent and with the scale
@@ -338,8 +338,9 @@ fn check_placeholders(
 }
 
 /// Whether `item` comes within a tenth of one of DynamoDB's limits (its size, counted twice where a local index may
-/// copy it, its nesting, the length of a key or an index key), or has a number of 37 or 38 digits: where a disagreement between these rules and DynamoDB would show
-/// first, and DynamoDB is asked to judge the write before the commit ([`crate::config::PrecommitCheck`]).
+/// copy it, its nesting, the length of a key or an index key), or has a number of 37 or 38 digits: where a
+/// disagreement between these rules and DynamoDB would show first, so that a caller that must not guess wrong asks
+/// DynamoDB itself about such an item.
 pub fn near_limits(item: &Item, keys: &KeyTypes) -> bool {
     let near = |size: usize, max: usize| size * 10 >= max * 9;
     let bytes = |v: &AttributeValue| match v {
