@@ -153,7 +153,6 @@ pub enum EvalErrorKind {
 
 impl EvalErrorKind {
     /// Every kind, for callers that count outcomes.
-    #[cfg(feature = "internals")]
     pub const ALL: [EvalErrorKind; 19] = [
         EvalErrorKind::InvalidKey,
         EvalErrorKind::InvalidValue,

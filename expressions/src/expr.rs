@@ -234,7 +234,6 @@ impl<T> Memo<T> {
 /// Parses a ProjectionExpression: comma-separated paths.
 ///
 /// Like DynamoDB, refuses two overlapping paths (`a, a.b`), which it would reject.
-#[cfg(any(test, feature = "internals"))]
 pub fn parse_projection(expr: &str) -> Result<ExprRefs, ExprError> {
     let mut p = Parser::new(expr)?;
     let mut seen: Vec<Path> = Vec::new();

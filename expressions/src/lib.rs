@@ -24,7 +24,7 @@
 //! let text = json!({":one": {"S": "x"}});
 //! let values = value::item_from_json(&text).unwrap();
 //! let e = eval::apply_update(Some(&item), &key, "SET n = n + :one", &names, &values, &keys).unwrap_err();
-//! assert!(e.to_string().contains("incorrect data type"), "{e}");
+//! assert!(e.to_string().contains("Incorrect operand type"), "{e}");
 //! ```
 //!
 //! Where DynamoDB's documentation and DynamoDB Local differ, the evaluator follows DynamoDB Local and says so in
@@ -33,3 +33,8 @@
 pub mod eval;
 pub mod expr;
 pub mod value;
+
+/// The README's example, compiled and run as a test.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExample;

@@ -335,5 +335,4 @@ mod tests {
         let e = check(json!({"n".repeat(65_536): {"S": "x"}})).unwrap_err();
         assert!(e.contains("Attribute name is too large"), "{e}");
     }
-
 }
