@@ -226,7 +226,7 @@ pub const ENV_COMMITTED_READS: &str = "SAGA_COMMITTED_READS";
 pub const ENV_FAN_OUT: &str = "SAGA_FAN_OUT";
 /// How many batches one share of such a step takes (default [`RUN_BATCHES`]).
 pub const ENV_SHARE_BATCHES: &str = "SAGA_SHARE_BATCHES";
-/// Most DynamoDB requests one phase call keeps in flight at once (default 16): each batch's item writes go out this
+/// Most DynamoDB requests one phase call keeps in flight at once (default 256): each batch's item writes go out this
 /// many at a time, so a phase's round trips on the critical path are about its items divided by this.
 pub const ENV_IN_FLIGHT: &str = "SAGA_IN_FLIGHT";
 /// `near-limits` (the default), `all` or `off`: which writes DynamoDB judges before a transaction of batches commits

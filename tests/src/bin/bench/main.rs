@@ -1273,7 +1273,7 @@ fn trips_markdown(rows: &[TripRow]) -> String {
          (`SAGA_IN_FLIGHT`, the template's `InFlightLimit`, default {default}: the most requests one phase call has in flight); \
          chunked sends its calls one after another. Each run is on a new client, so dynamo-saga's count includes one \
          `DescribeTable` of the table, which a warm process has cached. Wall time is on DynamoDB Local, one Java process \
-         sharing this machine's cores with the client: its CPU per request, which a Region does not have, is most of it.\n\n\
+         sharing the machine's cores with the client: its CPU per request, which a Region does not have, is most of it.\n\n\
          Two views of a real network. **Modelled**: the same traced run, each request weighed by a latency model instead of \
          timed, on the heaviest chain of requests each sent after the one before it was answered (`modelled_ms`); the client's \
          own work and DynamoDB Local's CPU drop out. AWS publishes no latency per operation, so the model is stated: the \
@@ -1463,7 +1463,7 @@ fn largest_markdown(r: &LargestRun) -> String {
         "- {} state transitions, {} history events (a Standard execution allows 25,000), {} Lambda calls, {:.0} s from start to end.\n\
          - Orchestration: ${:.6} as a `STANDARD` execution. An `EXPRESS` execution lasts 5 minutes at most: {}.\n\
          - Lambda: ${:.6} for every call above at each function's `MemorySize` (arm64, $0.0000133334 per GB-second, $0.20 per \
-         million requests), on this machine's call times.\n\
+         million requests), on this run's call times.\n\
          - DynamoDB: {:.0} write units and {:.0} read units as DynamoDB Local reported them (it under-reports transactional \
          calls; the update tables above give the billed figure per action).\n\n",
         r.transitions,
@@ -1505,7 +1505,7 @@ fn markdown(a: &Args, report: &Report, when: &str) -> String {
     let mut md = String::new();
     md.push_str("# Benchmarks\n\n");
     md.push_str(&format!(
-        "Written by `bash tools/bench.sh` on {when}, on DynamoDB Local 3.3.1 (one Java process) on this machine; every figure below is \
+        "Written by `bash tools/bench.sh` on {when}, on DynamoDB Local 3.3.1 (one Java process) on the benchmark's machine; every figure below is \
          from that one run. Items are {} bytes by DynamoDB's size rules, so an item with dynamo-saga's lock attributes (about 70 \
          bytes) still fits in one 1 KB write unit; `--item-bytes` changes that. An item's filler is letters and digits that differ from item to \
          item, so the request pages that hold inserted items deflate about as well as real data would.\n\n",

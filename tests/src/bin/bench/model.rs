@@ -241,7 +241,7 @@ pub fn markdown(rows: &[ModelRow], chunked: impl Fn(usize) -> Option<f64>) -> St
     for f in CPU_FACTORS {
         md.push_str(&format!(" CPU x{f} (ms) |"));
     }
-    md.push_str(" table quota floor (ms) | wall time on this machine (ms) |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    md.push_str(" table quota floor (ms) | wall time in this run (ms) |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     md.push_str(&" ---: |".repeat(CPU_FACTORS.len()));
     md.push_str(" ---: | ---: |\n");
     for r in rows {
