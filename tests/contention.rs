@@ -379,9 +379,7 @@ async fn a_parent_lock_is_taken_over_only_after_a_lease_without_a_heartbeat() {
         let t = Instant::now();
         while t.elapsed() < lease * 2 {
             let before = rvn().await;
-            assert!(dynamo_saga::phase::parent::heartbeat(&env.store, &Meter::default(), &holder_header)
-                .await
-                .unwrap());
+            assert!(dynamo_saga::parent::heartbeat(&env.store, &Meter::default(), &holder_header).await.unwrap());
             assert_ne!(rvn().await, before);
             tokio::time::sleep(lease / 4).await;
         }
@@ -508,7 +506,7 @@ async fn a_waiter_keeps_its_queue_row_alive_while_it_waits() {
     let beats = async {
         let t = Instant::now();
         while t.elapsed() < lease * 2 {
-            assert!(dynamo_saga::phase::parent::heartbeat(&env.store, &Meter::default(), &h).await.unwrap());
+            assert!(dynamo_saga::parent::heartbeat(&env.store, &Meter::default(), &h).await.unwrap());
             tokio::time::sleep(lease / 4).await;
         }
         rows().await
@@ -530,7 +528,7 @@ async fn a_waiter_keeps_its_queue_row_alive_while_it_waits() {
         .await
         .unwrap();
     let h = records::read_header(&env.store, &Meter::default(), waiter).await.unwrap();
-    assert!(dynamo_saga::phase::parent::heartbeat(&env.store, &Meter::default(), &h).await.unwrap());
+    assert!(dynamo_saga::parent::heartbeat(&env.store, &Meter::default(), &h).await.unwrap());
     assert!(rows().await.is_empty(), "a refresh does not write a row that is gone");
     coord.drive(holder).await.expect("the holder commits");
     coord.drive(waiter).await.expect("the waiter commits");

@@ -511,7 +511,7 @@ async fn executions_waiting_for_one_parent_are_served_in_ticket_order() {
 /// after the lease written on the parent item has passed without a beat. The old holder then writes nothing.
 #[tokio::test]
 async fn an_execution_takes_a_parent_over_only_after_a_lease_without_a_heartbeat() {
-    use dynamo_saga::phase::parent::heartbeat;
+    use dynamo_saga::parent::heartbeat;
     use dynamo_saga::phase::{lock, Outcome};
     use dynamo_saga::records::read_header;
     use dynamo_saga::{Config, Coordinator, Store, TxState};
@@ -634,7 +634,7 @@ async fn lock_wait_zero_on_a_held_parent_fails_the_execution_at_once() {
 /// commits. The status API shows both attempts and who rolled back the first.
 #[tokio::test]
 async fn a_wounded_execution_loops_through_retry_and_commits_in_the_same_execution() {
-    use dynamo_saga::phase::parent::heartbeat;
+    use dynamo_saga::parent::heartbeat;
     use dynamo_saga::phase::{lock, Outcome};
     use dynamo_saga::records::read_header;
     use dynamo_saga::Coordinator;

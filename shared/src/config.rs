@@ -44,7 +44,7 @@ pub struct Config {
     /// memory, several times over. `None`: no limit.
     pub max_request_bytes: Option<usize>,
     /// Whether a request one `TransactWriteItems` call can carry (fewer than 100 actions, no `Parent`, tombstone or
-    /// ratchet) is carried out in that one call instead of the protocol (see `phase::direct`).
+    /// ratchet) is carried out in that one call instead of the protocol (see `direct`).
     pub direct: bool,
     /// How a committed read ([`crate::read::Isolation::Committed`]) answers for an item a committed transaction has
     /// not applied yet (`SAGA_COMMITTED_READS`): evaluate the transaction's write on the item, writing nothing (the

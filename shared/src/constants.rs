@@ -216,13 +216,13 @@ pub const ENV_METRICS_NAMESPACE: &str = "SAGA_METRICS_NAMESPACE";
 /// ([`LAMBDA_MEMORY_MB`], [`MEMORY_BYTES_PER_REQUEST_BYTE`]), else no limit.
 pub const ENV_MAX_REQUEST_BYTES: &str = "SAGA_MAX_REQUEST_BYTES";
 /// `true` (the default) or `false`: whether a request one `TransactWriteItems` call can carry is carried out in that
-/// call ([`crate::phase::direct`]) rather than by the protocol.
+/// call ([`crate::direct`]) rather than by the protocol.
 pub const ENV_DIRECT: &str = "SAGA_DIRECT";
 /// `evaluate` (the default) or `apply`: how a committed read answers for an item a committed transaction has not
 /// applied yet ([`crate::config::CommittedReads`]).
 pub const ENV_COMMITTED_READS: &str = "SAGA_COMMITTED_READS";
 /// How many shares one lock, apply or rollback step of a large transaction is cut into, each run side by side by an
-/// invocation of its own (default 1: the step's own process runs them all; [`crate::phase::share`]).
+/// invocation of its own (default 1: the step's own process runs them all; [`crate::share`]).
 pub const ENV_FAN_OUT: &str = "SAGA_FAN_OUT";
 /// How many batches one share of such a step takes (default [`RUN_BATCHES`]).
 pub const ENV_SHARE_BATCHES: &str = "SAGA_SHARE_BATCHES";

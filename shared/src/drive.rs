@@ -8,7 +8,7 @@
 //!   transactions can never keep rolling each other back;
 //! - a pending holder older than us is waited for, and rolled back only if its header version stays unchanged for
 //!   a whole lease (measured on our own clock, so no trust in other machines' clocks);
-//! - a `Parent` goes by ticket instead (see [`crate::phase::queue`]): its holder is waited for whatever its age;
+//! - a `Parent` goes by ticket instead (see [`crate::parent::queue`]): its holder is waited for whatever its age;
 //! - a wait longer than `LockWaitSeconds`, or past the deadline, cancels our own transaction with
 //!   `TransactionConflict` on each contended action (or as the parent's reason), naming the holder, as DynamoDB
 //!   reports a conflict.
@@ -94,14 +94,14 @@ pub async fn run_step_from(s: &Store, h: Header, step: Step) -> Result<crate::ph
 
 /// Runs the step [`phase::resume::next_step`] gave for the header `h`, as [`run_step_from`] does, joining to it the
 /// steps after it that would only write the header, in one header write: save and commit
-/// ([`phase::commit::with_save`]), and the last apply run, complete and release ([`phase::release::with_apply`]). What
+/// ([`phase::commit::with_save`]), and the last apply run, complete and release ([`phase::end::with_apply`]). What
 /// a driver that runs every phase itself does (the in-process coordinator); the state machine's Lambdas run one phase
 /// each.
 pub async fn run_joined(s: &Store, h: Header, step: Step) -> Result<crate::phase::Report, TxError> {
     let m = crate::store::Meter::default();
     match step {
         Step::Save(_) if phase::commit::with_save(&h) => Box::pin(phase::commit::save_and_commit(s, m, h)).await,
-        Step::Apply(b) if phase::release::with_apply(&h, phase::run_end(&s.cfg, b, h.batches)) => {
+        Step::Apply(b) if phase::end::with_apply(&h, phase::run_end(&s.cfg, b, h.batches)) => {
             Box::pin(phase::apply::apply_and_finish(s, m, h, b)).await
         }
         other => run_step_from(s, h, other).await,
@@ -140,7 +140,7 @@ impl Driver {
     }
 
     /// Runs a whole transaction: submit it (a request one `TransactWriteItems` call can carry is carried out in that
-    /// call, see `phase::direct`), or begin it and drive it to its end, starting another attempt whenever one is rolled
+    /// call, see `direct`), or begin it and drive it to its end, starting another attempt whenever one is rolled
     /// back by another transaction's need. Errors with `TransactionCanceled` (and the reasons) when it rolled back:
     /// by its own conditions, a wait past `LockWaitSeconds`, or the deadline.
     pub async fn run(&self, body: &Value) -> Result<Committed, TxError> {
@@ -402,7 +402,7 @@ impl Driver {
         // A waiting transaction makes no progress of its own, so it beats its heart: younger waiters judge an older
         // holder stale only when its version stays the same for a whole lease.
         if now.saturating_sub(me.updated_at) >= s.cfg.lease.as_millis() as u64 / 3 {
-            Box::pin(phase::parent::heartbeat(s, &m, me)).await?;
+            Box::pin(crate::parent::heartbeat(s, &m, me)).await?;
         }
         let version = watched.map_or(0, |w| w.0);
         let (since_ms, version) = match prev {
@@ -500,7 +500,7 @@ impl Driver {
                 phase::release_key(s, &m, &c.holder, table, key, Release::Keep, None).await.map(|_| ())
             }
             (None, Some(_), _) => Ok(()),
-            (None, None, Some(p)) => phase::parent::unlock_parent(s, &m, p, &c.holder).await,
+            (None, None, Some(p)) => crate::parent::unlock_parent(s, &m, p, &c.holder).await,
             (None, None, None) => Ok(()),
         }
     }

@@ -169,7 +169,7 @@ pub enum TxError {
     /// newer deploy. Nothing is read further or written; a driver of the newer version finishes the transaction.
     #[error("{0}")]
     UnknownFormat(String),
-    /// A share of a step, run by another invocation of the phase's function (`phase::share`), failed for a reason none of
+    /// A share of a step, run by another invocation of the phase's function (`share`), failed for a reason none of
     /// the other names gives; running the step again may succeed.
     #[error("a share of the step failed: {0}")]
     WorkerFailed(String),

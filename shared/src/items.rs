@@ -163,6 +163,35 @@ impl LockIds {
     }
 }
 
+/// Placeholders the library adds to requests; callers may not use names starting with `#_saga` / `:_saga`.
+pub(crate) mod ph {
+    pub const LOCK: &str = "#_sagaL";
+    pub const LOCKED_AT: &str = "#_sagaA";
+    pub const TRANSIENT: &str = "#_sagaT";
+    pub const APPLIED: &str = "#_sagaP";
+    pub const PK: &str = "#_sagaK";
+    pub const PARENT_TOKEN: &str = "#_sagaLT";
+    pub const PARENT_AT: &str = "#_sagaLA";
+    pub const PARENT_LEASE: &str = "#_sagaLD";
+    pub const PARENT_RVN: &str = "#_sagaRV";
+    pub const LEASE: &str = ":_sagaLease";
+    pub const RVN: &str = ":_sagaRvn";
+    pub const STATE: &str = "#_sagaS";
+    pub const TOMBSTONE: &str = "#_sagaTomb";
+    pub const STONE: &str = "#_sagaStone";
+    /// Stands for an attribute that no item has (see [`dynamo_saga_expressions::expr::redirect_paths`]).
+    pub const GONE: &str = "#_sagaGone";
+    pub const SEEN: &str = ":_sagaSeen";
+    pub const TX: &str = ":_sagaTx";
+    pub const NOW: &str = ":_sagaNow";
+    pub const TRUE: &str = ":_sagaTrue";
+    pub const PENDING: &str = ":_sagaPending";
+    pub const ATTEMPT: &str = "#_sagaAttempt";
+    pub const ATTEMPT_N: &str = ":_sagaAttempt";
+    /// The id a lock is expected to carry ([`crate::items::LockId`]).
+    pub const LOCK_ID: &str = ":_sagaId";
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -96,7 +96,7 @@
 //! call before the commit, complete unlocks, and rollback restores the copies.
 //!
 //! A request one `TransactWriteItems` call can carry (fewer than 100 actions, nothing beyond native) skips all of
-//! this: `phase::direct` sends it in that call, each action conditioned on its item being neither locked nor a
+//! this: `direct` sends it in that call, each action conditioned on its item being neither locked nor a
 //! tombstone, with the header written already finished; an item another transaction holds sends it down the
 //! protocol instead. Drivers call `phase::begin::submit` (or `submit_here` when they then run the steps themselves),
 //! which chooses.
@@ -110,6 +110,9 @@
 //!
 //! - [`coordinator`]: the in-process driver and its builder; [`sdk`]: the SDK's types as DynamoDB JSON, and a
 //!   cancellation as the SDK's exception.
+//! - `direct`: a request that fits one `TransactWriteItems` call, carried out in that call.
+//! - `parent`: the `Parent` lock: its queue of waiting transactions, its lease and its release.
+//! - `share`: a lock, apply or rollback step dealt into shares that several invocations write side by side.
 //! - `drive`: running a transaction's steps and resolving the contention they meet (wound-wait), for the coordinator,
 //!   read locks, the sweeper and the Lambdas' contract (`step`).
 //! - `step`, `stage`, `sweeper`, `entitle`: the phase Lambdas' contract with the state machine, the staging API, the
@@ -124,6 +127,7 @@
 //! - `expr`, `eval`: the `dynamo-saga-expressions` crate's parser of condition and update expressions (bad ones are
 //!   rejected before any write) and evaluator of updates (whether DynamoDB accepts one, and the item it stores).
 //! - `judge`: DynamoDB's own verdict on writes, asked without writing.
+//! - `lanes`: many writes with a bound on how many are in flight, in fixed lanes.
 //! - `pace`: how many DynamoDB writes a process keeps in flight, halved when DynamoDB throttles.
 //! - `store`: every DynamoDB call; its caches, its meter, and (with the `test-hooks` feature) injected crashes and a
 //!   bill by DynamoDB's rules, each a type of its own.
@@ -167,6 +171,11 @@ pub mod constants;
 mod constants;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
+pub mod direct;
+#[cfg(not(feature = "internals"))]
+mod direct;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
 pub mod drive;
 #[cfg(not(feature = "internals"))]
 mod drive;
@@ -182,6 +191,11 @@ pub mod judge;
 mod judge;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
+pub mod lanes;
+#[cfg(not(feature = "internals"))]
+mod lanes;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
 pub mod metrics;
 #[cfg(not(feature = "internals"))]
 mod metrics;
@@ -190,6 +204,11 @@ mod metrics;
 pub mod pace;
 #[cfg(not(feature = "internals"))]
 mod pace;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod parent;
+#[cfg(not(feature = "internals"))]
+mod parent;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod phase;
@@ -212,6 +231,11 @@ pub mod request;
 mod request;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
+pub mod share;
+#[cfg(not(feature = "internals"))]
+mod share;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
 pub mod store;
 #[cfg(not(feature = "internals"))]
 mod store;
@@ -226,12 +250,10 @@ pub mod value;
 #[cfg(not(feature = "internals"))]
 mod value;
 
-// The expression engine, its own crate (`dynamo-saga-expressions`), under the names the protocol's modules use.
+// The expression engine, its own crate (`dynamo-saga-expressions`), under the names dynamo-saga's own tests use.
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub use dynamo_saga_expressions::{eval, expr};
-#[cfg(not(feature = "internals"))]
-use dynamo_saga_expressions::{eval, expr};
 
 /// The Lambda functions' and the CLI's drivers (the state machine's Task contract, the staging API, the sweeper, the
 /// callers' entitlements): only with the `internals` feature, since nothing else in the library uses them.

@@ -363,7 +363,7 @@ impl Header {
     pub fn revisit_pending(&self) -> bool {
         self.revisit_at.is_some()
     }
-    /// Carried out in one `TransactWriteItems` call (`phase::direct`): the only transactions without batches,
+    /// Carried out in one `TransactWriteItems` call (`direct`): the only transactions without batches,
     /// since the protocol's have at least one.
     pub fn direct(&self) -> bool {
         self.batches == 0

@@ -12,8 +12,8 @@ use sha2::{Digest, Sha256};
 use crate::config::Config;
 use crate::constants::*;
 use crate::error::TxError;
-use crate::expr::{self, ExprRefs, PathElem};
 use crate::value::{self, Item};
+use dynamo_saga_expressions::expr::{self, ExprRefs, PathElem};
 
 /// The four kinds of action `TransactWriteItems` takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,6 +114,20 @@ pub fn is_tombstone(item: &Item) -> bool {
 }
 
 impl Action {
+    /// Whether this is an insert: a `Put` whose own condition says the item does not exist.
+    pub(crate) fn inserts(&self) -> bool {
+        self.op == Op::Put
+            && self
+                .condition
+                .as_deref()
+                .is_some_and(|c| c.replace(RATCHET_CONDITION, "").contains("attribute_not_exists"))
+    }
+
+    /// Whether this action's own condition says its item exists (`attribute_exists`).
+    pub(crate) fn needs_item(&self) -> bool {
+        self.condition.as_deref().is_some_and(|c| c.contains("attribute_exists"))
+    }
+
     pub fn describe(&self) -> String {
         format!("{} {}", self.op.as_str(), value::key_display(&self.table, &self.key))
     }
@@ -172,7 +186,7 @@ pub struct TableSchema {
     pub key_types: Vec<String>,
     /// Each key attribute of the table's global, then local, secondary indexes, in the order of the table's
     /// description (an index's partition key before its sort key).
-    pub index_keys: Vec<crate::eval::IndexKey>,
+    pub index_keys: Vec<dynamo_saga_expressions::eval::IndexKey>,
 }
 
 impl TableSchema {
@@ -181,9 +195,9 @@ impl TableSchema {
     }
 
     /// The key and index key types the update evaluator checks writes against.
-    pub fn key_types(&self) -> crate::eval::KeyTypes {
+    pub fn key_types(&self) -> dynamo_saga_expressions::eval::KeyTypes {
         let typed = |n: &String, t: &String| (n.clone(), t.chars().next().unwrap_or('S'));
-        crate::eval::KeyTypes {
+        dynamo_saga_expressions::eval::KeyTypes {
             key: self.key_names.iter().zip(&self.key_types).map(|(n, t)| typed(n, t)).collect(),
             index_keys: self.index_keys.clone(),
         }
@@ -583,7 +597,7 @@ fn parse_action(i: usize, a: &Value, cfg: &Config) -> Result<RawAction, TxError>
 
 /// A placeholder of ExpressionAttributeNames or ExpressionAttributeValues, with its `#` or `:`, is at most 255 bytes.
 fn placeholder(k: &str) -> Result<(), String> {
-    match k.len() > crate::eval::MAX_PLACEHOLDER_BYTES {
+    match k.len() > dynamo_saga_expressions::eval::MAX_PLACEHOLDER_BYTES {
         true => Err(format!("The expression attribute map contains a key that is too long; size of key: {}", k.len())),
         false => Ok(()),
     }

@@ -3,7 +3,7 @@
 //!
 //! The request is validated and begun here, before any execution exists, so a bad request is answered at once with
 //! the action and the reason and starts nothing. A request one `TransactWriteItems` call can carry is carried out here,
-//! in that call (`phase::direct`), and needs no execution at all: the answer says how it ended. Any other is run by an
+//! in that call (`direct`), and needs no execution at all: the answer says how it ended. Any other is run by an
 //! execution started with `{"TransactionId": id}` and named after the transaction: a retried call (the same
 //! `ClientRequestToken`, so the same transaction) finds its execution already there instead of starting another. The
 //! request is stored by begin, so it is not bound by the 256 KB of an execution input, only by what reaches this code.

@@ -191,9 +191,9 @@ impl StepOutput {
 }
 
 /// Handles an invocation of a phase function by another of the same function for one share of its step
-/// (`{"TransactionId", "Share": {...}}`, [`crate::phase::share`]): the share's result as JSON.
+/// (`{"TransactionId", "Share": {...}}`, [`crate::share`]): the share's result as JSON.
 pub async fn handle_share(store: &Store, input: &Value) -> Result<Value, TxError> {
-    use crate::phase::share::Share;
+    use crate::share::Share;
     let share = input.get("Share").ok_or_else(|| TxError::invalid(None, "a share's input is {\"Share\": {...}}"))?;
     let share: Share = serde_json::from_value(share.clone())
         .map_err(|e| TxError::invalid(None, format!("Share is not a share of a step: {e}")))?;

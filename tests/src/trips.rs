@@ -18,7 +18,7 @@ use aws_sdk_dynamodb::config::interceptors::{
 };
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
-use dynamo_saga::phase::Lane;
+use dynamo_saga::lanes::Lane;
 use serde_json::Value;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -102,7 +102,7 @@ impl Intercept for Tracer {
         let body = ctx.request().body().bytes();
         let items = items_of(&operation, body);
         let commits = commits(&operation, body);
-        cfg.interceptor_state().store_put(Sent(Instant::now(), operation, items, dynamo_saga::phase::lane(), commits));
+        cfg.interceptor_state().store_put(Sent(Instant::now(), operation, items, dynamo_saga::lanes::lane(), commits));
         Ok(())
     }
 

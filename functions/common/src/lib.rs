@@ -136,7 +136,7 @@ async fn share(store: &Store, phase: Phase, input: &Value, request_id: &str) -> 
     .await
 }
 
-/// The workers of a fanned-out step (`dynamo_saga::phase::share`): this function itself, at the version this process
+/// The workers of a fanned-out step (`dynamo_saga::share`): this function itself, at the version this process
 /// runs (so a share runs the step's own code and configuration), invoked synchronously once per share. A share
 /// Lambda cannot start (the function's concurrency used up) comes back `Throttled`, and the step runs it itself.
 #[derive(Debug)]

@@ -27,27 +27,24 @@ use aws_sdk_dynamodb::types::{
     AttributeValue, ConditionCheck, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 
-use super::parent::{beat_parent, new_rvn, same_item};
-use super::share::{Done, Share};
-use super::{
-    concurrently, decided, held_condition, now, ph, progress, put_held, release_key, unlock_parts, used, Outcome,
-    Release, Report,
-};
+use super::{decided, now, ph, progress, put_held, release_key, used, Outcome, Release, Report};
 use crate::constants::{
     ATTR_APPLIED, ATTR_LOCK, ATTR_LOCKED_AT, H_APPLIED, H_ATTEMPT, H_STATE, PARENT_LEASE, PARENT_LOCKED_AT,
     PARENT_LOCK_TOKEN, PARENT_RVN,
 };
 use crate::error::{CancellationReason, TxError};
-use crate::expr::{self, ClauseKind};
 use crate::items::{flag, lock_holder, LockId};
+use crate::lanes::concurrently;
+use crate::parent::{beat_parent, new_rvn, same_item};
 use crate::plan::Part;
 use crate::records::{Decision, Header, TxState};
 use crate::request::{Action, Op};
+use crate::share::{Done, Share};
 use crate::store::{Meter, Store, Transacted, Written};
 use crate::value::Item;
 use crate::value::{n, now_ms, s};
 use crate::{records, value};
-use std::collections::HashMap;
+use dynamo_saga_expressions::expr::{self, ClauseKind};
 
 /// What one TransactWriteItems attempt came to.
 enum Group {
@@ -128,7 +125,7 @@ pub(crate) async fn apply_from(store: &Store, m: Meter, h: Header, batch: usize)
 
 /// Applies the run from `batch` of the committed transaction `h` (protocol 2), and when it is the last, completes and
 /// releases the transaction in the same header write, as a driver that runs those steps after it does
-/// ([`super::release::with_apply`]).
+/// ([`super::end::with_apply`]).
 pub(crate) async fn apply_and_finish(store: &Store, m: Meter, h: Header, batch: usize) -> Result<Report, TxError> {
     apply_committed(store, m, h, batch, true).await
 }
@@ -154,8 +151,8 @@ async fn apply_committed(store: &Store, m: Meter, h: Header, batch: usize, finis
         crate::records::note_refusal(store, &m, &h, *batch, action, &message).await?;
         return Err(TxError::ApplyRejected { tx_id: h.id.clone(), action: action.clone(), message });
     }
-    let ended = if finish && super::release::with_apply(&h, run.end) {
-        super::release::finish_applied(store, &m, &h).await?
+    let ended = if finish && super::end::with_apply(&h, run.end) {
+        super::end::finish_applied(store, &m, &h).await?
     } else {
         progress(store, &m, &h, H_APPLIED, run.end).await?
     };
@@ -165,7 +162,7 @@ async fn apply_committed(store: &Store, m: Meter, h: Header, batch: usize, finis
 /// A write DynamoDB refused at apply: its batch, the action, DynamoDB's message.
 type Refusal = (usize, String, String);
 
-/// What a worker's share of an apply step came to (`phase::share`).
+/// What a worker's share of an apply step came to (`share`).
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct Applied {
@@ -174,7 +171,7 @@ pub struct Applied {
 }
 
 /// Applies and unlocks every item of the batches of `run` of the committed transaction `h` (protocol 2), in shares side
-/// by side ([`super::share`]); the writes DynamoDB refused.
+/// by side ([`crate::share`]); the writes DynamoDB refused.
 async fn apply_shares(
     store: &Store,
     m: &Meter,
@@ -182,7 +179,7 @@ async fn apply_shares(
     plan: &crate::plan::Plan,
     run: std::ops::Range<usize>,
 ) -> Result<Vec<Refusal>, TxError> {
-    let parts = super::share::split(&store.cfg, run.clone());
+    let parts = crate::share::split(&store.cfg, run.clone());
     if parts.len() < 2 {
         return apply_run(store, m, h, plan, run).await;
     }
@@ -190,7 +187,7 @@ async fn apply_shares(
         .iter()
         .map(|r| Share::Apply { transaction_id: h.id.clone(), attempt: h.attempt, from: r.start, to: r.end })
         .collect();
-    let done = super::share::side_by_side(store, shares, |s| async move {
+    let done = crate::share::side_by_side(store, shares, |s| async move {
         let Share::Apply { from, to, .. } = s else { unreachable!("apply shares") };
         let refused = apply_run(store, m, h, plan, from..to).await?;
         Ok(Done::Done(Applied { refused, usage: None }))
@@ -225,7 +222,7 @@ async fn apply_run(
 }
 
 #[cfg(feature = "internals")]
-/// A worker's share of an apply step (`phase::share`): the share's batches applied, as the step's own process would
+/// A worker's share of an apply step (`share`): the share's batches applied, as the step's own process would
 /// have applied them.
 pub(crate) async fn share(store: &Store, share: Share) -> Result<Done<Applied>, TxError> {
     let Share::Apply { transaction_id, attempt, from, to } = share else {
@@ -262,7 +259,7 @@ pub(crate) async fn apply_item(
     let c = &store.client;
     let sent = match (&a.op, &a.tombstone) {
         (Op::Update, _) => {
-            let w = UpdateWrite::of(a, &owner, id)?;
+            let w = super::writes::UpdateWrite::of(a, &owner, id)?;
             let req = c
                 .update_item()
                 .table_name(&a.table)
@@ -325,54 +322,6 @@ fn released(old: Option<Item>) -> Written {
         None => Written::Done(None),
         Some(old) => Written::ConditionFailed(Some(old)),
     }
-}
-
-/// The write that applies update action `a` and unlocks its item while `owner` (an attempt's lock value) holds it
-/// with the lock that carries `id` (when known): the caller's update with the lock attributes removed, conditioned on
-/// the lock. Apply sends it; lock has DynamoDB judge it first ([`judged_write`]).
-struct UpdateWrite {
-    update: String,
-    condition: String,
-    names: HashMap<String, String>,
-    values: Item,
-}
-
-impl UpdateWrite {
-    fn of(a: &Action, owner: &str, id: Option<LockId>) -> Result<UpdateWrite, TxError> {
-        let caller = a.update.as_deref().unwrap_or_default();
-        let parsed = expr::parse_update(caller).map_err(|e| TxError::Internal(format!("stored update: {e}")))?;
-        let (mut names, mut values) = used(a, &parsed.refs);
-        let (unlock, unlock_names) = unlock_parts();
-        names.extend(unlock_names.iter().map(|(p, n)| (p.to_string(), n.to_string())));
-        values.insert(ph::TX.into(), s(owner));
-        if let Some(id) = id {
-            values.insert(ph::LOCK_ID.into(), AttributeValue::N(id.number()));
-        }
-        let update = expr::add_actions(caller, ClauseKind::Remove, unlock.trim_start_matches("REMOVE "))
-            .map_err(|e| TxError::Internal(format!("stored update: {e}")))?;
-        Ok(UpdateWrite { update, condition: held_condition(id), names, values })
-    }
-}
-
-/// The update expression apply sends for update action `a`: the caller's, with the lock attributes removed.
-pub(crate) fn applied_update_expression(a: &Action) -> Result<String, TxError> {
-    UpdateWrite::of(a, "", None).map(|w| w.update)
-}
-
-/// Update action `a`'s apply write, as one action of a `TransactWriteItems` call, for DynamoDB to judge before the
-/// commit ([`crate::judge`]) exactly as apply will send it.
-pub(crate) fn judged_write(a: &Action, owner: &str, id: Option<LockId>) -> Result<TransactWriteItem, TxError> {
-    let w = UpdateWrite::of(a, owner, id)?;
-    let update = Update::builder()
-        .table_name(&a.table)
-        .set_key(Some(a.key.clone()))
-        .update_expression(w.update)
-        .condition_expression(w.condition)
-        .set_expression_attribute_names(Some(w.names))
-        .set_expression_attribute_values(Some(w.values))
-        .build()
-        .map_err(|e| TxError::Internal(e.to_string()))?;
-    Ok(TransactWriteItem::builder().update(update).build())
 }
 
 /// The parent lock's attributes on an item that replaces the parent item, so the parent stays locked by `h`'s

@@ -13,13 +13,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tracing::info;
 
-use crate::config::PrecommitCheck;
 use crate::constants::*;
-use crate::error::{CancellationReason, TxError};
-use crate::phase::direct::{self, Direct};
+use crate::direct::{self, Direct};
+use crate::error::TxError;
 use crate::plan;
 use crate::records::{self, TxState};
-use crate::request::{self, Op, TableSchema, ValidRequest};
+use crate::request::{self, TableSchema, ValidRequest};
 use crate::store::{Meter, Store, Usage, Written};
 use crate::value::Item;
 use crate::value::{n, now_ms, s};
@@ -168,7 +167,7 @@ pub(crate) async fn begin_as(
             return Ok(b);
         }
     }
-    let refused = refused_items(store, &m, &tx_id, &valid.actions, true).await?;
+    let refused = super::refusals::refused_items(store, &m, &tx_id, &valid.actions, true).await?;
     if !refused.is_empty() {
         info!(tx_id = %tx_id, refused = refused.len(), "an item DynamoDB would refuse: cancelled before anything was locked");
         let mut header = header_item(store, &tx_id, &valid, now, deadline, execution_arn);
@@ -239,7 +238,7 @@ pub(crate) async fn begin_as(
 /// counts as absent. Tables of inserts only are not read.
 async fn absent_tables(store: &Store, m: &Meter, actions: &[crate::request::Action]) -> Result<Vec<String>, TxError> {
     let mut by_table: std::collections::BTreeMap<&str, Vec<&Item>> = Default::default();
-    for a in actions.iter().filter(|a| !crate::phase::lock::inserts(a)) {
+    for a in actions.iter().filter(|a| !a.inserts()) {
         by_table.entry(&a.table).or_default().push(&a.key);
     }
     let reads = by_table.into_iter().map(|(table, keys)| async move {
@@ -252,80 +251,6 @@ async fn absent_tables(store: &Store, m: &Meter, actions: &[crate::request::Acti
     });
     let found = futures::future::try_join_all(reads).await?;
     Ok(found.into_iter().flatten().collect())
-}
-
-/// The actions DynamoDB would refuse whatever the items they meet, from the request alone: each `Put`'s item and
-/// each tombstone a `Delete` leaves as a whole new item ([`crate::eval::check_item`]: size, names, nesting, index
-/// keys), each update as far as it can be judged without its item ([`crate::eval::check_update`]), and the room
-/// each expression leaves for what the protocol adds. `ValidationError` on each such action, as `TransactWriteItems`
-/// reports them. With `judge_puts`, a `Put` the pre-commit check covers ([`crate::config::PrecommitCheck`]) is then
-/// judged by DynamoDB itself, which needs no item for it. The request is in hand here, so the protocol's phases never
-/// read these items to check them.
-pub(crate) async fn refused_items<'a>(
-    store: &Store,
-    m: &Meter,
-    tx_id: &str,
-    actions: impl IntoIterator<Item = &'a crate::request::Action>,
-    judge_puts: bool,
-) -> Result<Vec<(usize, CancellationReason)>, TxError> {
-    let mut refused = Vec::new();
-    // Puts for DynamoDB itself to judge: whether it accepts one does not depend on the item it replaces.
-    let mut judge = Vec::new();
-    for a in actions {
-        let checked = match (&a.op, &a.item, &a.tombstone) {
-            (Op::Put, Some(item), _) => Checked::Item(std::borrow::Cow::Borrowed(item)),
-            (Op::Delete, _, Some(t)) => Checked::Item(std::borrow::Cow::Owned(t.item(&a.key, tx_id))),
-            (Op::Update, _, _) => Checked::Update,
-            _ if a.condition.is_some() => Checked::Condition,
-            _ => continue,
-        };
-        let schema = store.schema(m, &a.table).await?;
-        let verdict = match checked {
-            Checked::Item(item) => {
-                let verdict = crate::eval::check_item(&item, &schema.key_types());
-                let ask = match store.cfg.precommit_check {
-                    PrecommitCheck::All => true,
-                    PrecommitCheck::NearLimits => crate::eval::near_limits(&item, &schema.key_types()),
-                    PrecommitCheck::Off => false,
-                };
-                if verdict.is_ok() && ask && judge_puts && a.op == Op::Put {
-                    judge.push((a.index, direct::write_item(a, false)?, a.describe()));
-                }
-                verdict
-            }
-            Checked::Update => super::check_update(a, &schema),
-            Checked::Condition => Ok(()),
-        };
-        let verdict = verdict.and_then(|_| {
-            super::check_room(a).map_err(|message| crate::eval::EvalError {
-                kind: crate::eval::EvalErrorKind::InvalidExpression,
-                message,
-            })
-        });
-        if let Err(e) = verdict {
-            let message = format!("{}: {e}", a.describe());
-            refused.push((a.index, CancellationReason::new(CancellationReason::VALIDATION_ERROR, message)));
-        }
-    }
-    if refused.is_empty() && !judge.is_empty() {
-        let writes = judge.iter().map(|(index, write, _)| (*index, write.clone())).collect();
-        for (index, message) in crate::judge::judge(store, m, tx_id, writes).await?.refused {
-            let a = judge.iter().find(|j| j.0 == index).map(|j| j.2.clone()).unwrap_or_default();
-            refused.push((
-                index,
-                CancellationReason::new(CancellationReason::VALIDATION_ERROR, format!("{a}: {message}")),
-            ));
-        }
-    }
-    Ok(refused)
-}
-
-/// What begin checks of an action: the whole item it leaves, or an update as far as it can be judged without one.
-enum Checked<'a> {
-    Item(std::borrow::Cow<'a, Item>),
-    Update,
-    /// A `Delete` or `ConditionCheck` with a condition: only the room its condition leaves the lock's.
-    Condition,
 }
 
 /// The header attributes every transaction has, whichever way it is carried out: id, version, times, counts, the

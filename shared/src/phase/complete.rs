@@ -4,9 +4,10 @@
 //! Protocol 2 has unlocked every item at apply: complete records the items done, every batch at once, and leaves the
 //! parent lock and the header's end to release.
 
-use super::{concurrently, in_state, progress, release_item, Outcome, Release, Report};
+use super::{opening, progress, release_item, Outcome, Release, Report};
 use crate::constants::H_COMPLETED;
 use crate::error::TxError;
+use crate::lanes::concurrently;
 use crate::plan::Part;
 use crate::records::{Header, TxState};
 use crate::request::Op;
@@ -21,14 +22,11 @@ pub async fn complete(store: &Store, tx_id: &str, batch: usize) -> Result<Report
 
 /// [`complete`] from the header `h` its caller has just read.
 pub(crate) async fn complete_from(store: &Store, m: Meter, h: Header, batch: usize) -> Result<Report, TxError> {
-    let h = match in_state(h, TxState::Committed) {
+    let h = match opening(h, &m, TxState::Committed, |h| h.completed, batch) {
         Ok(h) => h,
-        Err(state) => return Ok(Report::new(Outcome::Ended { state }, &m)),
+        Err(report) => return Ok(*report),
     };
     let tx_id = h.id.as_str();
-    if h.completed > batch {
-        return Ok(Report::new(Outcome::Done, &m));
-    }
     if h.commits_first() {
         if h.applied < h.batches {
             return Err(TxError::Internal(format!("complete with {} of {} batches applied", h.applied, h.batches)));

@@ -8,7 +8,7 @@
 //! Meeting another transaction's lock is contention, reported with the holder, never a failure.
 //!
 //! The lock write returns the item as it was (`ReturnValues: ALL_OLD`, at no extra cost; a run that finds its own lock
-//! gets it back from the failed condition). Protocol 2 evaluates each update there ([`crate::eval::apply_update`],
+//! gets it back from the failed condition). Protocol 2 evaluates each update there ([`dynamo_saga_expressions::eval::apply_update`],
 //! with the table's key and index key types): an update DynamoDB would refuse cancels the transaction with
 //! `ValidationError` on that action, before anything can commit. A failed condition anywhere takes precedence, as
 //! it does in a `TransactWriteItems` call.
@@ -30,11 +30,8 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::parent::{beat_parent, new_rvn, parent_lock_names, unlock_parent};
-use super::share::{self, Share};
 use super::{
-    concurrently, decided, evaluate, in_state, now, ph, queue, release_item, release_key, used, Contention, Outcome,
-    Release, Report,
+    decided, evaluate, now, opening, ph, release_item, release_key, used, Contention, Outcome, Release, Report,
 };
 use crate::config::PrecommitCheck;
 use crate::constants::{
@@ -43,13 +40,18 @@ use crate::constants::{
 };
 use crate::error::{CancellationReason, TxError};
 use crate::items::{lock_holder, LockId};
+use crate::lanes::concurrently;
+use crate::parent::queue;
+use crate::parent::{beat_parent, new_rvn, parent_lock_names, unlock_parent};
 use crate::plan::Part;
+use crate::records;
 use crate::records::{Decision, Header, HeaderWrite, TxState, H_LOCK_IDS, H_LOCK_PASS};
 use crate::request::{is_tombstone, Action, Op, Parent};
+use crate::share::{self, Share};
 use crate::store::{Meter, Once, Store, Written};
 use crate::value::{self, item_to_json, Item};
 use crate::value::{n, s};
-use crate::{expr, records};
+use dynamo_saga_expressions::expr;
 
 enum ItemLock {
     Locked,
@@ -83,16 +85,13 @@ pub async fn lock(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
 
 /// [`lock`] from the header `h` its caller has just read.
 pub(crate) async fn lock_from(store: &Store, m: Meter, h: Header, batch: usize) -> Result<Report, TxError> {
-    let h = match in_state(h, TxState::Pending) {
+    let h = match opening(h, &m, TxState::Pending, |h| h.locked, batch) {
         Ok(h) => h,
-        Err(state) => return Ok(Report::new(Outcome::Ended { state }, &m)),
+        Err(report) => return Ok(*report),
     };
     let tx_id = h.id.as_str();
     if batch >= h.batches {
         return Err(TxError::Internal(format!("batch {batch} is out of range ({} batches)", h.batches)));
-    }
-    if h.locked > batch {
-        return Ok(Report::new(Outcome::Done, &m));
     }
     if batch == 0 {
         // Another attempt first waits, holding nothing, for the transaction that rolled the last one back to end;
@@ -359,7 +358,7 @@ async fn decided_after(
     })
 }
 
-/// Locks the batches of `run` for `pass`, in shares side by side ([`super::share`]): what [`lock_run`] does for the
+/// Locks the batches of `run` for `pass`, in shares side by side ([`crate::share`]): what [`lock_run`] does for the
 /// whole run, each share sending the writes of its batches under the same pass.
 async fn lock_shares(
     store: &Store,
@@ -404,7 +403,7 @@ async fn lock_shares(
 }
 
 #[cfg(feature = "internals")]
-/// A worker's share of a lock step (`phase::share`): the share's batches locked for the step's pass, as the step's
+/// A worker's share of a lock step (`share`): the share's batches locked for the step's pass, as the step's
 /// own process would have locked them.
 pub(crate) async fn share(store: &Store, share: Share) -> Result<share::Done<MetWire>, TxError> {
     let Share::Lock { transaction_id, attempt, pass, earlier, from, to } = share else {
@@ -443,7 +442,7 @@ struct Met {
     unknown: bool,
 }
 
-/// [`Met`] as a share's result crosses from a worker (`phase::share`): items in DynamoDB JSON, and what the worker's
+/// [`Met`] as a share's result crosses from a worker (`share`): items in DynamoDB JSON, and what the worker's
 /// writes used.
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "PascalCase")]
@@ -573,7 +572,7 @@ async fn lock_run(
             |batch: usize, index: usize| met.taken.iter().find(|t| t.batch == batch && t.index == index).map(|t| t.id);
         let writes = judge
             .iter()
-            .map(|(b, a)| Ok((a.index, super::apply::judged_write(a, &owner, id_of(*b, a.index))?)))
+            .map(|(b, a)| Ok((a.index, super::writes::judged_write(a, &owner, id_of(*b, a.index))?)))
             .collect::<Result<Vec<_>, TxError>>()?;
         for (index, message) in crate::judge::judge(store, m, &h.id, writes).await?.refused {
             let a = judge.iter().find(|(_, a)| a.index == index).map(|(_, a)| a.describe()).unwrap_or_default();
@@ -628,7 +627,7 @@ async fn lock_item(
         Pass::Id(p, earlier) => (Some(LockId::new(p)), batch < earlier),
         Pass::Legacy => (None, false),
     };
-    let absent_guess = inserts(a) || (h.absent_tables.contains(&a.table) && !needs_item(a));
+    let absent_guess = a.inserts() || (h.absent_tables.contains(&a.table) && !a.needs_item());
     let mut write = if earlier { Write::TakeOver } else { Write::Guess(absent_guess) };
     let mut unknown = 0u32;
     for _ in 0..ITEM_LOCK_WRITES {
@@ -752,19 +751,6 @@ async fn lock_item(
     Err(TxError::Contended { holder: "unknown".into(), item: value::key_display(&a.table, &a.key) })
 }
 
-/// Whether action `a` is an insert: a `Put` whose own condition says the item does not exist.
-pub(crate) fn inserts(a: &Action) -> bool {
-    a.op == Op::Put
-        && a.condition
-            .as_deref()
-            .is_some_and(|c| c.replace(crate::request::RATCHET_CONDITION, "").contains("attribute_not_exists"))
-}
-
-/// Whether action `a`'s own condition says its item exists (`attribute_exists`).
-fn needs_item(a: &Action) -> bool {
-    a.condition.as_deref().is_some_and(|c| c.contains("attribute_exists"))
-}
-
 /// What one lock write came to.
 enum Locked {
     /// Locked by this write; the item as it was (none when absent).
@@ -817,7 +803,9 @@ async fn locked(store: &Store, m: &Meter, h: &Header, a: &Action, before: Option
         }
         Ok(after) => match store.cfg.precommit_check {
             PrecommitCheck::All => ItemLock::Judge,
-            PrecommitCheck::NearLimits if crate::eval::near_limits(&after, &schema.key_types()) => ItemLock::Judge,
+            PrecommitCheck::NearLimits if dynamo_saga_expressions::eval::near_limits(&after, &schema.key_types()) => {
+                ItemLock::Judge
+            }
             _ => ItemLock::Locked,
         },
     })

@@ -9,20 +9,18 @@ pub mod apply;
 pub mod begin;
 pub mod commit;
 pub mod complete;
-pub mod direct;
+pub(crate) mod end;
 pub mod lock;
-pub mod parent;
-pub mod queue;
+mod refusals;
 pub mod release;
 pub mod resume;
 pub mod retry;
 pub mod revisit;
 pub mod rollback;
 pub mod save;
-pub mod share;
+mod writes;
 
 use std::collections::HashMap;
-use std::future::Future;
 
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -30,13 +28,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::constants::*;
 use crate::error::TxError;
-use crate::expr::ExprRefs;
 use crate::items::{lock_holder, LockId};
 use crate::records::{self, Header, TxState};
 use crate::request::Action;
 use crate::store::{Meter, Store, Usage, Written};
 use crate::value::Item;
 use crate::value::{n, now_ms, s};
+use dynamo_saga_expressions::expr::ExprRefs;
 
 /// Another transaction holds a lock this transaction needs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -89,34 +87,7 @@ impl Report {
     }
 }
 
-/// Placeholders the library adds to requests; callers may not use names starting with `#_saga` / `:_saga`.
-pub(crate) mod ph {
-    pub const LOCK: &str = "#_sagaL";
-    pub const LOCKED_AT: &str = "#_sagaA";
-    pub const TRANSIENT: &str = "#_sagaT";
-    pub const APPLIED: &str = "#_sagaP";
-    pub const PK: &str = "#_sagaK";
-    pub const PARENT_TOKEN: &str = "#_sagaLT";
-    pub const PARENT_AT: &str = "#_sagaLA";
-    pub const PARENT_LEASE: &str = "#_sagaLD";
-    pub const PARENT_RVN: &str = "#_sagaRV";
-    pub const LEASE: &str = ":_sagaLease";
-    pub const RVN: &str = ":_sagaRvn";
-    pub const STATE: &str = "#_sagaS";
-    pub const TOMBSTONE: &str = "#_sagaTomb";
-    pub const STONE: &str = "#_sagaStone";
-    /// Stands for an attribute that no item has (see [`crate::expr::redirect_paths`]).
-    pub const GONE: &str = "#_sagaGone";
-    pub const SEEN: &str = ":_sagaSeen";
-    pub const TX: &str = ":_sagaTx";
-    pub const NOW: &str = ":_sagaNow";
-    pub const TRUE: &str = ":_sagaTrue";
-    pub const PENDING: &str = ":_sagaPending";
-    pub const ATTEMPT: &str = "#_sagaAttempt";
-    pub const ATTEMPT_N: &str = ":_sagaAttempt";
-    /// The id a lock is expected to carry ([`crate::items::LockId`]).
-    pub const LOCK_ID: &str = ":_sagaId";
-}
+pub(crate) use crate::items::ph;
 
 /// The batches a lock, apply or rollback step from `batch` takes: up to [`Config::fan_out`](crate::config::Config::fan_out)
 /// shares of [`Config::share_batches`](crate::config::Config::share_batches) batches each, of the `batches`.
@@ -129,11 +100,22 @@ pub(crate) fn run_end(cfg: &crate::config::Config, batch: usize, batches: usize)
     batch.saturating_add(cfg.step_batches()).min(batches)
 }
 
-/// `h`, when the transaction is in `state` and unfinished; otherwise the state it is in, and the phase ends with
-/// nothing written.
-fn in_state(h: Header, state: TxState) -> Result<Header, TxState> {
+/// The opening every phase of batches shares, on the header `h` its caller has read: `h` when the transaction is in
+/// `state`, unfinished, and the phase's watermark (`done`: the batches it has recorded) has not passed `batch`;
+/// otherwise the report the phase ends with, having written nothing: `Ended` in another state, `Done` for a batch
+/// already recorded.
+fn opening(
+    h: Header,
+    m: &Meter,
+    state: TxState,
+    done: fn(&Header) -> usize,
+    batch: usize,
+) -> Result<Header, Box<Report>> {
     if h.state != state || h.finished() {
-        return Err(h.state);
+        return Err(Box::new(Report::new(Outcome::Ended { state: h.state }, m)));
+    }
+    if done(&h) > batch {
+        return Err(Box::new(Report::new(Outcome::Done, m)));
     }
     Ok(h)
 }
@@ -181,16 +163,19 @@ pub(crate) fn evaluate(
     a: &Action,
     before: Option<&Item>,
     schema: &crate::request::TableSchema,
-) -> Result<Item, crate::eval::EvalError> {
+) -> Result<Item, dynamo_saga_expressions::eval::EvalError> {
     let (update, names, values) = update_parts(a);
-    crate::eval::apply_update(before, &a.key, update, &names, &values, &schema.key_types())
+    dynamo_saga_expressions::eval::apply_update(before, &a.key, update, &names, &values, &schema.key_types())
 }
 
-/// Why DynamoDB would refuse update action `a` whatever the item it meets ([`crate::eval::check_update`]): what
+/// Why DynamoDB would refuse update action `a` whatever the item it meets ([`dynamo_saga_expressions::eval::check_update`]): what
 /// begin checks, from the request alone.
-pub(crate) fn check_update(a: &Action, schema: &crate::request::TableSchema) -> Result<(), crate::eval::EvalError> {
+pub(crate) fn check_update(
+    a: &Action,
+    schema: &crate::request::TableSchema,
+) -> Result<(), dynamo_saga_expressions::eval::EvalError> {
     let (update, names, values) = update_parts(a);
-    crate::eval::check_update(&a.key, update, &names, &values, &schema.key_types()).map(|_| ())
+    dynamo_saga_expressions::eval::check_update(&a.key, update, &names, &values, &schema.key_types()).map(|_| ())
 }
 
 /// Whether action `a`'s expressions still fit DynamoDB's limits with what the protocol adds to them: the lock's
@@ -221,12 +206,12 @@ pub(crate) fn check_room(a: &Action) -> Result<(), String> {
 
 fn check_room_of(a: &Action) -> Result<(), String> {
     if let Some(c) = &a.condition {
-        crate::expr::parse_condition(&lock::lock_condition(false, Some(c)))
+        dynamo_saga_expressions::expr::parse_condition(&lock::lock_condition(false, Some(c)))
             .map_err(|e| format!("ConditionExpression with the lock's condition: {e}"))?;
     }
     if a.op == crate::request::Op::Update {
-        let applied = apply::applied_update_expression(a).map_err(|e| e.to_string())?;
-        crate::expr::parse_update(&applied)
+        let applied = writes::applied_update_expression(a).map_err(|e| e.to_string())?;
+        dynamo_saga_expressions::expr::parse_update(&applied)
             .map_err(|e| format!("UpdateExpression with the lock attributes' removal: {e}"))?;
     }
     Ok(())
@@ -235,7 +220,7 @@ fn check_room_of(a: &Action) -> Result<(), String> {
 /// Update action `a`'s expression with the names and values it uses (the action's also serve its condition).
 fn update_parts(a: &Action) -> (&str, HashMap<String, String>, Item) {
     let update = a.update.as_deref().unwrap_or_default();
-    let (names, values) = match crate::expr::parse_update(update) {
+    let (names, values) = match dynamo_saga_expressions::expr::parse_update(update) {
         Ok(parsed) => used(a, &parsed.refs),
         Err(_) => (a.names.clone(), a.values.clone()),
     };
@@ -249,65 +234,6 @@ fn refusal(a: &Action, before: Option<&Item>, schema: &crate::request::TableSche
         return None;
     }
     evaluate(a, before, schema).err().map(|e| format!("{}: {e}", a.describe()))
-}
-
-/// Runs `f` over `items` with at most `limit` in flight, and returns the results in the order of `items`: `limit`
-/// lanes, each sending its items one after another, lane `l` taking items `l`, `l + limit`, `l + 2 * limit`, ...
-/// ([`lanes`]). The lanes are fixed in advance, not taken by whichever lane is free first: a run then waits for
-/// `ceil(items / limit)` requests one after another whatever order DynamoDB answers in, where a shared queue gave a
-/// lane that happened to be answered fast more than its share, and the run's longest chain grew with it. Every
-/// request a lane sends knows its lane ([`lane`]), so a trace of the run can tell what waited for what.
-async fn concurrently<T, R, F, Fut>(items: Vec<T>, limit: usize, f: F) -> Result<Vec<R>, TxError>
-where
-    F: Fn(T) -> Fut,
-    Fut: Future<Output = Result<R, TxError>>,
-{
-    let window = WINDOWS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let f = &f;
-    let lanes = lanes(items, limit).into_iter().enumerate().map(|(lane, mine)| {
-        LANE.scope(Lane { window, lane }, async move {
-            let mut done = Vec::with_capacity(mine.len());
-            for (i, item) in mine {
-                done.push((i, f(item).await));
-            }
-            done
-        })
-    });
-    let mut done: Vec<(usize, Result<R, TxError>)> =
-        futures::future::join_all(lanes).await.into_iter().flatten().collect();
-    done.sort_by_key(|(i, _)| *i);
-    done.into_iter().map(|(_, r)| r).collect()
-}
-
-/// `items` dealt to at most `limit` lanes as cards are dealt, each with its index: lane `l` holds items `l`,
-/// `l + lanes`, ... in order, so no lane holds more than one item more than another.
-fn lanes<T>(items: Vec<T>, limit: usize) -> Vec<Vec<(usize, T)>> {
-    let count = limit.clamp(1, items.len().max(1));
-    let mut lanes: Vec<Vec<(usize, T)>> = (0..count).map(|_| Vec::new()).collect();
-    for (i, item) in items.into_iter().enumerate() {
-        lanes[i % count].push((i, item));
-    }
-    lanes
-}
-
-/// One lane of one run of [`concurrently`]: what a request sent in it knows of where it stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Lane {
-    /// The run, numbered in this process.
-    pub window: u64,
-    pub lane: usize,
-}
-
-tokio::task_local! {
-    static LANE: Lane;
-}
-
-static WINDOWS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// The lane of [`concurrently`] the caller runs in, if any: a benchmark's trace reads it when a request goes out.
-#[cfg(any(test, feature = "internals"))]
-pub fn lane() -> Option<Lane> {
-    LANE.try_with(|l| *l).ok()
 }
 
 /// How a transaction lets go of one item.
@@ -506,31 +432,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn items_are_dealt_to_lanes_in_turn_and_no_lane_holds_two_more_than_another() {
-        let dealt = lanes((0..10).collect(), 4);
-        let indexes: Vec<Vec<usize>> = dealt.iter().map(|l| l.iter().map(|(i, _)| *i).collect()).collect();
-        assert_eq!(indexes, [vec![0, 4, 8], vec![1, 5, 9], vec![2, 6], vec![3, 7]]);
-        assert!(dealt.iter().flatten().all(|(i, item)| i == item));
-        assert_eq!(lanes((0..3).collect::<Vec<u8>>(), 256).len(), 3, "no lane without an item");
-        assert_eq!(lanes(Vec::<u8>::new(), 16).len(), 1);
-        assert_eq!(lanes((0..5).collect::<Vec<u8>>(), 0).len(), 1, "a limit of 0 still runs");
-        for (n, limit) in [(1_980, 256), (99, 16), (10_000, 7)] {
-            let sizes: Vec<usize> = lanes((0..n).collect::<Vec<usize>>(), limit).iter().map(Vec::len).collect();
-            assert_eq!(sizes.iter().max(), Some(&n.div_ceil(limit)), "{n} items in {limit} lanes");
-            assert!(sizes.iter().max().unwrap() - sizes.iter().min().unwrap() <= 1);
-        }
-    }
-
-    #[tokio::test]
-    async fn a_run_answers_in_the_order_of_its_items_whatever_order_the_lanes_end_in() {
-        let out = concurrently((0..50u64).collect(), 8, |i| async move {
-            // Later items end first.
-            tokio::time::sleep(std::time::Duration::from_micros(50 - i)).await;
-            Ok::<_, TxError>((i, lane().expect("a lane").lane))
-        })
-        .await
-        .expect("no error");
-        assert_eq!(out.iter().map(|(i, _)| *i).collect::<Vec<_>>(), (0..50).collect::<Vec<_>>());
-        assert!(out.iter().all(|(i, lane)| *lane == *i as usize % 8), "item i goes out in lane i % 8");
+    fn a_step_takes_fan_out_shares_of_share_batches() {
+        let cfg = crate::config::Config { fan_out: 3, share_batches: 2, ..crate::config::Config::new("tx") };
+        assert_eq!(run_end(&cfg, 1, 100), 7, "a step takes fan_out shares");
+        assert_eq!(run_end(&cfg, 1, 4), 4);
     }
 }

@@ -11,13 +11,14 @@
 
 use std::collections::BTreeMap;
 
-use super::parent::unlock_parent;
-use super::{concurrently, release_key, Release};
+use super::{release_key, Release};
 use crate::constants::{
     H_FINISHED_AT, H_OPEN_SHARD, H_REVISITED_AT, H_REVISIT_AT, H_REVISIT_CLEARED, PARENT_LOCK_TOKEN,
 };
 use crate::error::TxError;
 use crate::items::{lock_holder, LockId};
+use crate::lanes::concurrently;
+use crate::parent::unlock_parent;
 use crate::plan::Part;
 use crate::records::{self, Expect, Header, HeaderWrite};
 use crate::store::{Meter, Store, Usage};

@@ -5,17 +5,18 @@
 //! to hold the lock is deleted (or given its tombstone back). No images are read.
 //!
 //! Only batches whose locking had started are visited: protocol 2 a step of up to `fan_out` shares of batches at a
-//! time ([`super::share`]), protocol 1 one batch a step; one more step passes all the others. Every write is
+//! time ([`crate::share`]), protocol 1 one batch a step; one more step passes all the others. Every write is
 //! conditional on this transaction's lock, so an item restored once is never touched again.
 
-use super::parent::release_parent;
-use super::share::{Done, Share};
-use super::{concurrently, progress, release_item, Outcome, Release, Report};
+use super::{progress, release_item, Outcome, Release, Report};
 use crate::constants::H_RESTORED;
 use crate::error::TxError;
+use crate::lanes::concurrently;
+use crate::parent::release_parent;
 use crate::plan::Part;
 use crate::records::{self, Decision, Header, TxState};
 use crate::request::Action;
+use crate::share::{Done, Share};
 use crate::store::{Meter, Store, Usage};
 use crate::stored::Image;
 
@@ -95,7 +96,7 @@ async fn finish_step(store: &Store, m: &Meter, h: &Header, restored: usize) -> R
 /// Lets go of every item of the batches of `run` that `h`'s attempt holds (protocol 2), in shares side by side.
 async fn release_shares(store: &Store, m: &Meter, h: &Header, run: std::ops::Range<usize>) -> Result<(), TxError> {
     let plan = crate::stored::read_plan(store, m, &h.id).await?;
-    let parts = super::share::split(&store.cfg, run.clone());
+    let parts = crate::share::split(&store.cfg, run.clone());
     if parts.len() < 2 {
         return release_run(store, m, h, &plan, run).await;
     }
@@ -104,7 +105,7 @@ async fn release_shares(store: &Store, m: &Meter, h: &Header, run: std::ops::Ran
         .map(|r| Share::Rollback { transaction_id: h.id.clone(), attempt: h.attempt, from: r.start, to: r.end })
         .collect();
     let plan = &plan;
-    let done = super::share::side_by_side(store, shares, |s| async move {
+    let done = crate::share::side_by_side(store, shares, |s| async move {
         let Share::Rollback { from, to, .. } = s else { unreachable!("rollback shares") };
         release_run(store, m, h, plan, from..to).await?;
         Ok(Done::Done(None::<Usage>))
@@ -137,7 +138,7 @@ async fn release_run(
 }
 
 #[cfg(feature = "internals")]
-/// A worker's share of a rollback step (`phase::share`): every item of the share's batches let go of. What the
+/// A worker's share of a rollback step (`share`): every item of the share's batches let go of. What the
 /// worker's writes used.
 pub(crate) async fn share(store: &Store, share: Share) -> Result<Done<Option<Usage>>, TxError> {
     let Share::Rollback { transaction_id, attempt, from, to } = share else {

@@ -15,11 +15,11 @@
 //! half the read units; a copy that does not show this attempt's lock (from before it) is read again strongly
 //! consistent.
 
-use super::parent::beat_parent;
-use super::{decided, in_state, progress, refusal, Outcome, Report};
+use super::{decided, opening, progress, refusal, Outcome, Report};
 use crate::constants::{ATTR_APPLIED, ATTR_STONE, ATTR_TRANSIENT, H_SAVED};
 use crate::error::{CancellationReason, TxError};
 use crate::items::{flag, lock_holder};
+use crate::parent::beat_parent;
 use crate::plan::Part;
 use crate::records::{self, Decision, Header, TxState};
 use crate::request::Action;
@@ -37,14 +37,11 @@ pub async fn save(store: &Store, tx_id: &str, batch: usize) -> Result<Report, Tx
 
 /// [`save`] from the header `h` its caller has just read.
 pub(crate) async fn save_from(store: &Store, m: Meter, h: Header, batch: usize) -> Result<Report, TxError> {
-    let h = match in_state(h, TxState::Pending) {
+    let h = match opening(h, &m, TxState::Pending, |h| h.saved, batch) {
         Ok(h) => h,
-        Err(state) => return Ok(Report::new(Outcome::Ended { state }, &m)),
+        Err(report) => return Ok(*report),
     };
     let tx_id = h.id.as_str();
-    if h.saved > batch {
-        return Ok(Report::new(Outcome::Done, &m));
-    }
     if h.locked < h.batches {
         return Err(TxError::Internal(format!("save of batch {batch} before every batch was locked")));
     }
@@ -54,7 +51,7 @@ pub(crate) async fn save_from(store: &Store, m: Meter, h: Header, batch: usize) 
             let plan = crate::stored::read_plan(store, &m, tx_id).await?;
             let actions = crate::stored::read_batch(store, &m, tx_id, &plan, batch, Part::Whole).await?;
             let actions: Vec<&Action> = actions.iter().map(|(_, a)| a).collect();
-            let refused = super::begin::refused_items(store, &m, tx_id, actions, false).await?;
+            let refused = super::refusals::refused_items(store, &m, tx_id, actions, false).await?;
             if !refused.is_empty() {
                 return Ok(Report::new(decided(store, &m, &h, &Decision::actions(refused)).await?, &m));
             }

@@ -34,7 +34,7 @@ impl Meter {
     pub fn usage(&self) -> Usage {
         *self.0.lock().expect("meter lock")
     }
-    /// Adds what another process used for this run (a share a worker ran: `phase::share`).
+    /// Adds what another process used for this run (a share a worker ran: `share`).
     pub fn add(&self, other: &Usage) {
         self.0.lock().expect("meter lock").add(other)
     }

@@ -22,10 +22,10 @@ use aws_sdk_dynamodb::Client;
 use crate::billing::{self, Bill};
 use crate::config::Config;
 use crate::error::TxError;
-use crate::eval::IndexKey;
 use crate::pace::{Pace, Watch};
 use crate::request::TableSchema;
 use crate::value::{item_size, Item};
+use dynamo_saga_expressions::eval::IndexKey;
 
 mod billed;
 mod caches;
@@ -200,7 +200,7 @@ pub struct Store {
 
 /// Where the shares of a step that fans out run when not in this process ([`Config::fan_out`]): in a Lambda function,
 /// another invocation of the function itself each (`functions/common`). A share and its result cross as JSON; the
-/// protocol decides what they hold (`phase::share`).
+/// protocol decides what they hold (`share`).
 pub trait Workers: std::fmt::Debug + Send + Sync {
     /// Runs `share` and gives its result, or the error it ended with.
     fn run(&self, share: serde_json::Value) -> futures::future::BoxFuture<'static, Result<serde_json::Value, TxError>>;

@@ -84,7 +84,7 @@ fn fanned(cfg: &dynamo_saga::Config, batches: std::ops::Range<usize>) -> (f64, u
     let mut from = batches.start;
     while from < batches.end {
         let to = (from + cfg.step_batches()).min(batches.end);
-        let shares = dynamo_saga::phase::share::split(cfg, from..to);
+        let shares = dynamo_saga::share::split(cfg, from..to);
         largest += shares.iter().map(|s| s.len()).max().unwrap_or(0);
         shared += usize::from(shares.len() > 1);
         from = to;
@@ -241,7 +241,9 @@ pub fn markdown(rows: &[ModelRow], chunked: impl Fn(usize) -> Option<f64>) -> St
     for f in CPU_FACTORS {
         md.push_str(&format!(" CPU x{f} (ms) |"));
     }
-    md.push_str(" table quota floor (ms) | wall time in this run (ms) |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    md.push_str(
+        " table quota floor (ms) | wall time in this run (ms) |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    );
     md.push_str(&" ---: |".repeat(CPU_FACTORS.len()));
     md.push_str(" ---: | ---: |\n");
     for r in rows {

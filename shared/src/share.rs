@@ -115,8 +115,6 @@ mod tests {
         let cfg = crate::config::Config { fan_out: 3, share_batches: 2, ..crate::config::Config::new("tx") };
         assert_eq!(split(&cfg, 0..5), vec![0..2, 2..4, 4..5]);
         assert_eq!(split(&cfg, 4..5), vec![4..5]);
-        assert_eq!(super::super::run_end(&cfg, 1, 100), 7, "a step takes fan_out shares");
-        assert_eq!(super::super::run_end(&cfg, 1, 4), 4);
         let one = crate::config::Config::new("tx");
         assert_eq!(split(&one, 0..20), vec![0..20], "by default a step is one share of 20 batches");
         let deployed = crate::config::Config { fan_out: 16, share_batches: 20, ..crate::config::Config::new("tx") };

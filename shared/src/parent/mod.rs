@@ -3,7 +3,9 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::{ph, queue};
+use crate::items::ph;
+
+pub mod queue;
 use crate::constants::{PARENT_LEASE, PARENT_LOCKED_AT, PARENT_LOCK_TOKEN, PARENT_RVN};
 use crate::error::TxError;
 use crate::records::{self, Header};

@@ -19,15 +19,15 @@ use aws_sdk_dynamodb::types::{
 };
 use tracing::info;
 
-use super::ph;
 use crate::constants::*;
 use crate::error::{CancellationReason, TxError};
-use crate::expr;
+use crate::items::ph;
 use crate::records::{self, Decision, TxState};
 use crate::request::{Action, Op, ValidRequest, RATCHET_NAME};
 use crate::store::{Meter, Store, Transacted};
 use crate::value::{item_to_json, Item};
 use crate::value::{n, now_ms, s};
+use dynamo_saga_expressions::expr;
 
 /// Room left in the call's 4 MB for the header and the conditions this module adds.
 const HEADER_ROOM_BYTES: usize = 64 * 1024;
