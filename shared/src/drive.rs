@@ -358,36 +358,31 @@ impl Driver {
                 let (version, lease_ms) = watched.unwrap_or_default();
                 if stalled(prev, &c.holder, version, lease_ms, now) {
                     warn!(tx_id = %me.id, holder = %h.id, "holder made no progress for a whole lease: rolling it back");
-                    let d = match c.action {
-                        Some(_) => Decision::retry(
-                            Some(&me.id),
-                            Box::pin(self.action_of(&m, &h.id, c)).await?,
-                            &c.item,
-                            format!(
-                                "transaction {} waited {} s for {} while this one made no progress",
-                                me.id,
-                                lease_ms / 1000,
-                                c.item
-                            ),
-                        ),
-                        None => Decision::retry(
-                            Some(&me.id),
-                            None,
-                            &c.item,
-                            format!(
-                                "transaction {} took the Parent item {} over after {} s without a heartbeat",
-                                me.id,
-                                c.item,
-                                lease_ms / 1000
-                            ),
-                        ),
-                    };
+                    let d = self.stale_decision(&m, me, h, c, lease_ms).await?;
                     return self.roll_back_holder(&m, h, c, holder_attempt, &d, help_budget).await;
                 }
             }
             // A parent lock held by someone outside this protocol: only waiting helps.
             None => {}
         }
+        self.wait(&m, me, c, others, prev, watched, now).await
+    }
+
+    /// Waits for the holder of `c`, which nothing else resolves yet: gives the wait up once `LockWaitSeconds` or the
+    /// deadline passes, beats `me`'s heart meanwhile, and says what it waits on (`watched`: the holder's version and
+    /// lease, when watched).
+    #[allow(clippy::too_many_arguments)]
+    async fn wait(
+        &self,
+        m: &Meter,
+        me: &Header,
+        c: &Contention,
+        others: &[Contention],
+        prev: Option<&Waiting>,
+        watched: Option<(u64, u64)>,
+        now: u64,
+    ) -> Result<Resolution, TxError> {
+        let s = &self.store;
         let waiting_since_ms = prev.map_or(now, |p| p.waiting_since_ms);
         let waited_ms = now.saturating_sub(waiting_since_ms);
         let waited_too_long = me.lock_wait_seconds.filter(|w| waited_ms >= w * 1000);
@@ -402,7 +397,7 @@ impl Driver {
         // A waiting transaction makes no progress of its own, so it beats its heart: younger waiters judge an older
         // holder stale only when its version stays the same for a whole lease.
         if now.saturating_sub(me.updated_at) >= s.cfg.lease.as_millis() as u64 / 3 {
-            Box::pin(crate::parent::heartbeat(s, &m, me)).await?;
+            Box::pin(crate::parent::heartbeat(s, m, me)).await?;
         }
         let version = watched.map_or(0, |w| w.0);
         let (since_ms, version) = match prev {
@@ -417,6 +412,42 @@ impl Driver {
             action: c.action,
             item: c.item.clone(),
         }))
+    }
+
+    /// The decision that rolls back holder `h`, which made no progress for a whole lease (`lease_ms`) while `me`
+    /// waited for `c`.
+    async fn stale_decision(
+        &self,
+        m: &Meter,
+        me: &Header,
+        h: &Header,
+        c: &Contention,
+        lease_ms: u64,
+    ) -> Result<Decision, TxError> {
+        Ok(match c.action {
+            Some(_) => Decision::retry(
+                Some(&me.id),
+                Box::pin(self.action_of(m, &h.id, c)).await?,
+                &c.item,
+                format!(
+                    "transaction {} waited {} s for {} while this one made no progress",
+                    me.id,
+                    lease_ms / 1000,
+                    c.item
+                ),
+            ),
+            None => Decision::retry(
+                Some(&me.id),
+                None,
+                &c.item,
+                format!(
+                    "transaction {} took the Parent item {} over after {} s without a heartbeat",
+                    me.id,
+                    c.item,
+                    lease_ms / 1000
+                ),
+            ),
+        })
     }
 
     /// Decides the holder's attempt rolled back with `d` (the attempt its lock names, or for a queue row its current

@@ -380,22 +380,106 @@ fn ratchet_attribute(r: &Value, item: &Item) -> Result<String, String> {
 
 fn parse_action(i: usize, a: &Value, cfg: &Config) -> Result<RawAction, TxError> {
     let e = |m: String| bad(Some(i), m);
-    let obj = a
-        .as_object()
-        .ok_or_else(|| e("an action must be an object with one of Put, Update, Delete, ConditionCheck".into()))?;
-    let ops: Vec<(&String, &Value)> = obj.iter().collect();
-    if ops.len() != 1 {
-        let names: Vec<&str> = ops.iter().map(|(k, _)| k.as_str()).collect();
-        return Err(e(format!(
+    let (op, opname, body) = action_body(a).map_err(e)?;
+    check_fields(op, opname, body).map_err(e)?;
+    let table = table_name(body, cfg).map_err(|m| e(format!("{opname}: {m}")))?;
+    let key_field = if op == Op::Put { "Item" } else { "Key" };
+    let key_or_item = match body.get(key_field) {
+        None => return Err(e(format!("{opname}: {key_field} is required"))),
+        Some(v) => value::item_from_json(v)
+            .and_then(|i| value::check_attributes(&i).map(|_| i))
+            .map_err(|m| e(format!("{opname}: {key_field}: {m}")))?,
+    };
+    let update = string_field(body, opname, "UpdateExpression").map_err(e)?;
+    let mut condition = string_field(body, opname, "ConditionExpression").map_err(e)?;
+    if op == Op::Update && update.as_deref().is_none_or(|u| u.trim().is_empty()) {
+        return Err(e("Update: UpdateExpression is required".into()));
+    }
+    if op == Op::ConditionCheck && condition.as_deref().is_none_or(|c| c.trim().is_empty()) {
+        return Err(e("ConditionCheck: ConditionExpression is required".into()));
+    }
+    let mut names = expression_names(body, opname).map_err(e)?;
+    let mut values = expression_values(body, opname).map_err(e)?;
+    let return_old = match string_field(body, opname, "ReturnValuesOnConditionCheckFailure").map_err(e)?.as_deref() {
+        None | Some("NONE") => false,
+        Some("ALL_OLD") => true,
+        Some(other) => {
+            return Err(e(format!(
+                "{opname}: ReturnValuesOnConditionCheckFailure must be ALL_OLD or NONE, not {other:?}"
+            )))
+        }
+    };
+    // Expressions: syntax, placeholders defined and used, no reserved attribute named.
+    // Parsed once per text (`expr` keeps what it parsed): a request's actions mostly share their expressions.
+    let condition_refs = match condition.as_deref() {
+        Some(c) => Some(expr::parse_condition(c).map_err(|x| e(format!("{opname}: ConditionExpression: {x}")))?),
+        None => None,
+    };
+    let update_expr = match update.as_deref() {
+        Some(u) => Some(expr::parse_update(u).map_err(|x| e(format!("{opname}: UpdateExpression: {x}")))?),
+        None => None,
+    };
+    let all_refs: Vec<&ExprRefs> =
+        condition_refs.as_deref().into_iter().chain(update_expr.as_deref().map(|u| &u.refs)).collect();
+    check_placeholders(opname, &all_refs, &names, &values).map_err(e)?;
+    let item_names = (op == Op::Put).then_some(&key_or_item);
+    check_reserved_names(opname, &all_refs, &names, item_names).map_err(e)?;
+    let tombstone = match body.get("Tombstone") {
+        None | Some(Value::Null) => None,
+        Some(t) => Some(parse_tombstone(t, &key_or_item).map_err(|m| e(format!("Delete: Tombstone: {m}")))?),
+    };
+    if let Some(r) = body.get("Ratchet") {
+        let carrier = match (&tombstone, op) {
+            (_, Op::Put) => &key_or_item,
+            (Some(t), _) => &t.attributes,
+            (None, _) => {
+                return Err(e(
+                    "Delete: Ratchet needs a Tombstone whose Attributes carry the attribute to order writes by".into(),
+                ))
+            }
+        };
+        let attr = ratchet_attribute(r, carrier).map_err(|m| e(format!("{opname}: Ratchet: {m}")))?;
+        // A timestamp ratchet, as part of the condition: the lock evaluates it on the stored item, and the item stays
+        // locked until the transaction ends, so nothing newer can be written between check and apply.
+        condition = Some(match condition {
+            Some(c) => expr::and(&c, RATCHET_CONDITION),
+            None => RATCHET_CONDITION.to_owned(),
+        });
+        values.insert(RATCHET_VALUE.to_owned(), carrier[&attr].clone());
+        names.insert(RATCHET_NAME.to_owned(), attr);
+    }
+    if op == Op::Put {
+        // The item replaces the locked one whole, without dynamo-saga's attributes: it has DynamoDB's limit to itself.
+        let size = value::item_size(&key_or_item);
+        if size > MAX_ITEM_BYTES {
+            return Err(e(format!(
+                "Put: Item size has exceeded the maximum allowed size of 400 KB ({size} bytes; at most {MAX_ITEM_BYTES})"
+            )));
+        }
+    }
+    Ok(RawAction { op, table, key_or_item, update, condition, names, values, return_old, tombstone })
+}
+
+/// An action's one operation, its name and its body.
+fn action_body(a: &Value) -> Result<(Op, &str, &Map<String, Value>), String> {
+    let obj = a.as_object().ok_or("an action must be an object with one of Put, Update, Delete, ConditionCheck")?;
+    if obj.len() != 1 {
+        let names: Vec<&str> = obj.keys().map(String::as_str).collect();
+        return Err(format!(
             "an action must have exactly one of Put, Update, Delete, ConditionCheck; found {}",
             if names.is_empty() { "none".to_string() } else { names.join(", ") }
-        )));
+        ));
     }
-    let (opname, body) = ops[0];
+    let (opname, body) = obj.iter().next().expect("one operation");
     let op = Op::from_key(opname)
-        .ok_or_else(|| e(format!("unknown action {opname:?} (expected Put, Update, Delete or ConditionCheck)")))?;
-    let body = body.as_object().ok_or_else(|| e(format!("{opname} must be an object")))?;
-    let allowed: &[&str] = match op {
+        .ok_or_else(|| format!("unknown action {opname:?} (expected Put, Update, Delete or ConditionCheck)"))?;
+    let body = body.as_object().ok_or_else(|| format!("{opname} must be an object"))?;
+    Ok((op, opname.as_str(), body))
+}
+
+/// The fields an action of `op` may have, as `TransactWriteItems` takes them, and dynamo-saga's own.
+fn allowed_fields(op: Op) -> &'static [&'static str] {
+    match op {
         Op::Put => &[
             "TableName",
             "Item",
@@ -432,167 +516,120 @@ fn parse_action(i: usize, a: &Value, cfg: &Config) -> Result<RawAction, TxError>
             "ExpressionAttributeValues",
             "ReturnValuesOnConditionCheckFailure",
         ],
-    };
-    for k in body.keys() {
-        if !allowed.contains(&k.as_str()) {
-            return Err(e(format!("{opname}: unknown field {k:?}")));
-        }
     }
-    let table = table_name(body, cfg).map_err(|m| e(format!("{opname}: {m}")))?;
-    let key_field = if op == Op::Put { "Item" } else { "Key" };
-    let key_or_item = match body.get(key_field) {
-        None => return Err(e(format!("{opname}: {key_field} is required"))),
-        Some(v) => value::item_from_json(v)
-            .and_then(|i| value::check_attributes(&i).map(|_| i))
-            .map_err(|m| e(format!("{opname}: {key_field}: {m}")))?,
-    };
-    let string = |k: &str| -> Result<Option<String>, TxError> {
-        match body.get(k) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(_) => Err(e(format!("{opname}: {k} must be a string"))),
-        }
-    };
-    let update = string("UpdateExpression")?;
-    let mut condition = string("ConditionExpression")?;
-    if op == Op::Update && update.as_deref().is_none_or(|u| u.trim().is_empty()) {
-        return Err(e("Update: UpdateExpression is required".into()));
+}
+
+/// Refuses a field an action of `op` does not have.
+fn check_fields(op: Op, opname: &str, body: &Map<String, Value>) -> Result<(), String> {
+    match body.keys().find(|k| !allowed_fields(op).contains(&k.as_str())) {
+        Some(k) => Err(format!("{opname}: unknown field {k:?}")),
+        None => Ok(()),
     }
-    if op == Op::ConditionCheck && condition.as_deref().is_none_or(|c| c.trim().is_empty()) {
-        return Err(e("ConditionCheck: ConditionExpression is required".into()));
+}
+
+/// Field `k` of an action's body, a string when present.
+fn string_field(body: &Map<String, Value>, opname: &str, k: &str) -> Result<Option<String>, String> {
+    match body.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(format!("{opname}: {k} must be a string")),
     }
-    let mut names: HashMap<String, String> = match body.get("ExpressionAttributeNames") {
-        None | Some(Value::Null) => HashMap::new(),
+}
+
+/// An action's ExpressionAttributeNames, each placeholder and name as DynamoDB allows them.
+fn expression_names(body: &Map<String, Value>, opname: &str) -> Result<HashMap<String, String>, String> {
+    match body.get("ExpressionAttributeNames") {
+        None | Some(Value::Null) => Ok(HashMap::new()),
         Some(Value::Object(m)) => m
             .iter()
             .map(|(k, v)| match v {
                 Value::String(s) => {
                     placeholder(k)
-                        .map_err(|m| e(format!("{opname}: ExpressionAttributeNames contains invalid key: {m}")))?;
+                        .map_err(|m| format!("{opname}: ExpressionAttributeNames contains invalid key: {m}"))?;
                     value::check_name(s).map_err(|m| {
-                        e(format!("{opname}: ExpressionAttributeNames contains invalid value: {m} for key {k}"))
+                        format!("{opname}: ExpressionAttributeNames contains invalid value: {m} for key {k}")
                     })?;
                     Ok((k.clone(), s.clone()))
                 }
-                _ => Err(e(format!("{opname}: ExpressionAttributeNames[{k:?}] must be a non-empty string"))),
+                _ => Err(format!("{opname}: ExpressionAttributeNames[{k:?}] must be a non-empty string")),
             })
-            .collect::<Result<_, _>>()?,
-        Some(_) => return Err(e(format!("{opname}: ExpressionAttributeNames must be an object"))),
-    };
-    let mut values = match body.get("ExpressionAttributeValues") {
+            .collect(),
+        Some(_) => Err(format!("{opname}: ExpressionAttributeNames must be an object")),
+    }
+}
+
+/// An action's ExpressionAttributeValues, in DynamoDB JSON with placeholders as DynamoDB allows them.
+fn expression_values(body: &Map<String, Value>, opname: &str) -> Result<Item, String> {
+    let values = match body.get("ExpressionAttributeValues") {
         None | Some(Value::Null) => Item::new(),
         // How deep a value may nest depends on where the expression writes it: the evaluator judges that.
         Some(v) => value::item_from_json(v)
             .and_then(|i| value::check_map_keys(&i).map(|_| i))
-            .map_err(|m| e(format!("{opname}: ExpressionAttributeValues: {m}")))?,
+            .map_err(|m| format!("{opname}: ExpressionAttributeValues: {m}"))?,
     };
     if let Some(m) = values.keys().find_map(|k| placeholder(k).err()) {
-        return Err(e(format!("{opname}: ExpressionAttributeValues contains invalid key: {m}")));
+        return Err(format!("{opname}: ExpressionAttributeValues contains invalid key: {m}"));
     }
-    let return_old = match string("ReturnValuesOnConditionCheckFailure")?.as_deref() {
-        None | Some("NONE") => false,
-        Some("ALL_OLD") => true,
-        Some(other) => {
-            return Err(e(format!(
-                "{opname}: ReturnValuesOnConditionCheckFailure must be ALL_OLD or NONE, not {other:?}"
-            )))
-        }
-    };
+    Ok(values)
+}
 
-    // Expressions: syntax, placeholders defined and used, no reserved attribute named.
-    // Parsed once per text (`expr` keeps what it parsed): a request's actions mostly share their expressions.
-    let condition_refs = match condition.as_deref() {
-        Some(c) => Some(expr::parse_condition(c).map_err(|x| e(format!("{opname}: ConditionExpression: {x}")))?),
-        None => None,
-    };
-    let update_expr = match update.as_deref() {
-        Some(u) => Some(expr::parse_update(u).map_err(|x| e(format!("{opname}: UpdateExpression: {x}")))?),
-        None => None,
-    };
-    let all_refs: Vec<&ExprRefs> =
-        condition_refs.as_deref().into_iter().chain(update_expr.as_deref().map(|u| &u.refs)).collect();
-    let names_used = || all_refs.iter().flat_map(|r| r.name_placeholders.iter());
-    let values_used = || all_refs.iter().flat_map(|r| r.value_placeholders.iter());
-    for p in names_used() {
+/// Every placeholder the expressions use is defined, every one defined is used, and none is dynamo-saga's own.
+fn check_placeholders(
+    opname: &str,
+    refs: &[&ExprRefs],
+    names: &HashMap<String, String>,
+    values: &Item,
+) -> Result<(), String> {
+    for p in refs.iter().flat_map(|r| r.name_placeholders.iter()) {
         if !names.contains_key(p) {
-            return Err(e(format!(
-                "{opname}: the expression uses {p} but ExpressionAttributeNames does not define it"
-            )));
+            return Err(format!("{opname}: the expression uses {p} but ExpressionAttributeNames does not define it"));
         }
     }
-    for p in values_used() {
+    for p in refs.iter().flat_map(|r| r.value_placeholders.iter()) {
         if !values.contains_key(p) {
-            return Err(e(format!(
-                "{opname}: the expression uses {p} but ExpressionAttributeValues does not define it"
-            )));
+            return Err(format!("{opname}: the expression uses {p} but ExpressionAttributeValues does not define it"));
         }
     }
     if let Some(p) = names.keys().chain(values.keys()).find(|p| p.starts_with("#_saga") || p.starts_with(":_saga")) {
-        return Err(e(format!(
+        return Err(format!(
             "{opname}: placeholder {p} is reserved for dynamo-saga (placeholders starting with #_saga or :_saga)"
-        )));
+        ));
     }
     for k in names.keys() {
-        if !all_refs.iter().any(|r| r.name_placeholders.contains(k)) {
-            return Err(e(format!("{opname}: ExpressionAttributeNames defines {k} but no expression uses it")));
+        if !refs.iter().any(|r| r.name_placeholders.contains(k)) {
+            return Err(format!("{opname}: ExpressionAttributeNames defines {k} but no expression uses it"));
         }
     }
     for k in values.keys() {
-        if !all_refs.iter().any(|r| r.value_placeholders.contains(k)) {
-            return Err(e(format!("{opname}: ExpressionAttributeValues defines {k} but no expression uses it")));
+        if !refs.iter().any(|r| r.value_placeholders.contains(k)) {
+            return Err(format!("{opname}: ExpressionAttributeValues defines {k} but no expression uses it"));
         }
     }
-    let reserved = |n: &str| n.starts_with(RESERVED_PREFIX);
+    Ok(())
+}
+
+/// No attribute the action names (in its expressions, its names, or a `Put`'s `item`) is one of dynamo-saga's own.
+fn check_reserved_names(
+    opname: &str,
+    refs: &[&ExprRefs],
+    names: &HashMap<String, String>,
+    item: Option<&Item>,
+) -> Result<(), String> {
     let mut named: BTreeSet<&str> = names.values().map(String::as_str).collect();
-    for p in all_refs.iter().flat_map(|r| r.paths.iter()) {
+    for p in refs.iter().flat_map(|r| r.paths.iter()) {
         for el in &p.0 {
             if let PathElem::Name(n) = el {
                 named.insert(n);
             }
         }
     }
-    if op == Op::Put {
-        named.extend(key_or_item.keys().map(String::as_str));
-    }
-    if let Some(n) = named.into_iter().find(|n| reserved(n)) {
-        return Err(e(format!(
+    named.extend(item.into_iter().flat_map(|i| i.keys().map(String::as_str)));
+    match named.into_iter().find(|n| n.starts_with(RESERVED_PREFIX)) {
+        Some(n) => Err(format!(
             "{opname}: attribute {n:?} is reserved for dynamo-saga (names starting with {RESERVED_PREFIX:?})"
-        )));
+        )),
+        None => Ok(()),
     }
-    let tombstone = match body.get("Tombstone") {
-        None | Some(Value::Null) => None,
-        Some(t) => Some(parse_tombstone(t, &key_or_item).map_err(|m| e(format!("Delete: Tombstone: {m}")))?),
-    };
-    if let Some(r) = body.get("Ratchet") {
-        let carrier = match (&tombstone, op) {
-            (_, Op::Put) => &key_or_item,
-            (Some(t), _) => &t.attributes,
-            (None, _) => {
-                return Err(e(
-                    "Delete: Ratchet needs a Tombstone whose Attributes carry the attribute to order writes by".into(),
-                ))
-            }
-        };
-        let attr = ratchet_attribute(r, carrier).map_err(|m| e(format!("{opname}: Ratchet: {m}")))?;
-        // Seed 002's timestamp ratchet, as part of the condition: the lock evaluates it on the stored item, and the
-        // item stays locked until the transaction ends, so nothing newer can be written between check and apply.
-        condition = Some(match condition {
-            Some(c) => expr::and(&c, RATCHET_CONDITION),
-            None => RATCHET_CONDITION.to_owned(),
-        });
-        values.insert(RATCHET_VALUE.to_owned(), carrier[&attr].clone());
-        names.insert(RATCHET_NAME.to_owned(), attr);
-    }
-    if op == Op::Put {
-        // The item replaces the locked one whole, without dynamo-saga's attributes: it has DynamoDB's limit to itself.
-        let size = value::item_size(&key_or_item);
-        if size > MAX_ITEM_BYTES {
-            return Err(e(format!(
-                "Put: Item size has exceeded the maximum allowed size of 400 KB ({size} bytes; at most {MAX_ITEM_BYTES})"
-            )));
-        }
-    }
-    Ok(RawAction { op, table, key_or_item, update, condition, names, values, return_old, tombstone })
 }
 
 /// A placeholder of ExpressionAttributeNames or ExpressionAttributeValues, with its `#` or `:`, is at most 255 bytes.

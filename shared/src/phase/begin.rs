@@ -124,25 +124,11 @@ pub(crate) async fn begin_as(
     }
     let valid = validate(store, &m, body).await?;
     let now = now_ms();
-    let mut tx_id = id.map_or_else(|| ulid::Ulid::new().to_string(), String::from);
-
-    if let Some(token) = &valid.client_request_token {
-        match claim_token(store, &m, token, &tx_id, &valid.body_hash, now).await? {
-            Claim::New => {}
-            Claim::Existing(existing) => {
-                tx_id = existing;
-                match records::read_header(store, &m, &tx_id).await {
-                    Ok(h) => {
-                        info!(tx_id = %tx_id, "ClientRequestToken seen before: returning the existing transaction");
-                        return Ok(already_begun(h, m.usage()));
-                    }
-                    // The first attempt stopped between the token and the header: finish what it started.
-                    Err(TxError::NotFound(_)) => {}
-                    Err(e) => return Err(e),
-                }
-            }
-        }
-    }
+    let tx_id = id.map_or_else(|| ulid::Ulid::new().to_string(), String::from);
+    let tx_id = match by_token(store, &m, &valid, tx_id, now).await? {
+        Ok(tx_id) => tx_id,
+        Err(begun) => return Ok(*begun),
+    };
 
     let deadline = now + valid.options.deadline_seconds * 1000;
     let actions = valid.actions.len();
@@ -187,7 +173,63 @@ pub(crate) async fn begin_as(
     let absent = absent?;
 
     let mut header = header_item(store, &tx_id, &valid, now, deadline, execution_arn);
-    let shard = records::shard_of(&tx_id);
+    // Driven in this process (not by a state machine's Lock function), the first lock pass is claimed here, for the
+    // first run of batches: this process's lock step takes it without a write of its own (`phase::lock`).
+    let claimed = here;
+    protocol_fields(&mut header, store, &tx_id, &plan, &absent, now, claimed);
+    let created = records::put_header(store, &m, header).await?;
+    if created && claimed {
+        store.caches.keep_claim(&tx_id, now);
+    }
+    info!(tx_id = %tx_id, actions = plan.action_count(), batches = plan.batch_count(), created, "begun");
+    Ok(Begun {
+        transaction_id: tx_id,
+        actions: plan.action_count(),
+        batches: plan.batch_count(),
+        created,
+        state: TxState::Pending,
+        usage: m.usage(),
+        header: None,
+        ended_here: false,
+    })
+}
+
+/// The id to begin under: `tx_id`, or the transaction the request's `ClientRequestToken` already names, whose first
+/// attempt stopped between the token and the header. `Err` with the answer when that transaction has begun.
+async fn by_token(
+    store: &Store,
+    m: &Meter,
+    valid: &ValidRequest,
+    tx_id: String,
+    now: u64,
+) -> Result<Result<String, Box<Begun>>, TxError> {
+    let Some(token) = &valid.client_request_token else { return Ok(Ok(tx_id)) };
+    match claim_token(store, m, token, &tx_id, &valid.body_hash, now).await? {
+        Claim::New => Ok(Ok(tx_id)),
+        Claim::Existing(existing) => match records::read_header(store, m, &existing).await {
+            Ok(h) => {
+                info!(tx_id = %existing, "ClientRequestToken seen before: returning the existing transaction");
+                Ok(Err(Box::new(already_begun(h, m.usage()))))
+            }
+            // The first attempt stopped between the token and the header: finish what it started.
+            Err(TxError::NotFound(_)) => Ok(Ok(existing)),
+            Err(e) => Err(e),
+        },
+    }
+}
+
+/// The header fields of a transaction the protocol carries out in batches: its plan's shape, the open-transactions
+/// index, the tables found mostly absent (`absent`), and with `claimed` the first lock pass, claimed for this process.
+fn protocol_fields(
+    header: &mut Item,
+    store: &Store,
+    tx_id: &str,
+    plan: &plan::Plan,
+    absent: &[String],
+    now: u64,
+    claimed: bool,
+) {
+    let shard = records::shard_of(tx_id);
     for (k, v) in [
         (H_STATE, s(TxState::Pending.as_str())),
         (H_BATCHES, n(plan.batch_count())),
@@ -205,29 +247,11 @@ pub(crate) async fn begin_as(
             s(serde_json::to_string(&absent).expect("table names serialise")),
         );
     }
-    // Driven in this process (not by a state machine's Lock function), the first lock pass is claimed here, for the
-    // first run of batches: this process's lock step takes it without a write of its own (`phase::lock`).
-    let claimed = here;
     if claimed {
         header.insert(H_LOCK_STARTED.to_string(), n(super::run_end(&store.cfg, 0, plan.batch_count())));
         // Open from here: a driver of this process that dies mid-pass leaves it so (`phase::lock`).
         header.insert(H_LOCK_OPEN.to_string(), n(now));
     }
-    let created = records::put_header(store, &m, header).await?;
-    if created && claimed {
-        store.caches.keep_claim(&tx_id, now);
-    }
-    info!(tx_id = %tx_id, actions = plan.action_count(), batches = plan.batch_count(), created, "begun");
-    Ok(Begun {
-        transaction_id: tx_id,
-        actions: plan.action_count(),
-        batches: plan.batch_count(),
-        created,
-        state: TxState::Pending,
-        usage: m.usage(),
-        header: None,
-        ended_here: false,
-    })
 }
 
 /// The tables most of whose items `actions` name do not exist: a sample of up to [`EXISTENCE_SAMPLE`] of each table's

@@ -94,42 +94,8 @@ pub(crate) async fn lock_from(store: &Store, m: Meter, h: Header, batch: usize) 
         return Err(TxError::Internal(format!("batch {batch} is out of range ({} batches)", h.batches)));
     }
     if batch == 0 {
-        // Another attempt first waits, holding nothing, for the transaction that rolled the last one back to end;
-        // starting at once would take the locks that one is waiting for.
-        if let Some(w) = &h.wait_for {
-            if running(store, &m, &w.holder).await? {
-                let c = Contention {
-                    holder: w.holder.clone(),
-                    action: w.action,
-                    item: w.item.clone(),
-                    key: None,
-                    locked: false,
-                };
-                return Ok(Report::new(Outcome::Contended(c), &m));
-            }
-        }
-        if let Some(p) = &h.parent {
-            // FIFO: take a ticket, and try for the parent only when nobody is queued ahead.
-            let ticket = queue::enqueue(store, &m, &h, p).await?;
-            if let Some(holder) = queue::ahead(store, &m, tx_id, p, ticket).await? {
-                let c = Contention {
-                    holder,
-                    action: None,
-                    item: value::key_display(&p.table_name, &p.key),
-                    key: None,
-                    locked: false,
-                };
-                return Ok(Report::new(Outcome::Contended(c), &m));
-            }
-            match lock_parent(store, &m, &h, p).await? {
-                ItemLock::Locked | ItemLock::Judge | ItemLock::Superseded => {
-                    queue::leave(store, &m, &records::Header { parent_ticket: Some(ticket), ..h.clone() }).await?
-                }
-                ItemLock::Contended(c) => return Ok(Report::new(Outcome::Contended(c), &m)),
-                ItemLock::Failed(r) | ItemLock::Refused(r) => {
-                    return Ok(Report::new(decided(store, &m, &h, &Decision::parent(r)).await?, &m))
-                }
-            }
+        if let Some(report) = open_attempt(store, &m, &h).await? {
+            return Ok(report);
         }
     }
     let plan = crate::stored::read_plan(store, &m, tx_id).await?;
@@ -140,7 +106,7 @@ pub(crate) async fn lock_from(store: &Store, m: Meter, h: Header, batch: usize) 
     };
     let mut met = Met::default();
     lock_shares(store, &m, &h, &plan, run.clone(), pass, &mut met).await?;
-    let Met { mut failed, mut refused, mut contention, taken, superseded, mut unknown } = met;
+    let Met { failed, refused, mut contention, taken, superseded, unknown } = met;
     if superseded {
         // A later pass holds the lock phase and takes these items over: leave them to it. A pause first, so that two
         // drivers of one transaction do not keep taking it from each other.
@@ -148,34 +114,10 @@ pub(crate) async fn lock_from(store: &Store, m: Meter, h: Header, batch: usize) 
         return Ok(Report::new(Outcome::Done, &m));
     }
     if !failed.is_empty() || (!refused.is_empty() && contention.is_empty()) {
-        // DynamoDB reports every failing condition of a transaction; for transactions it could have run itself, do
-        // the same by evaluating the remaining batches too.
-        // Those batches' locks are this attempt's too: `lockStarted` covers them first, so that a rollback looks at
-        // them (one that cannot move it, because the attempt was decided meanwhile, leaves them alone).
-        let later_batches = run.end..plan.batch_count();
-        if h.actions <= MAX_TRANSACT_ACTIONS
-            && !later_batches.is_empty()
-            && (h.lock_started >= later_batches.end
-                || records::update_header(
-                    store,
-                    &m,
-                    tx_id,
-                    records::Expect::at(&h),
-                    &[],
-                    Some((H_LOCK_STARTED, later_batches.end)),
-                    &Default::default(),
-                )
-                .await?)
-        {
-            let mut later = Met::default();
-            lock_run(store, &m, &h, &plan, later_batches, pass, &mut later).await?;
-            failed.append(&mut later.failed);
-            refused.append(&mut later.refused);
-            unknown |= later.unknown;
-        }
-        let reasons = if failed.is_empty() { refused } else { failed };
-        let d = Decision::actions(reasons);
-        return Ok(Report::new(decided_after(store, &m, &h, &d, pass, unknown).await?, &m));
+        let outcome =
+            decide_refused(store, &m, &h, &plan, run.end, pass, Met { failed, refused, unknown, ..Met::default() })
+                .await?;
+        return Ok(Report::new(outcome, &m));
     }
     // The batches before the first one that met another transaction's lock are locked whole: the run after the wait
     // starts there.
@@ -192,31 +134,7 @@ pub(crate) async fn lock_from(store: &Store, m: Meter, h: Header, batch: usize) 
         None
     };
     if let Some(ended) = ended {
-        let owner = h.owner();
-        if h.commits_first() && ended == (Outcome::Ended { state: TxState::Committed }) {
-            // Committed by a pass that recorded every batch locked before this one could: each item it took is now
-            // that pass's, under that pass's id, unless this pass locked it after apply had written it. Those locks,
-            // which carry this pass's ids, are let go of; the others are the items' "not applied yet" marks, which
-            // only apply removes.
-            if let Pass::Id(..) = pass {
-                concurrently(taken, store.cfg.concurrency, |t| {
-                    let (m, owner) = (&m, &owner);
-                    async move {
-                        release_key(store, m, owner, &t.table, &t.key, Release::Keep, Some(t.id)).await.map(|_| ())
-                    }
-                })
-                .await?;
-            }
-            return Ok(Report::new(ended, &m));
-        }
-        // The transaction was decided while this run was taking locks: whoever decided it may already have passed
-        // these items, so let go of them here.
-        let actions = crate::stored::read_batches(store, &m, tx_id, &plan, run, Part::Heads).await?;
-        concurrently(actions, store.cfg.concurrency, |(_, _, a)| {
-            let (m, owner) = (&m, &owner);
-            async move { release_item(store, m, owner, &a, Release::Keep).await }
-        })
-        .await?;
+        let_go_after_decision(store, &m, &h, &plan, run, taken, pass, &ended).await?;
         return Ok(Report::new(ended, &m));
     }
     if !contention.is_empty() {
@@ -228,6 +146,133 @@ pub(crate) async fn lock_from(store: &Store, m: Meter, h: Header, batch: usize) 
         return Ok(r);
     }
     Ok(Report::new(Outcome::Done, &m))
+}
+
+/// What a lock run lets go of when its transaction was decided while it was taking locks (`ended`): whoever decided it
+/// may already have passed the items, so this run's locks are released here.
+#[allow(clippy::too_many_arguments)]
+async fn let_go_after_decision(
+    store: &Store,
+    m: &Meter,
+    h: &Header,
+    plan: &crate::plan::Plan,
+    run: std::ops::Range<usize>,
+    taken: Vec<Taken>,
+    pass: Pass,
+    ended: &Outcome,
+) -> Result<(), TxError> {
+    let owner = h.owner();
+    if h.commits_first() && *ended == (Outcome::Ended { state: TxState::Committed }) {
+        // Committed by a pass that recorded every batch locked before this one could: each item it took is now
+        // that pass's, under that pass's id, unless this pass locked it after apply had written it. Those locks,
+        // which carry this pass's ids, are let go of; the others are the items' "not applied yet" marks, which
+        // only apply removes.
+        if let Pass::Id(..) = pass {
+            concurrently(taken, store.cfg.concurrency, |t| {
+                let (m, owner) = (m, &owner);
+                async move {
+                    release_key(store, m, owner, &t.table, &t.key, Release::Keep, Some(t.id)).await.map(|_| ())
+                }
+            })
+            .await?;
+        }
+        return Ok(());
+    }
+    // The transaction was decided while this run was taking locks: whoever decided it may already have passed
+    // these items, so let go of them here.
+    let actions = crate::stored::read_batches(store, m, &h.id, plan, run, Part::Heads).await?;
+    concurrently(actions, store.cfg.concurrency, |(_, _, a)| {
+        let (m, owner) = (m, &owner);
+        async move { release_item(store, m, owner, &a, Release::Keep).await }
+    })
+    .await?;
+    Ok(())
+}
+
+/// What the first lock step of an attempt does before any batch: wait, holding nothing, for the transaction that
+/// rolled the attempt before it back, and take the `Parent` lock in its queue's order. `Some` when the step ends there.
+async fn open_attempt(store: &Store, m: &Meter, h: &Header) -> Result<Option<Report>, TxError> {
+    // Another attempt first waits, holding nothing, for the transaction that rolled the last one back to end;
+    // starting at once would take the locks that one is waiting for.
+    if let Some(w) = &h.wait_for {
+        if running(store, m, &w.holder).await? {
+            let c = Contention {
+                holder: w.holder.clone(),
+                action: w.action,
+                item: w.item.clone(),
+                key: None,
+                locked: false,
+            };
+            return Ok(Some(Report::new(Outcome::Contended(c), m)));
+        }
+    }
+    if let Some(p) = &h.parent {
+        // FIFO: take a ticket, and try for the parent only when nobody is queued ahead.
+        let ticket = queue::enqueue(store, m, h, p).await?;
+        if let Some(holder) = queue::ahead(store, m, &h.id, p, ticket).await? {
+            let c = Contention {
+                holder,
+                action: None,
+                item: value::key_display(&p.table_name, &p.key),
+                key: None,
+                locked: false,
+            };
+            return Ok(Some(Report::new(Outcome::Contended(c), m)));
+        }
+        match lock_parent(store, m, h, p).await? {
+            ItemLock::Locked | ItemLock::Judge | ItemLock::Superseded => {
+                queue::leave(store, m, &records::Header { parent_ticket: Some(ticket), ..h.clone() }).await?
+            }
+            ItemLock::Contended(c) => return Ok(Some(Report::new(Outcome::Contended(c), m))),
+            ItemLock::Failed(r) | ItemLock::Refused(r) => {
+                return Ok(Some(Report::new(decided(store, m, h, &Decision::parent(r)).await?, m)))
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The decision of an attempt whose run met failing conditions or refusals: as DynamoDB reports every failing
+/// condition of a transaction, the later batches are evaluated too when the transaction is one DynamoDB could have
+/// run itself.
+async fn decide_refused(
+    store: &Store,
+    m: &Meter,
+    h: &Header,
+    plan: &crate::plan::Plan,
+    run_end: usize,
+    pass: Pass,
+    met: Met,
+) -> Result<Outcome, TxError> {
+    let Met { mut failed, mut refused, mut unknown, .. } = met;
+    // DynamoDB reports every failing condition of a transaction; for transactions it could have run itself, do
+    // the same by evaluating the remaining batches too.
+    // Those batches' locks are this attempt's too: `lockStarted` covers them first, so that a rollback looks at
+    // them (one that cannot move it, because the attempt was decided meanwhile, leaves them alone).
+    let later_batches = run_end..plan.batch_count();
+    if h.actions <= MAX_TRANSACT_ACTIONS
+        && !later_batches.is_empty()
+        && (h.lock_started >= later_batches.end
+            || records::update_header(
+                store,
+                m,
+                &h.id,
+                records::Expect::at(h),
+                &[],
+                Some((H_LOCK_STARTED, later_batches.end)),
+                &Default::default(),
+            )
+            .await?)
+    {
+        let mut later = Met::default();
+        lock_run(store, m, h, plan, later_batches, pass, &mut later).await?;
+        failed.append(&mut later.failed);
+        refused.append(&mut later.refused);
+        unknown |= later.unknown;
+    }
+    let reasons = if failed.is_empty() { refused } else { failed };
+    let d = Decision::actions(reasons);
+    decided_after(store, m, h, &d, pass, unknown).await
 }
 
 /// Claims the lock phase of `h`'s attempt for a new pass, from the first batch not recorded locked to at least `end`:
