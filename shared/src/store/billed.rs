@@ -116,4 +116,16 @@ impl Store {
             _ => Default::default(),
         }
     }
+
+    /// The table and key of a `PutItem`'s `item`, for billing it: empty when the store does not bill.
+    pub(super) async fn billed_item_key(
+        &self,
+        table: &Option<String>,
+        item: &Option<Item>,
+    ) -> Result<(String, Item), TxError> {
+        match (&self.billing, table, item) {
+            (Some(_), Some(table), Some(item)) => self.key_of(table, item).await,
+            _ => Ok(Default::default()),
+        }
+    }
 }

@@ -360,19 +360,17 @@ impl Store {
         Store { faults: Some(Arc::new(Faults::new(writes, Some(tx_id)))), ..self.clone() }
     }
 
-    /// The transaction whose end a write sent once now waits for, when this write is the one
-    /// [`Store::crash_after_late`] holds, and the writes sent before it.
-    fn held_late(&self) -> Option<(String, u64)> {
-        let f = self.faults.as_ref()?;
-        f.held_late().map(|tx_id| (tx_id, f.writes_sent()))
-    }
-
-    /// Sends `send` once the header of `tx_id` shows it finished, in a task of its own.
-    fn send_after_end<F>(&self, tx_id: String, send: F)
+    /// When this write sent once is the one [`Store::crash_after_late`] holds: the crash it ends with, while a task of
+    /// its own sends the write (`send` builds it) once the header of its transaction shows it finished.
+    fn hold_late<F, Fut>(&self, send: F) -> Option<TxError>
     where
-        F: std::future::Future + Send + 'static,
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future + Send + 'static,
     {
-        faults::send_after_end(self.client.clone(), self.cfg.tx_table.clone(), tx_id, send)
+        let f = self.faults.as_ref()?;
+        let tx_id = f.held_late()?;
+        faults::send_after_end(self.client.clone(), self.cfg.tx_table.clone(), tx_id, send());
+        Some(TxError::InjectedFault(f.writes_sent()))
     }
 
     /// Write requests this store has sent (or refused, once crashed); `None` without [`Store::crash_after`].
@@ -614,10 +612,7 @@ impl Store {
     }
 
     pub async fn put(&self, m: &Meter, req: PutItemFluentBuilder) -> Result<Written, TxError> {
-        let key = match (&self.billing, req.get_table_name(), req.get_item()) {
-            (Some(_), Some(table), Some(item)) => self.key_of(table, item).await?,
-            _ => Default::default(),
-        };
+        let key = self.billed_item_key(req.get_table_name(), req.get_item()).await?;
         single_write!(
             self,
             m,
@@ -677,10 +672,11 @@ impl Store {
     /// to the client's 12 attempts ([`Store::retry_config`]). Lock writes are sent this way, so that a lock landing
     /// late never carries the value apply trusts (`phase::lock`).
     pub async fn update_once(&self, m: &Meter, req: UpdateItemFluentBuilder) -> Result<Once, TxError> {
-        if let Some((tx_id, sent)) = self.held_late() {
+        if let Some(crash) = self.hold_late(|| {
             let held = req.clone();
-            self.send_after_end(tx_id, async move { held.send().await });
-            return Err(TxError::InjectedFault(sent));
+            async move { held.send().await }
+        }) {
+            return Err(crash);
         }
         let key = self.billed_key(req.get_table_name(), req.get_key());
         until_answered(|| {
@@ -702,15 +698,13 @@ impl Store {
 
     /// A `PutItem` sent once, as [`Store::update_once`] sends an update.
     pub async fn put_once(&self, m: &Meter, req: PutItemFluentBuilder) -> Result<Once, TxError> {
-        if let Some((tx_id, sent)) = self.held_late() {
+        if let Some(crash) = self.hold_late(|| {
             let held = req.clone();
-            self.send_after_end(tx_id, async move { held.send().await });
-            return Err(TxError::InjectedFault(sent));
+            async move { held.send().await }
+        }) {
+            return Err(crash);
         }
-        let key = match (&self.billing, req.get_table_name(), req.get_item()) {
-            (Some(_), Some(table), Some(item)) => self.key_of(table, item).await?,
-            _ => Default::default(),
-        };
+        let key = self.billed_item_key(req.get_table_name(), req.get_item()).await?;
         until_answered(|| {
             let (req, key) = (req.as_input().clone(), key.clone());
             async move {
