@@ -19,7 +19,10 @@ use aws_sdk_dynamodb::types::{
 };
 use tracing::info;
 
-use crate::constants::*;
+use crate::constants::{
+    ATTR_EXPIRES_AT, ATTR_LOCK, ATTR_TOMBSTONE, H_BATCHES, H_DECIDED_AT, H_FINISHED_AT, H_PAGES, H_REASONS, H_STATE,
+    MAX_TRANSACT_ACTIONS, MAX_TRANSACT_BYTES, RESERVED_PREFIX, TX_PK,
+};
 use crate::error::{CancellationReason, TxError};
 use crate::items::ph;
 use crate::records::{self, Decision, TxState};

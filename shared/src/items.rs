@@ -3,7 +3,9 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use crate::constants::*;
+use crate::constants::{
+    ATTR_LOCK, ATTR_LOCKED_AT, PARENT_LEASE, PARENT_LOCKED_AT, PARENT_LOCK_TOKEN, PARENT_RVN, RESERVED_PREFIX,
+};
 use crate::value::Item;
 
 /// Strips dynamo-saga's reserved attributes from an item.

@@ -11,7 +11,7 @@
 
 use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem};
 
-use crate::constants::*;
+use crate::constants::{MAX_TRANSACT_ACTIONS, SK_JUDGE, TX_PK};
 use crate::error::{CancellationReason, TxError};
 use crate::records::record_key;
 use crate::store::{Meter, Store, Transacted};

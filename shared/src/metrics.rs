@@ -94,7 +94,7 @@ pub fn record(h: &Header, namespace: &str, now_ms: u64) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::constants::*;
+    use crate::constants::{H_ACTIONS, H_BATCHES, H_STATE, TX_PK};
     use crate::error::CancellationReason;
     use crate::records::{Attempt, Decision};
     use crate::value::{n, s};

@@ -26,7 +26,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::config::CommittedReads;
-use crate::constants::*;
+use crate::constants::{ATTR_APPLIED, ATTR_LOCK, ATTR_TRANSIENT};
 use crate::drive::Driver;
 use crate::error::TxError;
 use crate::items::{flag, lock_holder, strip_reserved, LockId};

@@ -11,7 +11,14 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
-use crate::constants::*;
+use crate::constants::{
+    H_ACTIONS, H_APPLIED, H_ATTEMPT, H_ATTEMPTS, H_ATTEMPT_STARTED, H_BATCHES, H_BODY_HASH, H_CALLS, H_COMPLETED,
+    H_CREATED_AT, H_DEADLINE, H_DECIDED_AT, H_EXECUTION, H_FINISHED_AT, H_FORMAT, H_ITEMS_CHECKED, H_LATE_WRITES,
+    H_LOCKED, H_LOCK_OPEN, H_LOCK_STARTED, H_PAGES, H_PARENT, H_PARENT_TICKET, H_PROTOCOL, H_READ_UNITS, H_REASONS,
+    H_RESTORED, H_RETRY, H_REVISITED_AT, H_REVISIT_AT, H_REVISIT_CLEARED, H_SAVED, H_STATE, H_TOKEN, H_UPDATED_AT,
+    H_VERSION, H_WAITED, H_WAIT_FOR, H_WRITE_UNITS, OPEN_SHARDS, PROTOCOL, RECORD_FORMAT, SK_HEADER, SK_TOKEN,
+    TOKEN_PK_PREFIX, TX_PK, TX_SK, UPDATED_AT_EVERY_MS,
+};
 use crate::error::{Abort, Cancellation, CancellationReason, TxError};
 use crate::items::{LockId, LockIds};
 use crate::request::Parent;

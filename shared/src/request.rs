@@ -10,7 +10,9 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::config::Config;
-use crate::constants::*;
+use crate::constants::{
+    ATTR_STONE, ATTR_TOMBSTONE, MAX_DEADLINE_SECONDS, MAX_ITEM_BYTES, MAX_TOKEN_LEN, RESERVED_PREFIX,
+};
 use crate::error::TxError;
 use crate::value::{self, Item};
 use dynamo_saga_expressions::expr::{self, ExprRefs, PathElem};

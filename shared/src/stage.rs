@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::constants::*;
+use crate::constants::{ATTR_EXPIRES_AT, MEMORY_BYTES_PER_REQUEST_BYTE, TX_PK, TX_SK};
 use crate::error::TxError;
 use crate::phase::begin::{self, Begun};
 use crate::store::{Meter, Store, Written};

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 
-use crate::constants::*;
+use crate::constants::{
+    ATTR_EXPIRES_AT, I_ATTEMPT, I_ITEM, I_TRANSIENT, R_BODY, SK_IMAGE_PREFIX, SK_PAGE_PREFIX, SK_PLAN, TX_PK, TX_SK,
+};
 use crate::error::TxError;
 use crate::plan::{self, Plan};
 use crate::records::record_key;

@@ -19,7 +19,10 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
-use crate::constants::*;
+use crate::constants::{
+    ENV_SWEEP_AFTER_SECONDS, ENV_SWEEP_MAX, H_OPEN_SHARD, H_UPDATED_AT, OPEN_INDEX, OPEN_SHARDS, OPEN_SHARD_PREFIX,
+    REVISIT_SHARD_PREFIX, TX_PK,
+};
 use crate::drive::Driver;
 use crate::error::TxError;
 use crate::records::{self, Decision, TxState};

@@ -26,7 +26,10 @@ use aws_sdk_dynamodb::types::{
     ProjectionType, ScalarAttributeType,
 };
 use aws_sdk_dynamodb::Client;
-use dynamo_saga::constants::*;
+use dynamo_saga::constants::{
+    ATTR_TOMBSTONE, H_ACTIONS, H_FINISHED_AT, H_OPEN_SHARD, H_REASONS, H_RETRY, H_STATE, H_UPDATED_AT, OPEN_INDEX,
+    QUEUE_PREFIX, RESERVED_PREFIX, SK_HEADER, TX_PK, TX_SK,
+};
 use dynamo_saga::records::Decision;
 use dynamo_saga::value::{item_from_json, item_to_json, Item};
 use dynamo_saga::{Cancellation, Config, Store, TxError};

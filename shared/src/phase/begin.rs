@@ -13,7 +13,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tracing::info;
 
-use crate::constants::*;
+use crate::constants::{
+    ATTR_EXPIRES_AT, ATTR_TRANSIENT, EXISTENCE_SAMPLE, H_ACTIONS, H_BATCHES, H_BODY_HASH, H_CREATED_AT, H_DEADLINE,
+    H_EXECUTION, H_FORMAT, H_ITEMS_CHECKED, H_LOCK_OPEN, H_LOCK_STARTED, H_OPEN_SHARD, H_PAGES, H_PARENT, H_PROTOCOL,
+    H_STATE, H_TOKEN, H_UPDATED_AT, H_VERSION, MAX_TRANSACT_BYTES, OPEN_SHARD_PREFIX, PAGE_TARGET_BYTES, PROTOCOL,
+    RECORD_FORMAT, T_TX,
+};
 use crate::direct::{self, Direct};
 use crate::error::TxError;
 use crate::plan;

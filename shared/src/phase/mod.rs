@@ -26,7 +26,7 @@ use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
-use crate::constants::*;
+use crate::constants::{ATTR_APPLIED, ATTR_LOCK, ATTR_LOCKED_AT, ATTR_STONE, ATTR_TRANSIENT};
 use crate::error::TxError;
 use crate::items::{lock_holder, LockId};
 use crate::records::{self, Header, TxState};

@@ -71,7 +71,7 @@ pub async fn resume_written(store: &Store, tx_id: &str) -> Result<(Header, Step)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::constants::*;
+    use crate::constants::{H_ACTIONS, H_BATCHES, H_STATE, PROTOCOL, TX_PK};
 
     fn header(protocol: u32, state: TxState, [locked, saved, applied, completed]: [usize; 4]) -> Header {
         let item = std::collections::HashMap::from([
