@@ -271,3 +271,17 @@ pub const ENV_SWEEP_MAX: &str = "SAGA_SWEEP_MAX";
 /// waits are 18,000 events, which leaves about 7,000 for the transaction's own calls (the largest, 100,000 actions,
 /// took 473 in the benchmark), retried calls and later attempts.
 pub const EXECUTION_WAITS: u32 = 2_000;
+/// Header: longest wait for another transaction's lock, in seconds (absent: until the deadline).
+pub const H_LOCK_WAIT: &str = "lockWaitSeconds";
+/// Header: write requests made, summed over phase runs.
+pub const H_WRITES: &str = "ddbWrites";
+/// Header: the last committed write DynamoDB refused to apply ([`Refusal`], JSON).
+pub const H_REFUSED: &str = "refused";
+/// Header: the lock pass that last claimed the lock phase, a number above every earlier one of the transaction (the
+/// epoch milliseconds it started at, or one more than the last); absent on a transaction begun before lock writes
+/// carried ids ([`LockId`]).
+pub const H_LOCK_PASS: &str = "lockPass";
+/// Header: the ids the locks of the batches recorded locked carry ([`LockIds`], JSON).
+pub const H_LOCK_IDS: &str = "lockIds";
+/// Header: the tables most of whose items the request names did not exist when begin looked (JSON list).
+pub const H_ABSENT_TABLES: &str = "absentTables";

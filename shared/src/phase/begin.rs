@@ -14,10 +14,10 @@ use serde_json::Value;
 use tracing::info;
 
 use crate::constants::{
-    ATTR_EXPIRES_AT, ATTR_TRANSIENT, EXISTENCE_SAMPLE, H_ACTIONS, H_BATCHES, H_BODY_HASH, H_CREATED_AT, H_DEADLINE,
-    H_EXECUTION, H_FORMAT, H_ITEMS_CHECKED, H_LOCK_OPEN, H_LOCK_STARTED, H_OPEN_SHARD, H_PAGES, H_PARENT, H_PROTOCOL,
-    H_STATE, H_TOKEN, H_UPDATED_AT, H_VERSION, MAX_TRANSACT_BYTES, OPEN_SHARD_PREFIX, PAGE_TARGET_BYTES, PROTOCOL,
-    RECORD_FORMAT, T_TX,
+    ATTR_EXPIRES_AT, ATTR_TRANSIENT, EXISTENCE_SAMPLE, H_ABSENT_TABLES, H_ACTIONS, H_BATCHES, H_BODY_HASH,
+    H_CREATED_AT, H_DEADLINE, H_EXECUTION, H_FORMAT, H_ITEMS_CHECKED, H_LOCK_OPEN, H_LOCK_PASS, H_LOCK_STARTED,
+    H_LOCK_WAIT, H_OPEN_SHARD, H_PAGES, H_PARENT, H_PROTOCOL, H_STATE, H_TOKEN, H_UPDATED_AT, H_VERSION,
+    MAX_TRANSACT_BYTES, OPEN_SHARD_PREFIX, PAGE_TARGET_BYTES, PROTOCOL, RECORD_FORMAT, T_TX,
 };
 use crate::direct::{self, Direct};
 use crate::error::TxError;
@@ -242,15 +242,12 @@ fn protocol_fields(
         (H_PROTOCOL, n(PROTOCOL)),
         (H_ITEMS_CHECKED, n(1)),
         (H_OPEN_SHARD, s(format!("{OPEN_SHARD_PREFIX}{shard}"))),
-        (records::H_LOCK_PASS, n(now)),
+        (H_LOCK_PASS, n(now)),
     ] {
         header.insert(k.to_string(), v);
     }
     if !absent.is_empty() {
-        header.insert(
-            records::H_ABSENT_TABLES.to_string(),
-            s(serde_json::to_string(&absent).expect("table names serialise")),
-        );
+        header.insert(H_ABSENT_TABLES.to_string(), s(serde_json::to_string(&absent).expect("table names serialise")));
     }
     if claimed {
         header.insert(H_LOCK_STARTED.to_string(), n(super::run_end(&store.cfg, 0, plan.batch_count())));
@@ -312,7 +309,7 @@ fn header_item(
         header.insert(H_TOKEN.into(), s(t));
     }
     if let Some(w) = valid.options.lock_wait_seconds {
-        header.insert(records::H_LOCK_WAIT.into(), n(w));
+        header.insert(H_LOCK_WAIT.into(), n(w));
     }
     if let Some(arn) = execution_arn {
         header.insert(H_EXECUTION.into(), s(arn));

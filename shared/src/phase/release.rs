@@ -5,7 +5,7 @@ use super::end::End;
 use super::{Outcome, Report};
 use crate::constants::{
     ATTR_EXPIRES_AT, H_CALLS, H_FINISHED_AT, H_OPEN_SHARD, H_READ_UNITS, H_REVISIT_AT, H_STATE, H_UPDATED_AT,
-    H_VERSION, H_WRITE_UNITS,
+    H_VERSION, H_WRITES, H_WRITE_UNITS,
 };
 use crate::error::TxError;
 use crate::parent::release_parent;
@@ -60,7 +60,7 @@ pub(crate) async fn release_from(store: &Store, m: Meter, h: Header) -> Result<R
         .expression_attribute_names("#open", H_OPEN_SHARD)
         .expression_attribute_names("#st", H_STATE)
         .expression_attribute_names("#calls", H_CALLS)
-        .expression_attribute_names("#writes", records::H_WRITES)
+        .expression_attribute_names("#writes", H_WRITES)
         .expression_attribute_names("#ru", H_READ_UNITS)
         .expression_attribute_names("#wu", H_WRITE_UNITS)
         .expression_attribute_values(":now", n(now_ms))

@@ -33,7 +33,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use super::{
     decided, evaluate, now, opening, ph, release_item, release_key, used, Contention, Outcome, Release, Report,
 };
-use crate::constants::{H_LATE_WRITES, H_LOCKED, H_LOCK_OPEN, H_LOCK_STARTED, MAX_TRANSACT_ACTIONS};
+use crate::constants::{
+    H_LATE_WRITES, H_LOCKED, H_LOCK_IDS, H_LOCK_OPEN, H_LOCK_PASS, H_LOCK_STARTED, MAX_TRANSACT_ACTIONS,
+};
 use crate::error::{CancellationReason, TxError};
 use crate::items::LockId;
 use crate::lanes::concurrently;
@@ -41,7 +43,7 @@ use crate::parent::beat_parent;
 use crate::parent::queue;
 use crate::plan::Part;
 use crate::records;
-use crate::records::{Decision, Header, HeaderWrite, TxState, H_LOCK_IDS, H_LOCK_PASS};
+use crate::records::{Decision, Header, HeaderWrite, TxState};
 use crate::share::{self, Share};
 use crate::store::{Meter, Store};
 use crate::value::{self};
