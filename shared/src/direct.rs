@@ -258,7 +258,8 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::eligible;
-    use crate::request::{self, TableSchema};
+    use crate::request;
+    use crate::schema::TableSchema;
     use crate::Config;
 
     fn valid(body: Value) -> crate::request::ValidRequest {

@@ -231,6 +231,11 @@ pub mod request;
 mod request;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
+pub mod schema;
+#[cfg(not(feature = "internals"))]
+mod schema;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
 pub mod share;
 #[cfg(not(feature = "internals"))]
 mod share;

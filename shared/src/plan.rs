@@ -15,7 +15,8 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use crate::request::{Action, Op, TableSchema, RESERVED_OVERHEAD};
+use crate::request::{Action, Op, RESERVED_OVERHEAD};
+use crate::schema::TableSchema;
 use crate::value;
 
 /// Where each batch starts, in actions (lock order) and in bytes of the request stream.

@@ -14,6 +14,7 @@ use crate::constants::{
     ATTR_STONE, ATTR_TOMBSTONE, MAX_DEADLINE_SECONDS, MAX_ITEM_BYTES, MAX_TOKEN_LEN, RESERVED_PREFIX,
 };
 use crate::error::TxError;
+use crate::schema::TableSchema;
 use crate::value::{self, Item};
 use dynamo_saga_expressions::expr::{self, ExprRefs, PathElem};
 
@@ -177,33 +178,6 @@ pub struct RawAction {
     pub values: Item,
     pub return_old: bool,
     pub tombstone: Option<Tombstone>,
-}
-
-/// What validation needs to know of a table.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TableSchema {
-    /// Partition key name, then the sort key name when there is one.
-    pub key_names: Vec<String>,
-    /// `S`, `N` or `B` for each key attribute.
-    pub key_types: Vec<String>,
-    /// Each key attribute of the table's global, then local, secondary indexes, in the order of the table's
-    /// description (an index's partition key before its sort key).
-    pub index_keys: Vec<dynamo_saga_expressions::eval::IndexKey>,
-}
-
-impl TableSchema {
-    pub fn partition_key(&self) -> &str {
-        &self.key_names[0]
-    }
-
-    /// The key and index key types the update evaluator checks writes against.
-    pub fn key_types(&self) -> dynamo_saga_expressions::eval::KeyTypes {
-        let typed = |n: &String, t: &String| (n.clone(), t.chars().next().unwrap_or('S'));
-        dynamo_saga_expressions::eval::KeyTypes {
-            key: self.key_names.iter().zip(&self.key_types).map(|(n, t)| typed(n, t)).collect(),
-            index_keys: self.index_keys.clone(),
-        }
-    }
 }
 
 /// A fully validated request, ready to plan.

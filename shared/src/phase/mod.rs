@@ -162,7 +162,7 @@ fn used(a: &Action, refs: &ExprRefs) -> (HashMap<String, String>, Item) {
 pub(crate) fn evaluate(
     a: &Action,
     before: Option<&Item>,
-    schema: &crate::request::TableSchema,
+    schema: &crate::schema::TableSchema,
 ) -> Result<Item, dynamo_saga_expressions::eval::EvalError> {
     let (update, names, values) = update_parts(a);
     dynamo_saga_expressions::eval::apply_update(before, &a.key, update, &names, &values, &schema.key_types())
@@ -172,7 +172,7 @@ pub(crate) fn evaluate(
 /// begin checks, from the request alone.
 pub(crate) fn check_update(
     a: &Action,
-    schema: &crate::request::TableSchema,
+    schema: &crate::schema::TableSchema,
 ) -> Result<(), dynamo_saga_expressions::eval::EvalError> {
     let (update, names, values) = update_parts(a);
     dynamo_saga_expressions::eval::check_update(&a.key, update, &names, &values, &schema.key_types()).map(|_| ())
@@ -229,7 +229,7 @@ fn update_parts(a: &Action) -> (&str, HashMap<String, String>, Item) {
 
 /// Why DynamoDB would refuse action `a`'s update on `before` (see [`evaluate`]), or `None` when it accepts it or `a`
 /// is not an update.
-fn refusal(a: &Action, before: Option<&Item>, schema: &crate::request::TableSchema) -> Option<String> {
+fn refusal(a: &Action, before: Option<&Item>, schema: &crate::schema::TableSchema) -> Option<String> {
     if a.op != crate::request::Op::Update {
         return None;
     }

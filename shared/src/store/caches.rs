@@ -8,7 +8,7 @@ use tokio::sync::OnceCell;
 
 use crate::billing;
 use crate::plan::Plan;
-use crate::request::TableSchema;
+use crate::schema::TableSchema;
 use crate::value::Item;
 
 /// The caches of one store and its clones.
