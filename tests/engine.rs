@@ -250,6 +250,33 @@ async fn same_client_request_token_runs_once() {
     let second = co.run(&body).await.unwrap();
     assert_eq!(first.transaction_id, second.transaction_id);
     assert_eq!(env.get(&env.a, json!({"pk": sv("c")})).await.unwrap()["n"], nv(1));
+    // The same request built with the SDK's values is typed at its own edge, and hashes as its JSON does: a retry.
+    use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
+    let update = Update::builder()
+        .table_name(&env.a)
+        .key("pk", AttributeValue::S("c".into()))
+        .update_expression("ADD n :one")
+        .expression_attribute_values(":one", AttributeValue::N("1".into()))
+        .build()
+        .unwrap();
+    let built = co.transact_write_items().transact_items(TransactWriteItem::builder().update(update).build());
+    let third = built.client_request_token("order-17").send().await.unwrap();
+    assert_eq!(third.transaction_id, first.transaction_id, "the SDK edge's retry of the JSON edge's request");
+    // A token claimed before requests were hashed typed holds the hash of the request's JSON: still a retry.
+    let parsed = dynamo_saga::request::parse(&body, &env.store.cfg).unwrap();
+    let legacy = parsed.legacy_hash.clone().unwrap();
+    assert_ne!(legacy, parsed.body_hash);
+    env.client
+        .update_item()
+        .table_name(&env.store.cfg.tx_table)
+        .set_key(Some(dynamo_saga::records::token_key("order-17")))
+        .update_expression("SET bodyHash = :h")
+        .expression_attribute_values(":h", AttributeValue::S(legacy))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(co.run(&body).await.unwrap().transaction_id, first.transaction_id, "a token claimed by the old hash");
+    assert_eq!(env.get(&env.a, json!({"pk": sv("c")})).await.unwrap()["n"], nv(1), "run once");
     let mut other = body.clone();
     other["TransactItems"][0]["Update"]["ExpressionAttributeValues"][":one"] = nv(2);
     let err = co.run(&other).await.expect_err("same token, different body");

@@ -67,6 +67,53 @@ pub fn to_av(v: &Value) -> Result<AttributeValue, String> {
     })
 }
 
+/// The rules [`to_av`] applies to DynamoDB JSON, applied to a value the SDK already holds: numbers DynamoDB takes,
+/// sets neither empty nor with a duplicate element, `NULL` true, and no type the SDK does not know. The error is
+/// [`to_av`]'s for the same value.
+pub fn check_value(v: &AttributeValue) -> Result<(), String> {
+    fn unique<'a>(
+        t: &str,
+        elements: impl ExactSizeIterator<Item = String> + 'a,
+        shown: &[String],
+    ) -> Result<(), String> {
+        if elements.len() == 0 {
+            return Err(format!("{t} value must not be empty"));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (element, s) in elements.zip(shown) {
+            if !seen.insert(element) {
+                return Err(format!("{t} value has a duplicate element {s:?}: Input collection contains duplicates"));
+            }
+        }
+        Ok(())
+    }
+    match v {
+        AttributeValue::S(_) | AttributeValue::B(_) | AttributeValue::Bool(_) => Ok(()),
+        AttributeValue::N(n) => check_number(n).map(|_| ()),
+        AttributeValue::Null(true) => Ok(()),
+        AttributeValue::Null(false) => Err("NULL value must be true".into()),
+        AttributeValue::M(m) => m.values().try_for_each(check_value),
+        AttributeValue::L(l) => l.iter().try_for_each(check_value),
+        AttributeValue::Ss(ss) => unique("SS", ss.iter().cloned(), ss),
+        AttributeValue::Ns(ns) => {
+            unique("NS", ns.iter().map(|n| canonical_number(n)), ns)?;
+            ns.iter().try_for_each(|n| check_number(n).map(|_| ()))
+        }
+        AttributeValue::Bs(bs) => {
+            let shown: Vec<String> = bs.iter().map(|b| B64.encode(b.as_ref())).collect();
+            unique("BS", shown.clone().into_iter(), &shown)
+        }
+        _ => Err("unknown DynamoDB type (expected S, N, B, BOOL, NULL, M, L, SS, NS or BS)".into()),
+    }
+}
+
+/// [`check_value`] for each attribute of an item the SDK holds, as [`item_from_json`] checks one in DynamoDB JSON.
+pub fn check_item(item: &Item) -> Result<(), String> {
+    let mut sorted: Vec<(&String, &AttributeValue)> = item.iter().collect();
+    sorted.sort_by_key(|(k, _)| *k);
+    sorted.into_iter().try_for_each(|(k, v)| check_value(v).map_err(|e| format!("attribute {k:?}: {e}")))
+}
+
 /// A number's value as one text whatever way it was written (`1`, `1.0`, `01` and `1E0` alike); the text itself
 /// when it is not a number.
 pub fn canonical_number(n: &str) -> String {

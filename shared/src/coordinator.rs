@@ -17,6 +17,7 @@ pub use crate::drive::Committed;
 use crate::drive::Driver;
 use crate::error::TxError;
 use crate::records::Header;
+use crate::request::Request;
 use crate::store::Store;
 use crate::value;
 
@@ -186,10 +187,19 @@ impl<'a> TransactWriteItems<'a> {
         Ok(Value::Object(request))
     }
 
-    /// Runs the transaction to its end ([`Coordinator::run`]). A cancellation is `TxError::Canceled`, whose
+    /// Runs the transaction to its end ([`Coordinator::run`]), typed as it was built: its values are checked as the
+    /// JSON edge checks them, with no JSON in between. A cancellation is `TxError::Canceled`, whose
     /// [`crate::Cancellation::to_sdk`] is the SDK's `TransactionCanceledException`.
     pub async fn send(self) -> Result<Committed, TxError> {
-        let request = self.to_request()?;
-        self.coordinator.run(&request).await
+        let cfg = &self.coordinator.store().cfg;
+        let request = crate::sdk::parse(
+            &self.items,
+            self.token.as_deref(),
+            self.parent.as_ref(),
+            self.lock_wait_seconds,
+            self.deadline_seconds,
+            cfg,
+        )?;
+        self.coordinator.driver.run(Request::Parsed(Box::new(request))).await
     }
 }

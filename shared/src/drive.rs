@@ -22,12 +22,12 @@
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use tracing::{info, warn};
 
 use crate::error::{CancellationReason, TxError};
 use crate::phase::{self, resume::Step, Contention, Outcome, Release};
 use crate::records::{self, Decision, Header, TxState};
+use crate::request::Request;
 use crate::store::{Meter, Store, Usage};
 
 /// What a transaction waiting for another's lock has seen so far. The state machine carries it between Lambda calls
@@ -143,9 +143,9 @@ impl Driver {
     /// call, see `direct`), or begin it and drive it to its end, starting another attempt whenever one is rolled
     /// back by another transaction's need. Errors with `TransactionCanceled` (and the reasons) when it rolled back:
     /// by its own conditions, a wait past `LockWaitSeconds`, or the deadline.
-    pub async fn run(&self, body: &Value) -> Result<Committed, TxError> {
+    pub async fn run<'a>(&self, body: impl Into<Request<'a>>) -> Result<Committed, TxError> {
         let started = Instant::now();
-        let begun = Box::pin(phase::begin::submit_here(&self.store, body)).await?;
+        let begun = Box::pin(phase::begin::submit_here(&self.store, body.into())).await?;
         if begun.created && begun.state == TxState::Committed {
             // Carried out in one call: the result carries the capacity that call consumed, which its header cannot.
             return Ok(Committed {

@@ -167,7 +167,7 @@ pub async fn seal(store: &Store, id: &str, chunks: Option<usize>) -> Result<Begu
     }
     let mut body = envelope;
     body.insert("TransactItems".into(), Value::Array(items));
-    begin::begin_as(store, &Value::Object(body), None, Some(id), false, false).await
+    begin::begin_as(store, (&Value::Object(body)).into(), None, Some(id), false, false).await
 }
 
 /// The staged request's other fields; an error when `id` was never created.

@@ -10,7 +10,6 @@
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use tracing::info;
 
 use crate::constants::{
@@ -23,7 +22,7 @@ use crate::direct::{self, Direct};
 use crate::error::TxError;
 use crate::plan;
 use crate::records::{self, TxState};
-use crate::request::{self, ValidRequest};
+use crate::request::{self, Request, ValidRequest};
 use crate::schema::TableSchema;
 use crate::store::{Meter, Store, Usage, Written};
 use crate::value::Item;
@@ -50,8 +49,8 @@ pub struct Begun {
 }
 
 /// Validates a request against the tables' key schemas without writing anything.
-pub async fn validate(store: &Store, m: &Meter, body: &Value) -> Result<ValidRequest, TxError> {
-    let parsed = request::parse(body, &store.cfg)?;
+pub async fn validate<'a>(store: &Store, m: &Meter, body: impl Into<Request<'a>>) -> Result<ValidRequest, TxError> {
+    let parsed = body.into().parse(&store.cfg)?;
     let mut schemas: HashMap<String, TableSchema> = HashMap::new();
     for t in request::tables_of(&parsed) {
         let schema = store.schema(m, &t).await?;
@@ -63,34 +62,38 @@ pub async fn validate(store: &Store, m: &Meter, body: &Value) -> Result<ValidReq
 }
 
 /// Begins a transaction this process then drives (see [`submit_here`]).
-pub async fn begin(store: &Store, body: &Value) -> Result<Begun, TxError> {
-    begin_as(store, body, None, None, false, true).await
+pub async fn begin<'a>(store: &Store, body: impl Into<Request<'a>>) -> Result<Begun, TxError> {
+    begin_as(store, body.into(), None, None, false, true).await
 }
 
 /// `begin`, recording the Step Functions execution that drives the transaction (with none, this process drives it).
 #[cfg(feature = "internals")]
-pub async fn begin_with_execution(store: &Store, body: &Value, execution_arn: Option<&str>) -> Result<Begun, TxError> {
-    begin_as(store, body, execution_arn, None, false, execution_arn.is_none()).await
+pub async fn begin_with_execution<'a>(
+    store: &Store,
+    body: impl Into<Request<'a>>,
+    execution_arn: Option<&str>,
+) -> Result<Begun, TxError> {
+    begin_as(store, body.into(), execution_arn, None, false, execution_arn.is_none()).await
 }
 
 /// What a driver calls: `begin`, or, for a request one `TransactWriteItems` call can carry ([`direct`]), that one
 /// call, after which the transaction has ended (`state` is `COMMITTED` or `ROLLED_BACK` and it is finished). A
 /// request that meets another transaction's lock that way is begun as `begin` does. `id` is the transaction's id
 /// when the driver chose it (see [`execution_id`]); beginning it again returns the transaction as it is.
-pub async fn submit(
+pub async fn submit<'a>(
     store: &Store,
-    body: &Value,
+    body: impl Into<Request<'a>>,
     execution_arn: Option<&str>,
     id: Option<&str>,
 ) -> Result<Begun, TxError> {
-    begin_as(store, body, execution_arn, id, store.cfg.direct, false).await
+    begin_as(store, body.into(), execution_arn, id, store.cfg.direct, false).await
 }
 
 /// [`submit`] for a driver that then runs the transaction's steps in this process (the in-process coordinator, the
 /// CLI in-process): begin also claims the first lock pass for it (`phase::lock`), which saves its first lock step a
 /// header write.
-pub async fn submit_here(store: &Store, body: &Value) -> Result<Begun, TxError> {
-    begin_as(store, body, None, None, store.cfg.direct, true).await
+pub async fn submit_here<'a>(store: &Store, body: impl Into<Request<'a>>) -> Result<Begun, TxError> {
+    begin_as(store, body.into(), None, None, store.cfg.direct, true).await
 }
 
 /// The transaction id of the Step Functions execution `arn`, started at `start_time` (its `$$.Execution.StartTime`,
@@ -114,7 +117,7 @@ pub fn execution_id(arn: &str, start_time: &str) -> Result<String, TxError> {
 /// drives the transaction, and begin claims its first lock pass.
 pub(crate) async fn begin_as(
     store: &Store,
-    body: &Value,
+    body: Request<'_>,
     execution_arn: Option<&str>,
     id: Option<&str>,
     direct: bool,
@@ -210,7 +213,7 @@ async fn by_token(
     now: u64,
 ) -> Result<Result<String, Box<Begun>>, TxError> {
     let Some(token) = &valid.client_request_token else { return Ok(Ok(tx_id)) };
-    match claim_token(store, m, token, &tx_id, &valid.body_hash, now).await? {
+    match claim_token(store, m, token, &tx_id, valid, now).await? {
         Claim::New => Ok(Ok(tx_id)),
         Claim::Existing(existing) => match records::read_header(store, m, &existing).await {
             Ok(h) => {
@@ -356,9 +359,10 @@ async fn claim_token(
     m: &Meter,
     token: &str,
     tx_id: &str,
-    hash: &str,
+    valid: &ValidRequest,
     now: u64,
 ) -> Result<Claim, TxError> {
+    let hash = valid.body_hash.as_str();
     let mut rec = records::token_key(token);
     rec.insert(T_TX.into(), s(tx_id));
     rec.insert(H_BODY_HASH.into(), s(hash));
@@ -375,7 +379,9 @@ async fn claim_token(
         Some(aws_sdk_dynamodb::types::AttributeValue::S(v)) => v.clone(),
         _ => String::new(),
     };
-    if field(H_BODY_HASH) != hash {
+    // A token claimed before requests were hashed typed carries the hash of the request's JSON as it came.
+    let stored = field(H_BODY_HASH);
+    if stored != hash && valid.legacy_hash.as_deref() != Some(stored.as_str()) {
         return Err(TxError::invalid(
             None,
             format!(
