@@ -342,7 +342,7 @@ async fn two_transactions_naming_each_others_items_in_opposite_order_both_end() 
     env.assert_clean().await;
 }
 
-/// Seed 001's rule on a parent lock (seed 003): a holder that stopped after locking keeps the parent while the record
+/// The lock client's rule on a parent lock: a holder that stopped after locking keeps the parent while the record
 /// version number on the parent item moves (a heartbeat), and a waiter takes over only after seeing one number for
 /// the whole lease written on the item. The
 /// holder's late coordinator then writes nothing, and its transaction ends rolled back with every lock released.
@@ -416,7 +416,7 @@ async fn a_parent_lock_is_taken_over_only_after_a_lease_without_a_heartbeat() {
     env.assert_clean().await;
 }
 
-/// Seed 004: 20 transactions waiting for one parent are served in the order they took their tickets, which here is
+/// The FIFO parent queue: 20 transactions waiting for one parent are served in the order they took their tickets, which here is
 /// the reverse of their age; a waiter that died in the queue is rolled back after a lease and the queue moves on.
 #[tokio::test]
 async fn twenty_transactions_queued_on_one_parent_are_served_in_ticket_order() {
@@ -481,7 +481,7 @@ async fn lock_wait_zero_on_a_held_parent_fails_at_once() {
     env.assert_clean().await;
 }
 
-/// Seed 004's queue rows: a waiter refreshes its row with every heartbeat, so the row outlives its three-lease TTL
+/// The FIFO queue's rows: a waiter refreshes its row with every heartbeat, so the row outlives its three-lease TTL
 /// while the waiter lives; a row that expired anyway (deleted here, as TTL would) stays gone, and its waiter still
 /// goes once the parent is free.
 #[tokio::test]

@@ -457,7 +457,7 @@ async fn the_status_api_reports_progress_and_the_reason_of_a_rollback() {
     assert_eq!((code, s["__type"].as_str()), (404, Some("TransactionNotFound")), "{s}");
 }
 
-/// Seed 004 through the state machine: executions waiting for one parent are served in the order they first asked
+/// The FIFO parent queue through the state machine: executions waiting for one parent are served in the order they first asked
 /// for it, each waiting in the state machine's Wait state meanwhile.
 #[tokio::test]
 async fn executions_waiting_for_one_parent_are_served_in_ticket_order() {
@@ -506,7 +506,7 @@ async fn executions_waiting_for_one_parent_are_served_in_ticket_order() {
     env.assert_clean().await;
 }
 
-/// Seeds 001 and 003 through the state machine: a parent holder whose coordinator stopped keeps the parent while its
+/// The lock client's lease on the parent lock, through the state machine: a parent holder whose coordinator stopped keeps the parent while its
 /// heart beats (a new record version number on the parent item), and an execution waiting for it takes over only
 /// after the lease written on the parent item has passed without a beat. The old holder then writes nothing.
 #[tokio::test]
@@ -603,7 +603,7 @@ async fn an_execution_takes_a_parent_over_only_after_a_lease_without_a_heartbeat
     env.assert_clean().await;
 }
 
-/// Seed 004's `LockWaitSeconds: 0` through the state machine: an execution that finds its parent held fails at once
+/// `LockWaitSeconds: 0` on a parent through the state machine: an execution that finds its parent held fails at once
 /// with `TransactionCanceled` naming the holder, and writes nothing; the holder then commits as if it were never asked.
 #[tokio::test]
 async fn lock_wait_zero_on_a_held_parent_fails_the_execution_at_once() {

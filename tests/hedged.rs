@@ -1,4 +1,4 @@
-//! Retried and hedged writes (seed 002): a `Put` with a `Ratchet` takes effect only when its timestamp is not older
+//! Retried and hedged writes: a `Put` with a `Ratchet` takes effect only when its timestamp is not older
 //! than the stored one, so a hedged copy or a late retry of an old write never overwrites a newer value, whatever
 //! the order the copies arrive in, through the library and through the state machine.
 

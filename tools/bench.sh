@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The benchmark: dynamo-saga against native, chunked and seed 000 writes on DynamoDB Local, the state machine on the
+# The benchmark: dynamo-saga against native, chunked and the Java library's protocol on DynamoDB Local, the state machine on the
 # local stack, and the functions' init time. Writes docs/benchmarks.md, docs/benchmarks.json and docs/benchmarks.svg.
 # Not part of the test run.
 #   bash tools/bench.sh [--lambda] [--sizes 10,100,1000,10000] [--kinds update,insert,delete,check]
-#                       [--item-bytes 940] [--seed000-max N] [--out DIR]
+#                       [--item-bytes 940] [--java-library-max N] [--out DIR]
 # --lambda first builds every function for Lambda (release, arm64, zips in target/lambda/), so the zip sizes are
 # reported too; a cold build takes 10-25 minutes on 2 cores. --functions-only measures the functions again (init time,
 # zip sizes) and rewrites the report with the other figures of the last run, from docs/benchmarks.json;

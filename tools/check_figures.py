@@ -103,7 +103,7 @@ def evaluate(expr):
     return ev(ast.parse(expr.strip(), mode="eval"))
 
 
-METHOD = {"dynamo-saga": "saga", "native": "native", "chunked": "chunked", "seed 000": "seed000"}
+METHOD = {"dynamo-saga": "saga", "native": "native", "chunked": "chunked", "java-library": "javalib", "seed 000": "javalib"}
 WAY = {"native TransactWriteItems with client retries": "native", "dynamo-saga in-process": "inProcess",
        "dynamo-saga state machine": "stateMachine"}
 

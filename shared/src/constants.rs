@@ -18,7 +18,7 @@ pub const ATTR_TRANSIENT: &str = "_sagaTransient";
 /// On a locked item: present (true) once the transaction's write has been applied to it.
 pub const ATTR_APPLIED: &str = "_sagaApplied";
 
-/// On a tombstone (a `Delete` with `Tombstone`, seed 002): the id of the transaction that wrote it. Reads through
+/// On a tombstone (a `Delete` with `Tombstone`): the id of the transaction that wrote it. Reads through
 /// the library hide items that carry it, and conditions see them as absent.
 pub const ATTR_TOMBSTONE: &str = "_sagaTombstone";
 /// On a locked, transient item that replaced a tombstone: the tombstone, put back if the transaction does not write
@@ -27,14 +27,14 @@ pub const ATTR_STONE: &str = "_sagaStone";
 /// An attribute name dynamo-saga never writes, so that a condition reading it sees an absent attribute.
 pub const ATTR_GONE: &str = "_sagaGone";
 
-/// The attribute on the `Parent` item that holds the transaction id while the parent is locked (seed 003's lockToken).
+/// The attribute on the `Parent` item that holds the transaction id while the parent is locked (the lock client's lockToken).
 pub const PARENT_LOCK_TOKEN: &str = "lockToken";
 /// On the parent item: when the parent lock was taken (epoch milliseconds).
 pub const PARENT_LOCKED_AT: &str = "lockTokenAt";
-/// On the parent item: the holder's lease in seconds (seed 001's leaseDuration): a waiter that sees the same
+/// On the parent item: the holder's lease in seconds (the DynamoDB Lock Client's leaseDuration): a waiter that sees the same
 /// [`PARENT_RVN`] for this long, on its own clock, judges the holder dead.
 pub const PARENT_LEASE: &str = "leaseDuration";
-/// On the parent item: the record version number (seed 001), a new random number at every heartbeat of the holder.
+/// On the parent item: the record version number (as the DynamoDB Lock Client keeps it), a new random number at every heartbeat of the holder.
 pub const PARENT_RVN: &str = "recordVersionNumber";
 
 // ---- The transactions table ----

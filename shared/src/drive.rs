@@ -487,7 +487,7 @@ impl Driver {
     }
 
     /// What a waiter watches of a holder, and for how long: for an item, the holder's header version and our lease;
-    /// for the parent, the record version number and the lease on the parent item itself (seed 001).
+    /// for the parent, the record version number and the lease on the parent item itself (as the DynamoDB Lock Client keeps it).
     async fn liveness(&self, m: &Meter, me: &Header, h: &Header, c: &Contention) -> Result<(u64, u64), TxError> {
         let s = &self.store;
         let ours = (h.version, s.cfg.lease.as_millis() as u64);

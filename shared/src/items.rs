@@ -14,7 +14,7 @@ pub fn strip_reserved(mut item: Item) -> Item {
     item
 }
 
-/// The parent lock as a parent item carries it (seeds 001 and 003).
+/// The parent lock as a parent item carries it (the DynamoDB Lock Client's lease and record version number).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParentLockAttrs {
     /// `lockToken`: the holder's transaction id.

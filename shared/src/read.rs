@@ -1,4 +1,4 @@
-//! Reads while transactions run (seed 000, Part Two: isolation), and a condition for writers outside the protocol.
+//! Reads while transactions run (the Java transactions library's isolation levels), and a condition for writers outside the protocol.
 //!
 //! - [`Isolation::Uncommitted`]: the item as it is, without dynamo-saga's attributes. It may show an item a committed
 //!   transaction has not applied yet (or, on protocol 1, a value a pending transaction has applied and will later roll
@@ -14,7 +14,7 @@
 //!
 //! - [`Isolation::ReadLock`]: the items are locked by a transaction of their own ([`lock_for_read`]) and read
 //!   while it holds them, so the reads are one consistent cut of committed values, and then released by rolling
-//!   that transaction back, which a read lock always does (seed 000's "code a read transaction exactly like a write,
+//!   that transaction back, which a read lock always does (the Java transactions library's "code a read transaction exactly like a write,
 //!   except that at the conclusion of the transaction you always roll back"). It waits for transactions that hold
 //!   the items, and it writes: a lock and an unlock per item, as a transaction's condition check costs.
 //!
@@ -219,7 +219,7 @@ async fn read_locked(store: &Store, keys: Vec<(String, Item)>) -> Result<Vec<Opt
     Ok(items)
 }
 
-/// Who holds a parent lock (the lock client's `getLock`, seed 001), read without taking it.
+/// Who holds a parent lock (the DynamoDB Lock Client's `getLock`), read without taking it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct ParentLock {

@@ -9,8 +9,8 @@ pub mod bad;
 pub mod bank;
 pub mod cpu;
 pub mod diagram;
+pub mod java_library;
 pub mod proxy;
-pub mod seed000;
 pub mod sfn_api;
 pub mod stack;
 pub mod trips;
@@ -214,7 +214,7 @@ impl Env {
         assert_rollbacks_named(&self.tx_records().await);
     }
 
-    /// The rows of every parent's FIFO queue (seed 004), without the ticket counters.
+    /// The rows of every parent's FIFO queue, without the ticket counters.
     pub async fn queue_rows(&self) -> Vec<Item> {
         let text = |r: &Item, k: &str| r.get(k).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
         self.tx_records()

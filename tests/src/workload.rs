@@ -93,7 +93,7 @@ pub async fn seed_tombstones(env: &Env, tag: &str, n: usize) {
     crate::put_all(&env.client, &env.a, items).await;
 }
 
-/// `n` actions over tombstones (seed 002), by position modulo 5: a ratcheted insert guarded by
+/// `n` actions over tombstones (hedged writes), by position modulo 5: a ratcheted insert guarded by
 /// `attribute_not_exists`, an update that reads the tombstone's timestamp (and must not see it), a tombstone delete
 /// of a live item, a condition check that the item is absent, and a plain delete of a tombstone (which leaves it).
 pub fn tombstones(env: &Env, tag: &str, n: usize) -> Value {

@@ -1,4 +1,4 @@
-//! The parent lock's upkeep (seeds 001 and 003): the heartbeat a transaction beats on its parent item while it holds
+//! The parent lock's upkeep (the DynamoDB Lock Client's lease and record version number): the heartbeat a transaction beats on its parent item while it holds
 //! it, and the release of the parent and of its place in the parent's queue ([`super::queue`]).
 
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -57,7 +57,7 @@ pub(crate) fn new_rvn() -> AttributeValue {
     n((ulid::Ulid::new().random() as u64) & ((1 << 53) - 1))
 }
 
-/// Seed 001's heartbeat on the parent item: a new record version number, only while `h`'s attempt holds the parent
+/// The lock client's heartbeat on the parent item: a new record version number, only while `h`'s attempt holds the parent
 /// (a transaction not holding it yet, or that lost it, writes nothing).
 pub async fn beat_parent(store: &Store, m: &Meter, h: &Header) -> Result<(), TxError> {
     let Some(p) = &h.parent else { return Ok(()) };

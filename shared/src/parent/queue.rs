@@ -1,4 +1,4 @@
-//! FIFO waiting for a parent lock (seed 004). Every transaction with a `Parent` takes a ticket from an atomic counter
+//! FIFO waiting for a parent lock. Every transaction with a `Parent` takes a ticket from an atomic counter
 //! and leaves a row in that parent's queue, both in the transactions table; it tries for the parent only when no
 //! live row with a smaller ticket is ahead of it, so waiters are served in ticket order.
 //!

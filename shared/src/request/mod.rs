@@ -86,7 +86,7 @@ pub struct Action {
     pub tombstone: Option<Tombstone>,
 }
 
-/// A `Delete`'s `Tombstone` (seed 002): instead of removing the item, the delete leaves its key, `Attributes` (such
+/// A `Delete`'s `Tombstone` (hedged writes): instead of removing the item, the delete leaves its key, `Attributes` (such
 /// as the timestamp a `Ratchet` compares) and a time to live, `TimeToLiveSeconds` from when the transaction
 /// completes, in `TimeToLiveAttribute` (epoch seconds, the attribute the table's TTL is set on). The tombstone is put
 /// at apply, like a `Put`, and gets its time to live at complete, so it cannot expire while the item is locked.
@@ -140,7 +140,7 @@ impl Action {
     }
 }
 
-/// The optional parent item held locked for the whole transaction (seed 003).
+/// The optional parent item held locked for the whole transaction (fenced: every write of the transaction depends on it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct Parent {

@@ -1,4 +1,4 @@
-//! The README's main job, on the local stack (`tools/demo.sh` starts it): seed 003's shop. A product with 300
+//! The README's main job, on the local stack (`tools/demo.sh` starts it): a shop. A product with 300
 //! inventory units; an order for 200 units (201 actions, 3 batches, under the product's lockToken) commits through the
 //! state machine; a second order for 150 units, 50 of them already sold, is rolled back with the reasons.
 

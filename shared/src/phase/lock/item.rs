@@ -456,7 +456,7 @@ pub(super) fn lock_holder_of(old: &Option<crate::value::Item>) -> Option<&str> {
     old.as_ref().and_then(lock_holder)
 }
 
-/// The parent lock (seed 003): `lockToken` on the parent item, which must exist, with seed 001's lease and record
+/// The parent lock (fenced: every write of the transaction depends on it): `lockToken` on the parent item, which must exist, with the DynamoDB Lock Client's lease and record
 /// version number. A lock an earlier attempt of this transaction left is let go first.
 pub(super) async fn lock_parent(store: &Store, m: &Meter, h: &Header, p: &Parent) -> Result<ItemLock, TxError> {
     let owner = h.owner();

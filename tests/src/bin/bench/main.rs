@@ -7,7 +7,7 @@
 //! - `dynamo-saga`: the in-process coordinator, over the same phases the Lambdas run;
 //! - `native`: one `TransactWriteItems` call (100 actions at most);
 //! - `chunked`: `TransactWriteItems` calls of 100 actions one after another: not atomic as a whole;
-//! - `seed 000`: the Java dynamodb-transactions library's protocol, one item at a time ([`harness::seed000`]).
+//! - `Java library`: the Java dynamodb-transactions library's protocol, one item at a time ([`harness::java_library`]).
 //!
 //! Each runs twice on fresh items: on a billing store, for the capacity DynamoDB's rules charge
 //! ([`dynamo_saga::billing`]: DynamoDB Local under-reports transactional capacity), and on a plain store, for the wall
@@ -32,7 +32,7 @@ use dynamo_saga::billing::Bill;
 use dynamo_saga::store::Transacted;
 use dynamo_saga::value::{item_from_json, item_size};
 use dynamo_saga::{Coordinator, Store};
-use harness::seed000;
+use harness::java_library;
 use harness::{create_table, native_item, nv, put_all, sv, Env};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -117,20 +117,20 @@ enum Method {
     Native,
     #[serde(rename = "chunked")]
     Chunked,
-    #[serde(rename = "seed 000")]
-    Seed000,
+    #[serde(rename = "java-library", alias = "seed 000")]
+    JavaLibrary,
 }
 
 impl Method {
     fn all() -> [Method; 4] {
-        [Method::Saga, Method::Native, Method::Chunked, Method::Seed000]
+        [Method::Saga, Method::Native, Method::Chunked, Method::JavaLibrary]
     }
     fn name(self) -> &'static str {
         match self {
             Method::Saga => "dynamo-saga",
             Method::Native => "native",
             Method::Chunked => "chunked",
-            Method::Seed000 => "seed 000",
+            Method::JavaLibrary => "Java library",
         }
     }
     fn tag(self) -> &'static str {
@@ -138,7 +138,7 @@ impl Method {
             Method::Saga => "saga",
             Method::Native => "native",
             Method::Chunked => "chunk",
-            Method::Seed000 => "s000",
+            Method::JavaLibrary => "jlib",
         }
     }
 }
@@ -346,7 +346,7 @@ struct Args {
     kinds: Vec<Kind>,
     item_bytes: usize,
     out: PathBuf,
-    seed000_max: usize,
+    java_library_max: usize,
     /// Measure the functions again and rewrite the report with the other figures of the last run (its JSON).
     functions_only: bool,
     /// Measure contention again and rewrite the report with the other figures of the last run (its JSON).
@@ -373,6 +373,8 @@ struct Args {
     cpu_runs: usize,
     /// Measure small requests' orchestration again (needs the local stack), likewise.
     small_only: bool,
+    /// Measure nothing: write the report again from the last run's JSON (after a change to how it is written).
+    render_only: bool,
 }
 
 fn args() -> Args {
@@ -381,7 +383,7 @@ fn args() -> Args {
         kinds: Kind::all().to_vec(),
         item_bytes: 940,
         out: harness::root().join("docs"),
-        seed000_max: 10_000,
+        java_library_max: 10_000,
         functions_only: false,
         contention_only: false,
         largest_only: false,
@@ -395,9 +397,10 @@ fn args() -> Args {
         cpu_only: false,
         cpu_runs: 9,
         small_only: false,
+        render_only: false,
     };
     let mut it = std::env::args().skip(1);
-    let usage = "usage: bench [--sizes 10,100,1000,10000] [--kinds update,upsert,insert,delete,check] [--item-bytes 940] [--seed000-max N] [--in-flight 16,64,256] [--out DIR] [--functions-only | --contention-only | --largest-only [--largest-actions 100000] | --seal-only [--seal-actions 100000] | --reads-only | --revisit-only | --cpu-only [--cpu-runs 9] | --small-only | --keep-largest]";
+    let usage = "usage: bench [--sizes 10,100,1000,10000] [--kinds update,upsert,insert,delete,check] [--item-bytes 940] [--java-library-max N] [--in-flight 16,64,256] [--out DIR] [--functions-only | --contention-only | --largest-only [--largest-actions 100000] | --seal-only [--seal-actions 100000] | --reads-only | --revisit-only | --cpu-only [--cpu-runs 9] | --small-only | --render-only | --keep-largest]";
     while let Some(flag) = it.next() {
         let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value\n{usage}"));
         match flag.as_str() {
@@ -414,7 +417,7 @@ fn args() -> Args {
                     .collect()
             }
             "--item-bytes" => a.item_bytes = value().parse().expect("a number of bytes"),
-            "--seed000-max" => a.seed000_max = value().parse().expect("a number of actions"),
+            "--java-library-max" => a.java_library_max = value().parse().expect("a number of actions"),
             "--in-flight" => {
                 a.in_flight = value().split(',').map(|s| s.trim().parse().expect("an in-flight limit")).collect()
             }
@@ -430,6 +433,7 @@ fn args() -> Args {
             "--cpu-only" => a.cpu_only = true,
             "--cpu-runs" => a.cpu_runs = value().parse().expect("a number of runs"),
             "--small-only" => a.small_only = true,
+            "--render-only" => a.render_only = true,
             "--seal-actions" => a.seal_actions = value().parse().expect("a number of actions"),
             "-h" | "--help" => {
                 println!("{usage}");
@@ -510,9 +514,9 @@ async fn run(env: &Env, store: &Store, method: Method, body: &Value, tx_name: &s
     match method {
         Method::Saga => Coordinator::new(store.clone()).run(body).await.map(|_| ()).map_err(|e| e.to_string()),
         Method::Native | Method::Chunked => transact_all(store, body).await,
-        Method::Seed000 => {
-            let t = seed000::Tables { tx: format!("{}-s000tx", env.a), images: format!("{}-s000img", env.a) };
-            let r = seed000::run(store, &t, tx_name, body).await;
+        Method::JavaLibrary => {
+            let t = java_library::Tables { tx: format!("{}-s000tx", env.a), images: format!("{}-s000img", env.a) };
+            let r = java_library::run(store, &t, tx_name, body).await;
             match r.error {
                 None => Ok(()),
                 Some(e) if e.contains("Item size") || e.contains("maximum allowed size") => {
@@ -530,8 +534,8 @@ async fn measure(env: &Env, a: &Args, kind: Kind, n: usize, method: Method) -> R
         row.note = Some("TransactWriteItems takes at most 100 actions".into());
         return row;
     }
-    if method == Method::Seed000 && n > a.seed000_max {
-        row.note = Some(format!("not run (--seed000-max {})", a.seed000_max));
+    if method == Method::JavaLibrary && n > a.java_library_max {
+        row.note = Some(format!("not run (--java-library-max {})", a.java_library_max));
         return row;
     }
     // The capacity pass, on a billing store.
@@ -1300,7 +1304,9 @@ fn trips_markdown(rows: &[TripRow]) -> String {
         _ => "-".into(),
     };
     let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0}"));
-    for r in rows {
+    // The other in-flight limits at the largest size only, where the limit matters most.
+    let largest = rows.iter().map(|r| r.actions).max().unwrap_or(0);
+    for r in rows.iter().filter(|r| r.method != Method::Saga || r.default || r.actions == largest) {
         let limit = match (r.method, r.default) {
             (Method::Saga, true) => format!("{} (default)", r.in_flight),
             (Method::Saga, false) => r.in_flight.to_string(),
@@ -1382,7 +1388,7 @@ fn engine_markdown(report: &Report) -> String {
         "\nThe protocol writes each item twice, a lock and an apply, each a single-item call: {protocol:.3} ms of DynamoDB \
          Local's CPU an item, {:.2}x what one item of chunked's calls costs it. Were both sent as PartiQL batches of 25, \
          {partiql:.3} ms ({:.2}x).\n\n\
-         The same split for the runs on DynamoDB Local above (the three runs of the median, CPU time per action): the \
+         The same split for the runs of 1,000 actions and more on DynamoDB Local above (the three runs of the median, CPU time per action): the \
          client is this process, the SDK's work on each request included. Shared by {cores} cores, their CPU time allows \
          no wall time below their sum divided by {cores}; chunked's calls, one after another, keep about one core busy.\n\n\
          | actions | way | DynamoDB Local (ms per action) | client (ms per action) | together, over {cores} cores (ms) | median wall time (ms) | that least wall time against chunked's median |\n\
@@ -1390,7 +1396,8 @@ fn engine_markdown(report: &Report) -> String {
         protocol / transact,
         partiql / transact,
     ));
-    let rows = report.round_trips.iter().filter(|r| r.plain_cpu.is_some() && r.kind == Kind::Update);
+    let rows =
+        report.round_trips.iter().filter(|r| r.plain_cpu.is_some() && r.kind == Kind::Update && r.actions >= 1000);
     for r in rows {
         let cpu = r.plain_cpu.unwrap_or_default();
         let chunked = report
@@ -1494,6 +1501,62 @@ fn largest_markdown(r: &LargestRun) -> String {
     md
 }
 
+/// The section of each kind of action: dynamo-saga beside the other ways, one row a size.
+fn kinds_markdown(a: &Args, rows: &[Row]) -> String {
+    let mut md = String::from(
+        "## Cost and time, by kind of action\n\nOne row a kind and size. Write units per action are billed by DynamoDB's rules \
+         (read units are dynamo-saga's, the others read nothing); USD is DynamoDB on demand per 1,000 actions; wall time is \
+         measured on DynamoDB Local, modelled time weighs the same run's requests by the reference latency model (see the \
+         round trips below). \"-\": the way does not take that many actions.\n\n\
+         | kind | actions | dynamo-saga calls | write units per action: dynamo-saga / native / chunked / Java library | \
+         read units per action | USD per 1,000: dynamo-saga / chunked | wall ms: dynamo-saga / chunked | \
+         modelled ms: dynamo-saga / chunked / Java library |\n| --- | ---: | ---: | --- | ---: | --- | --- | --- |\n",
+    );
+    let mut notes = Vec::new();
+    let dash = || "-".to_string();
+    for kind in &a.kinds {
+        for &n in &a.sizes {
+            let row = |m| by(rows, *kind, n, m);
+            let bill = |m| row(m).and_then(|r| r.bill.as_ref());
+            let per =
+                |m, f: fn(&Bill) -> f64, d: usize| bill(m).map_or_else(dash, |b| format!("{:.d$}", f(b) / n as f64));
+            let wall = |m| row(m).and_then(|r| r.wall_ms).map_or_else(dash, |w| format!("{w:.0}"));
+            let modelled = |m| row(m).and_then(|r| r.modelled_wall_ms).map_or_else(dash, |w| format!("{w:.0}"));
+            let usd = |m| bill(m).map_or_else(dash, |b| format!("{:.6}", dynamodb_usd(b) / n as f64 * 1000.0));
+            let writes = |b: &Bill| b.write_units;
+            let reads = |b: &Bill| b.read_units;
+            // Native's note is the header's "-": it takes at most 100 actions.
+            for m in [Method::Saga, Method::Chunked, Method::JavaLibrary] {
+                if let Some(note) = row(m).and_then(|r| r.note.as_ref()) {
+                    notes.push(format!("{}, {n} {}s: {note}", m.name(), kind.name()));
+                }
+            }
+            md.push_str(&format!(
+                "| {} | {n} | {} | {} / {} / {} / {} | {} | {} / {} | {} / {} | {} / {} / {} |\n",
+                kind.name(),
+                bill(Method::Saga).map_or_else(dash, |b| b.calls.to_string()),
+                per(Method::Saga, writes, 2),
+                per(Method::Native, writes, 2),
+                per(Method::Chunked, writes, 2),
+                per(Method::JavaLibrary, writes, 2),
+                per(Method::Saga, reads, 3),
+                usd(Method::Saga),
+                usd(Method::Chunked),
+                wall(Method::Saga),
+                wall(Method::Chunked),
+                modelled(Method::Saga),
+                modelled(Method::Chunked),
+                modelled(Method::JavaLibrary),
+            ));
+        }
+    }
+    if !notes.is_empty() {
+        md.push_str(&format!("\nMissing figures: {}.\n", notes.join("; ")));
+    }
+    md.push('\n');
+    md
+}
+
 fn markdown(a: &Args, report: &Report, when: &str) -> String {
     let (rows, machine, contention, funcs, total) = (
         &report.rows,
@@ -1528,56 +1591,10 @@ fn markdown(a: &Args, report: &Report, when: &str) -> String {
     md.push_str(
         "The ways: **dynamo-saga** (the in-process coordinator over the same phases the Lambdas run, all-or-nothing); **native** \
          (one `TransactWriteItems` call, at most 100 actions); **chunked** (`TransactWriteItems` calls of 100 actions one after \
-         another, not atomic as a whole); **seed 000** (the Java dynamodb-transactions library's protocol, one item at a time, \
-         `tests/src/seed000.rs`). Wall time is one run each, after a separate billing run on fresh items.\n\n",
+         another, not atomic as a whole); **Java library** (the protocol of AWS Labs' Java dynamodb-transactions library, one item at a time, \
+         `tests/src/java_library.rs`). Wall time is one run each, after a separate billing run on fresh items.\n\n",
     );
-    for kind in &a.kinds {
-        md.push_str(&format!("## {}\n\n", kind.title()));
-        md.push_str("| actions | way | DynamoDB calls | writes per action | write units | write units per action | read units | read units per action | non-transactional write units: billed (DynamoDB Local) | read units: billed (DynamoDB Local) | DynamoDB USD per 1,000 actions | wall time (ms) | wall time vs chunked | modelled wall time (ms) | modelled vs chunked |\n");
-        md.push_str("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-        for &n in &a.sizes {
-            let chunked = by(rows, *kind, n, Method::Chunked).and_then(|r| r.wall_ms);
-            let chunked_modelled = by(rows, *kind, n, Method::Chunked).and_then(|r| r.modelled_wall_ms);
-            for m in Method::all() {
-                let Some(r) = by(rows, *kind, n, m) else { continue };
-                let (calls, writes, w, wpa, rd) = match &r.bill {
-                    Some(b) => (
-                        b.calls.to_string(),
-                        format!("{:.2}", b.write_calls as f64 / n as f64),
-                        f1(b.write_units),
-                        format!("{:.2}", b.write_units / n as f64),
-                        f1(b.read_units),
-                    ),
-                    None => ("-".into(), "-".into(), "-".into(), "-".into(), "-".into()),
-                };
-                let (rpa, plain_w, plain_r, usd) = match &r.bill {
-                    Some(b) => (
-                        format!("{:.2}", b.read_units / n as f64),
-                        format!("{} ({})", f1(b.plain_write_units), f1(b.plain_write_reported)),
-                        format!("{} ({})", f1(b.plain_read_units), f1(b.plain_read_reported)),
-                        format!("{:.6}", dynamodb_usd(b) / n as f64 * 1000.0),
-                    ),
-                    None => ("-".into(), "-".into(), "-".into(), "-".into()),
-                };
-                let wall = r.wall_ms.map_or("-".into(), |w| format!("{w:.0}"));
-                let ratio = match (r.wall_ms, chunked) {
-                    (Some(w), Some(c)) if c > 0.0 => format!("{:.2}x", w / c),
-                    _ => "-".into(),
-                };
-                let modelled = r.modelled_wall_ms.map_or("-".into(), |w| format!("{w:.0}"));
-                let modelled_ratio = match (r.modelled_wall_ms, chunked_modelled) {
-                    (Some(w), Some(c)) if c > 0.0 => format!("{:.2}x", w / c),
-                    _ => "-".into(),
-                };
-                let mut way = m.name().to_string();
-                if let Some(note) = &r.note {
-                    way = format!("{way} ({note})");
-                }
-                md.push_str(&format!("| {n} | {way} | {calls} | {writes} | {w} | {wpa} | {rd} | {rpa} | {plain_w} | {plain_r} | {usd} | {wall} | {ratio} | {modelled} | {modelled_ratio} |\n"));
-            }
-        }
-        md.push('\n');
-    }
+    md.push_str(&kinds_markdown(a, rows));
     if !machine.is_empty() {
         md.push_str("## The state machine\n\nUpdates through `statemachine/transaction.asl.json` on the local stack (aws-local-stepfunctions, the Lambda functions \
             as debug builds behind `cargo lambda watch`). Orchestration cost per transaction, US East (N. Virginia) prices: \
@@ -1854,6 +1871,9 @@ struct Report {
     sizes: Vec<usize>,
     kinds: Vec<Kind>,
     written: String,
+    /// When each part of the report was measured, as its first line says.
+    #[serde(default)]
+    when: String,
     rows: Vec<Row>,
     state_machine: Vec<MachineRow>,
     #[serde(default)]
@@ -2152,6 +2172,13 @@ fn last_largest(path: &std::path::Path) -> Option<LargestRun> {
 }
 
 /// The report at `path`, if there is one of this version.
+/// When the parts of the report at `path` were measured, as its first line says.
+fn last_when(path: &std::path::Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let rest = text.split("Written by `bash tools/bench.sh` on ").nth(1)?;
+    Some(rest.split(", on DynamoDB Local").next()?.to_string())
+}
+
 fn last_report(path: &std::path::Path) -> Option<Report> {
     serde_json::from_str::<Report>(&std::fs::read_to_string(path).ok()?).ok()
 }
@@ -2174,7 +2201,8 @@ async fn main() {
         || a.reads_only
         || a.revisit_only
         || a.cpu_only
-        || a.small_only;
+        || a.small_only
+        || a.render_only;
     let mut report = if only {
         let text = std::fs::read_to_string(&json_path).unwrap_or_else(|e| {
             panic!("--functions-only and --contention-only need the last run's {}: {e}", json_path.display())
@@ -2199,6 +2227,7 @@ async fn main() {
             sizes: a.sizes.clone(),
             kinds: a.kinds.clone(),
             written: now.clone(),
+            when: String::new(),
             rows,
             state_machine,
             contention: Vec::new(),
@@ -2251,8 +2280,13 @@ async fn main() {
         (_, _, true, ..) => format!("{} (the largest transaction on {now})", report.written),
         (_, _, _, true, _) => format!("{} (the largest seal on {now})", report.written),
         (.., true) => format!("{} (committed reads on {now})", report.written),
+        _ if a.render_only => match report.when.as_str() {
+            "" => last_when(&a.out.join("benchmarks.md")).unwrap_or_else(|| report.written.clone()),
+            when => when.to_string(),
+        },
         _ => now,
     };
+    report.when = when.clone();
     std::fs::create_dir_all(&a.out).expect("create the output directory");
     let md = markdown(&a, &report, &when);
     std::fs::write(a.out.join("benchmarks.md"), &md).expect("write benchmarks.md");

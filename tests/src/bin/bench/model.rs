@@ -264,11 +264,12 @@ pub fn markdown(rows: &[ModelRow], chunked: impl Fn(usize) -> Option<f64>) -> St
         md.push_str(&format!(" {:.0} | {:.0} |\n", r.quota_floor_ms, r.wall_ms));
     }
     md.push_str(
-        "\nBy phase (calls, requests, the chains' sum, CPU, invocations working, Lambda round trips, modelled):\n\n\
+        "\nBy phase, at the largest size (calls, requests, the chains' sum, CPU, invocations working, Lambda round trips, \
+         modelled; `docs/benchmarks.json` has every size):\n\n\
          | actions | phase | calls | requests | chain (ms) | CPU (ms) | invocations working | Lambda (ms) | modelled (ms) \
          |\n| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
-    for r in rows {
+    if let Some(r) = rows.iter().max_by_key(|r| r.actions) {
         for p in &r.phases {
             md.push_str(&format!(
                 "| {} | {} | {} | {} | {:.0} | {:.0} | {:.1} | {:.0} | {:.0} |\n",

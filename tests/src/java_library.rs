@@ -1,4 +1,4 @@
-//! Seed 000's protocol as the Java dynamodb-transactions library runs it, for the benchmark's baseline: one item at a
+//! The protocol as the Java dynamodb-transactions library runs it, for the benchmark's baseline: one item at a
 //! time, the requests kept in the TX record itself (here as their JSON text), 7N+4 writes for N updates of existing
 //! items.
 //!
