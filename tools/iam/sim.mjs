@@ -16,8 +16,9 @@
 //                          calls on it or its executions are calls on the deployed state machine
 //   --local-queue NAME     the local dead-letter queue (default saga-events-dead-letters, tools/stack.sh): a call on it
 //                          is a call on the deployed queue the calling function's SAGA_DEAD_LETTER_QUEUE_URL names
-//   --docs        docs/iam.md: the callers' policies (blocks after <!-- policy: NAME -->) and the table of unused
-//                 permissions that stay, with why (between <!-- unused:begin --> and <!-- unused:end -->)
+//   --docs        docs/iam.md: the table of unused permissions that stay, with why (between <!-- unused:begin -->
+//                 and <!-- unused:end -->)
+//   --policies    policies/: the callers' policies docs/iam.md gives, one NAME.json each
 //   --expect-denied TEXT   self-test: succeed only if some denied call's line contains TEXT (and every TEXT is met)
 //   --denials-only         unused permissions without a justification are listed but do not fail the run (for a log
 //                          that does not hold every principal's calls)
@@ -43,7 +44,7 @@
 // Exit code: 0 every call allowed (and every call that must be denied denied) in every configuration and every unused
 // permission justified in the docs; 1 otherwise (each denial names the configuration, principal, action, ARN and why);
 // 2 usage or input errors.
-import { createReadStream, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { createReadStream, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -71,6 +72,7 @@ function cli(argv) {
       'local-state-machine': { type: 'string', multiple: true },
       'local-queue': { type: 'string', default: 'saga-events-dead-letters' },
       docs: { type: 'string', default: join(ROOT, 'docs/iam.md') },
+      policies: { type: 'string', default: join(ROOT, 'policies') },
       'expect-denied': { type: 'string', multiple: true, default: [] },
       'denials-only': { type: 'boolean', default: false },
       json: { type: 'string' },
@@ -87,6 +89,7 @@ function cli(argv) {
     localStateMachines: values['local-state-machine'] ?? ['dynamo-saga-local', 'dynamo-saga-transaction', 'bench'],
     localQueue: values['local-queue'],
     docs: values.docs,
+    policies: values.policies,
     expectDenied: values['expect-denied'],
     denialsOnly: values['denials-only'],
     json: values.json,
@@ -135,14 +138,14 @@ function iamGlob(pattern) {
 }
 
 // docs/iam.md: the callers' policies and the justified unused permissions.
-function readDocs(path) {
+function readDocs(path, policiesDir) {
   const text = readFileSync(path, 'utf8');
   const policies = {};
-  for (const m of text.matchAll(/<!-- policy: ([a-z0-9-]+) -->\s*```json\n([\s\S]*?)```/g)) {
+  for (const file of readdirSync(policiesDir).filter((f) => f.endsWith('.json'))) {
     try {
-      policies[m[1]] = JSON.parse(m[2]);
+      policies[file.slice(0, -'.json'.length)] = JSON.parse(readFileSync(join(policiesDir, file), 'utf8'));
     } catch (e) {
-      throw new InputError(`${path}: the policy ${m[1]} is not JSON: ${e.message}`);
+      throw new InputError(`${join(policiesDir, file)} is not JSON: ${e.message}`);
     }
   }
   const justified = [];
@@ -529,9 +532,9 @@ async function main() {
   if (!existsSync(PACKAGE)) throw new InputError('the evaluator is not installed: run tools/iam-sim.sh, which installs it into .local/iam-sim');
   const { runSimulation } = await import(pathToFileURL(PACKAGE).href);
   const configs = JSON.parse(readFileSync(opts.resolved, 'utf8'));
-  const docs = readDocs(opts.docs);
+  const docs = readDocs(opts.docs, opts.policies);
   for (const needed of ['caller-api', 'caller-in-process', 'caller-state-machine', 'caller-events', 'caller-events-orders', 'caller-stack', 'caller-read']) {
-    if (!docs.policies[needed]) throw new InputError(`${opts.docs} has no <!-- policy: ${needed} --> block`);
+    if (!docs.policies[needed]) throw new InputError(`${opts.policies} has no ${needed}.json`);
   }
   const { calls: recorded, lines } = await readLogs(opts.logs);
   const evaluator = JSON.parse(readFileSync(join(dirname(PACKAGE), '../../package.json'), 'utf8')).version;
