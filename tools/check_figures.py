@@ -5,9 +5,14 @@ Two sources: docs/benchmarks.json, written by `tools/bench.sh`, and docs/test-re
 named run of `tools/test.sh` (the test suites' figures, the permission simulation, the release packages). Every
 figure the docs quote from them is bound to a named figure computed here from its source:
 
-  - in Markdown (README.md and docs/*.md but the generated docs/benchmarks.md and docs/test-report.md), by an HTML
-    comment right after the number, which rendered Markdown does not show:
-        16,072<!-- fig: update.10000.saga.wallMs --> ms
+  - in Markdown (README.md and docs/*.md but the generated docs/benchmarks.md and docs/test-report.md), by a block
+    of bindings at the page's end, out of the prose's way (an HTML comment, which rendered Markdown does not show):
+    each line a piece of the page's text with {} where each figure stands, then " :: " and the figures' names:
+        <!-- figures
+        10,000 updates take {} ms :: update.10000.saga.wallMs
+        -->
+    or by a marker right after the number, `16,072<!-- fig: update.10000.saga.wallMs --> ms`, which
+    `--move-markers` moves into the page's block;
   - in template.yaml and statemachine/transaction.asl.json, which have no invisible markup, by TEXT_BINDINGS below:
     a piece of text with {} where each figure stands, and the figures' names.
 
@@ -19,6 +24,10 @@ binding text that is no longer in its file.
   python3 tools/check_figures.py                   check (exit 1 on any disagreement)
   python3 tools/check_figures.py --self-test       show the check passes on a copy and fails on altered copies
   python3 tools/check_figures.py --list            every named figure, its value and its source
+  python3 tools/check_figures.py --move-markers [FILE.md ...]
+                                                   move each page's markers into its block of bindings, each bound
+                                                   to the words around its number (a marker whose words are not
+                                                   unique on the page stays)
   python3 tools/check_figures.py --rewrite         rewrite every figure that disagrees to its source's value (keeping
                                                    the decimals written), list them, then check; read the prose
                                                    around each after: a rewritten figure can change what it says
@@ -50,8 +59,14 @@ BENCH_RS = "tests/src/bin/bench/main.rs"
 TEMPLATE = "template.yaml"
 ASL = "statemachine/transaction.asl.json"
 MARKER = re.compile(r"<!--\s*fig:\s*([A-Za-z0-9_.+\-]+)\s*-->")
+# A page's block of bindings: "<!-- figures", one binding a line ("text with {} :: name, name"), "-->".
+PAGE_BLOCK = re.compile(r"\n*<!-- figures\n(.*?)\n-->\n?", re.S)
+BOUND_AS = " :: "
 NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
 WRITTEN_NUMBER = re.compile(r"(" + NUMBER + r")\s*$")
+# A date figure (a run's), as a binding's {} also matches it.
+DATE = r"\d{4}-\d{2}-\d{2}(?: \d{2}:\d{2} UTC)?"
+WRITTEN_DATE = re.compile(r"(" + DATE + r")\s*$")
 
 # Figures in files that cannot hold a marker: (file, text with {} for each figure, names of those figures). Spaces
 # in the text match any run of white space (and a YAML comment's "#" after a line break), so rewrapping keeps them.
@@ -691,7 +706,7 @@ def binding_regex(text):
     parts = []
     for piece in re.split(r"(\{\}|\s+)", text):
         if piece == "{}":
-            parts.append("(" + NUMBER + ")")
+            parts.append("(" + DATE + "|" + NUMBER + ")")
         elif piece and piece.isspace():
             parts.append(r"\s+(?:#\s+)?")
         elif piece:
@@ -699,10 +714,27 @@ def binding_regex(text):
     return re.compile("".join(parts))
 
 
+def page_bindings(root):
+    """(file, text, names) of each binding in the block at the end of a Markdown page."""
+    out = []
+    for path in md_files(root):
+        m = PAGE_BLOCK.search(open(path, encoding="utf-8").read())
+        for line in (m.group(1).split("\n") if m else []):
+            if line.strip():
+                text, _, names = line.rpartition(BOUND_AS)
+                out.append((os.path.relpath(path, root), text, [n.strip() for n in names.split(",")]))
+    return out
+
+
+def bound_content(root, rel):
+    """The text of `rel` its bindings are searched in: a page without its own block of bindings."""
+    return PAGE_BLOCK.sub("\n", open(os.path.join(root, rel), encoding="utf-8").read())
+
+
 def check_bindings(root, figures, problems, used, bindings=None):
     counts = {}
     for rel, text, names in bindings or TEXT_BINDINGS:
-        content = open(os.path.join(root, rel), encoding="utf-8").read()
+        content = bound_content(root, rel)
         found = list(binding_regex(text).finditer(content))
         if len(found) != 1:
             problems.append(f"{rel}: the text bound to {', '.join(dict.fromkeys(names))} is "
@@ -731,7 +763,9 @@ def check(root, bindings=None):
         n = check_markdown(path, rel, figures, problems, used)
         if n:
             counts[rel] = n
-    counts.update(check_bindings(root, figures, problems, used, bindings))
+    bound = check_bindings(root, figures, problems, used, (bindings or TEXT_BINDINGS) + page_bindings(root))
+    for rel, n in bound.items():
+        counts[rel] = counts.get(rel, 0) + n
     return problems, counts, unknown
 
 
@@ -794,10 +828,11 @@ def rewrite(root):
                 line = line[:start] + new + line[end:]
             lines[i] = line
         open(path, "w", encoding="utf-8").write("\n".join(lines))
-    for rel, text, names in TEXT_BINDINGS:
+    for rel, text, names in TEXT_BINDINGS + page_bindings(root):
         path = os.path.join(root, rel)
         content = open(path, encoding="utf-8").read()
-        found = list(binding_regex(text).finditer(content))
+        block = PAGE_BLOCK.search(content)
+        found = [m for m in binding_regex(text).finditer(content) if not block or m.start() < block.start()]
         if len(found) != 1:
             continue
         m = found[0]
@@ -805,12 +840,94 @@ def rewrite(root):
             name = names[g - 1]
             if name not in figures or agrees(m.group(g), figures[name][0]):
                 continue
-            new = written_as(m.group(g), figures[name][0])
+            value = figures[name][0]
+            new = value if isinstance(value, str) else written_as(m.group(g), value)
             line = content.count("\n", 0, m.start(g)) + 1
             changed.append((f"{rel}:{line}", m.group(g), new, name))
             content = content[:m.start(g)] + new + content[m.end(g):]
         open(path, "w", encoding="utf-8").write(content)
     return changed
+
+
+# -------------------------------------------------------------------------------------------------- move markers
+
+def move_markers(path, figures):
+    """Moves the markers of the page at `path` into its block of bindings, each bound to its number with the words
+    around it that hold no other number: as few as make the text unique on the page. Returns (moved, kept): a marker
+    of a string figure, or whose words are not unique, is kept where it is."""
+    content = open(path, encoding="utf-8").read()
+    block = PAGE_BLOCK.search(content)
+    existing = block.group(1).split("\n") if block else []
+    body = content[:block.start()] if block else content
+    plain = MARKER.sub("", body)
+    lines = body.split("\n")
+    bindings, kept = [], 0
+    # Another bound number next to this one is no word to bind by: it changes when its figure does.
+    barrier = re.compile(r"(?:" + DATE + "|" + NUMBER + r")?\s*" + MARKER.pattern)
+    for i, masked in prose_lines(lines):
+        line = lines[i]
+        marks = list(MARKER.finditer(masked))
+        if not marks:
+            continue
+        each = []
+        for m in marks:
+            before = barrier.sub("\0", line[:m.start()])
+            after = barrier.sub("\0", line[m.end():])
+            string = isinstance(figures.get(m.group(1), (0,))[0], str)
+            w = (WRITTEN_DATE if string else WRITTEN_NUMBER).search(before)
+            text = bound_text(before[:w.start(1)], after, plain) if w else None
+            each.append(f"{text}{BOUND_AS}{m.group(1)}" if text else None)
+        if all(each):
+            bindings += each
+        else:
+            # A row of a table, most often: the whole line binds its figures together.
+            text = " ".join(re.sub(r"(?:" + DATE + "|" + NUMBER + r")\s*" + MARKER.pattern, "{}", line).split())
+            names = [m.group(1) for m in marks]
+            if text.count("{}") != len(names) or len(list(binding_regex(text).finditer(plain))) != 1:
+                kept += len(marks)
+                continue
+            bindings.append(f"{text}{BOUND_AS}{', '.join(names)}")
+        lines[i] = MARKER.sub("", line)
+    body = "\n".join(lines).rstrip("\n")
+    entries = [e for e in existing if e.strip()] + bindings
+    tail = "\n\n<!-- figures\n" + "\n".join(entries) + "\n-->\n" if entries else "\n"
+    open(path, "w", encoding="utf-8").write(body + tail)
+    return len(bindings), kept
+
+
+def bound_text(before, after, page):
+    """The fewest words of `before` and `after` (none past another bound number, `\\0`) around {}
+    that make a binding found once in `page`; None when no such text is unique."""
+    words_before = before.split()
+    if before and not before[-1].isspace() and words_before:
+        glued = words_before.pop()
+    else:
+        glued = ""
+    if "\0" in glued:
+        return None
+    after_words = after.split()
+    glued_after = after_words.pop(0) if after and not after[0].isspace() and after_words else ""
+    if "\0" in glued_after or BOUND_AS.strip() in before + after or "-->" in before + after:
+        return None
+    usable_before = []
+    for word in reversed(words_before):
+        if "\0" in word:
+            break
+        usable_before.insert(0, word)
+    usable_after = []
+    for word in after_words:
+        if "\0" in word:
+            break
+        usable_after.append(word)
+    for total in range(1, 25):
+        for nb in range(min(total, len(usable_before)), -1, -1):
+            na = total - nb
+            if na > len(usable_after):
+                continue
+            text = " ".join(usable_before[len(usable_before) - nb:] + [glued + "{}" + glued_after] + usable_after[:na])
+            if len(list(binding_regex(text).finditer(page))) == 1:
+                return text.strip()
+    return None
 
 
 # ------------------------------------------------------------------------------------------------------ self-test
@@ -859,16 +976,37 @@ def self_test():
     case("an unchanged copy", lambda tmp: None, None)
 
     def change_markdown(tmp):
-        path = os.path.join(tmp, "docs", "performance.md")
-        lines = open(path, encoding="utf-8").read().split("\n")
-        for i, line in enumerate(lines):
-            m = MARKER.search(line)
-            if m and (w := WRITTEN_NUMBER.search(line[:m.start()])):
-                lines[i] = line[:w.start(1)] + bumped(w.group(1)) + line[w.end(1):]
-                open(path, "w", encoding="utf-8").write("\n".join(lines))
-                return f"docs/performance.md:{i + 1}:"
-        raise AssertionError("self-test: docs/performance.md has no bound figure")
+        rel = os.path.join("docs", "performance.md")
+        path = os.path.join(tmp, rel)
+        content = open(path, encoding="utf-8").read()
+        found = (binding_regex(t).search(content) for r, t, _ in page_bindings(tmp) if r == rel)
+        m = next(m for m in found if m and re.fullmatch(NUMBER, m.group(1)))
+        open(path, "w", encoding="utf-8").write(content[:m.start(1)] + bumped(m.group(1)) + content[m.end(1):])
+        return f"{rel}:{content.count(chr(10), 0, m.start(1)) + 1}:"
     case("a figure changed in docs/performance.md", change_markdown, lambda p, where: p.startswith(where))
+
+    def wrong_marker(tmp):
+        path = os.path.join(tmp, "docs", "performance.md")
+        content = open(path, encoding="utf-8").read()
+        at = content.index("\n") + 1
+        line = "Ten thousand updates took 1<!-- fig: update.10000.saga.wallMs --> ms.\n"
+        open(path, "w", encoding="utf-8").write(content[:at] + line + content[at:])
+        return "docs/performance.md:2:"
+    case("a marker in the prose with a wrong number", wrong_marker, lambda p, where: p.startswith(where))
+
+    def moved_marker(tmp):
+        figures, _ = all_figures(tmp)
+        value = figures["update.10000.saga.wallMs"][0]
+        path = os.path.join(tmp, "README.md")
+        content = open(path, encoding="utf-8").read()
+        at = content.index("\n") + 1
+        line = f"Ten thousand updates took {value:,.0f}<!-- fig: update.10000.saga.wallMs --> ms in one run.\n"
+        open(path, "w", encoding="utf-8").write(content[:at] + line + content[at:])
+        moved, kept = move_markers(path, figures)
+        after = open(path, encoding="utf-8").read()
+        assert (moved, kept) == (1, 0) and not MARKER.search(after), (moved, kept)
+        assert any(n == ["update.10000.saga.wallMs"] for r, _, n in page_bindings(tmp) if r == "README.md")
+    case("a marker moved into its page's block by --move-markers", moved_marker, None)
 
     def change_binding(rel):
         def change(tmp):
@@ -887,11 +1025,11 @@ def self_test():
         path = os.path.join(tmp, BENCH_JSON)
         bench = json.load(open(path, encoding="utf-8"))
         for r in bench["rows"]:
-            if (r["kind"], r["actions"], r["method"]) == ("update", 10000, "dynamo-saga"):
-                r["wallMs"] *= 1.5
+            if (r["kind"], r["actions"], r["method"]) == ("update", 1000, "dynamo-saga"):
+                r["modelledWallMs"] *= 1.5
         json.dump(bench, open(path, "w", encoding="utf-8"), indent=2)
     case("a measurement changed in docs/benchmarks.json", change_bench,
-         lambda p, where: p.endswith("(update.10000.saga.wallMs)"))
+         lambda p, where: p.endswith("(update.1000.saga.modelledMs)"))
 
     def change_bench_and_rewrite(tmp):
         change_bench(tmp)
@@ -900,7 +1038,7 @@ def self_test():
         bench["largest"]["sealMs"] *= 2
         json.dump(bench, open(path, "w", encoding="utf-8"), indent=2)
         names = {name for _, _, _, name in rewrite(tmp)}
-        assert {"update.10000.saga.wallMs", "largest.sealMs"} <= names, names
+        assert {"update.1000.saga.modelledMs", "largest.sealMs"} <= names, names
     case("measurements changed, then --rewrite", change_bench_and_rewrite, None)
 
     def change_report(tmp):
@@ -911,14 +1049,16 @@ def self_test():
     case("a figure changed in docs/test-report.md", change_report,
          lambda p, where: p.endswith("(parity.cases)") and p.startswith("docs/guarantees.md:"))
 
-    def unknown_marker(tmp):
+    def unknown_name(tmp):
         path = os.path.join(tmp, "README.md")
-        lines = open(path, encoding="utf-8").read().split("\n")
-        i = next(i for i, line in enumerate(lines) if MARKER.search(line))
-        lines[i] = MARKER.sub("<!-- fig: no.such.figure -->", lines[i], count=1)
-        open(path, "w", encoding="utf-8").write("\n".join(lines))
-        return f"README.md:{i + 1}:"
-    case("a marker naming no figure", unknown_marker,
+        content = open(path, encoding="utf-8").read()
+        block = PAGE_BLOCK.search(content)
+        first = next(line for line in block.group(1).split("\n") if BOUND_AS in line)
+        text_, _, names = first.rpartition(BOUND_AS)
+        wrong = text_ + BOUND_AS + ", ".join(["no.such.figure"] + [n.strip() for n in names.split(",")][1:])
+        open(path, "w", encoding="utf-8").write(content.replace(first, wrong, 1))
+        return "README.md:"
+    case("a binding naming no figure", unknown_name,
          lambda p, where: p.startswith(where) and p.endswith(": no.such.figure"))
 
     def binding_text_gone(tmp):
@@ -1018,6 +1158,14 @@ def main(argv):
             value, source = figures[name]
             print(f"{name}\t{shown(value)}\t{source}")
         return 0
+    if argv[:1] == ["--move-markers"]:
+        paths = [os.path.abspath(p) for p in argv[1:]] or md_files(ROOT)
+        figures, _ = all_figures(ROOT)
+        for path in paths:
+            moved, kept = move_markers(path, figures)
+            if moved or kept:
+                print(f"{os.path.relpath(path, ROOT)}: {moved} markers moved into its block, {kept} kept in place")
+        return main_check()
     if argv[:1] == ["--rewrite"]:
         for where, old, new, name in rewrite(ROOT):
             print(f"{where}: {old} -> {new} ({name})")
