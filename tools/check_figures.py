@@ -5,14 +5,12 @@ Two sources: docs/benchmarks.json, written by `tools/bench.sh`, and docs/test-re
 named run of `tools/test.sh` (the test suites' figures, the permission simulation, the release packages). Every
 figure the docs quote from them is bound to a named figure computed here from its source:
 
-  - in Markdown (README.md and docs/*.md but the generated docs/benchmarks.md and docs/test-report.md), by a block
-    of bindings at the page's end, out of the prose's way (an HTML comment, which rendered Markdown does not show):
-    each line a piece of the page's text with {} where each figure stands, then " :: " and the figures' names:
-        <!-- figures
-        10,000 updates take {} ms :: update.10000.saga.wallMs
-        -->
+  - in Markdown (README.md and docs/*.md but the generated docs/benchmarks.md and docs/test-report.md), by a line
+    of tools/doc-figures.txt, out of the prose's way: the page, a piece of its text with {} where each figure stands,
+    and the figures' names, apart by " :: ":
+        docs/performance.md :: 10,000 updates take {} ms :: update.10000.saga.wallMs
     or by a marker right after the number, `16,072<!-- fig: update.10000.saga.wallMs --> ms`, which
-    `--move-markers` moves into the page's block;
+    `--move-markers` moves into tools/doc-figures.txt;
   - in template.yaml and statemachine/transaction.asl.json, which have no invisible markup, by TEXT_BINDINGS below:
     a piece of text with {} where each figure stands, and the figures' names.
 
@@ -25,9 +23,9 @@ binding text that is no longer in its file.
   python3 tools/check_figures.py --self-test       show the check passes on a copy and fails on altered copies
   python3 tools/check_figures.py --list            every named figure, its value and its source
   python3 tools/check_figures.py --move-markers [FILE.md ...]
-                                                   move each page's markers into its block of bindings, each bound
-                                                   to the words around its number (a marker whose words are not
-                                                   unique on the page stays)
+                                                   move each page's markers into tools/doc-figures.txt, each bound
+                                                   to the words around its number (a table row's together; a marker
+                                                   whose words are not unique on the page stays)
   python3 tools/check_figures.py --rewrite         rewrite every figure that disagrees to its source's value (keeping
                                                    the decimals written), list them, then check; read the prose
                                                    around each after: a rewritten figure can change what it says
@@ -59,8 +57,8 @@ BENCH_RS = "tests/src/bin/bench/main.rs"
 TEMPLATE = "template.yaml"
 ASL = "statemachine/transaction.asl.json"
 MARKER = re.compile(r"<!--\s*fig:\s*([A-Za-z0-9_.+\-]+)\s*-->")
-# A page's block of bindings: "<!-- figures", one binding a line ("text with {} :: name, name"), "-->".
-PAGE_BLOCK = re.compile(r"\n*<!-- figures\n(.*?)\n-->\n?", re.S)
+# The figures of the Markdown pages, one binding a line: "FILE :: text with {} :: name, name".
+DOC_FIGURES = "tools/doc-figures.txt"
 BOUND_AS = " :: "
 NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
 WRITTEN_NUMBER = re.compile(r"(" + NUMBER + r")\s*$")
@@ -715,26 +713,20 @@ def binding_regex(text):
 
 
 def page_bindings(root):
-    """(file, text, names) of each binding in the block at the end of a Markdown page."""
+    """(file, text, names) of each binding of tools/doc-figures.txt."""
+    path = os.path.join(root, DOC_FIGURES)
     out = []
-    for path in md_files(root):
-        m = PAGE_BLOCK.search(open(path, encoding="utf-8").read())
-        for line in (m.group(1).split("\n") if m else []):
-            if line.strip():
-                text, _, names = line.rpartition(BOUND_AS)
-                out.append((os.path.relpath(path, root), text, [n.strip() for n in names.split(",")]))
+    for line in open(path, encoding="utf-8").read().split("\n") if os.path.exists(path) else []:
+        if line.strip() and not line.startswith("#"):
+            rel, *text, names = line.split(BOUND_AS)
+            out.append((rel, BOUND_AS.join(text), [n.strip() for n in names.split(",")]))
     return out
-
-
-def bound_content(root, rel):
-    """The text of `rel` its bindings are searched in: a page without its own block of bindings."""
-    return PAGE_BLOCK.sub("\n", open(os.path.join(root, rel), encoding="utf-8").read())
 
 
 def check_bindings(root, figures, problems, used, bindings=None):
     counts = {}
     for rel, text, names in bindings or TEXT_BINDINGS:
-        content = bound_content(root, rel)
+        content = open(os.path.join(root, rel), encoding="utf-8").read()
         found = list(binding_regex(text).finditer(content))
         if len(found) != 1:
             problems.append(f"{rel}: the text bound to {', '.join(dict.fromkeys(names))} is "
@@ -831,8 +823,7 @@ def rewrite(root):
     for rel, text, names in TEXT_BINDINGS + page_bindings(root):
         path = os.path.join(root, rel)
         content = open(path, encoding="utf-8").read()
-        block = PAGE_BLOCK.search(content)
-        found = [m for m in binding_regex(text).finditer(content) if not block or m.start() < block.start()]
+        found = list(binding_regex(text).finditer(content))
         if len(found) != 1:
             continue
         m = found[0]
@@ -851,14 +842,12 @@ def rewrite(root):
 
 # -------------------------------------------------------------------------------------------------- move markers
 
-def move_markers(path, figures):
-    """Moves the markers of the page at `path` into its block of bindings, each bound to its number with the words
-    around it that hold no other number: as few as make the text unique on the page. Returns (moved, kept): a marker
-    of a string figure, or whose words are not unique, is kept where it is."""
-    content = open(path, encoding="utf-8").read()
-    block = PAGE_BLOCK.search(content)
-    existing = block.group(1).split("\n") if block else []
-    body = content[:block.start()] if block else content
+def move_markers(root, path, figures):
+    """Moves the markers of the page at `path` (of the repository at `root`) into tools/doc-figures.txt, each bound to
+    its number with the words around it that hold no other bound number, as few as make the text unique on the page;
+    the figures of a line that cannot be bound apart (a table's row) are bound together by the whole line. Returns
+    (moved, kept): the markers of a line that is not unique stay where they are."""
+    body = open(path, encoding="utf-8").read()
     plain = MARKER.sub("", body)
     lines = body.split("\n")
     bindings, kept = [], 0
@@ -888,10 +877,11 @@ def move_markers(path, figures):
                 continue
             bindings.append(f"{text}{BOUND_AS}{', '.join(names)}")
         lines[i] = MARKER.sub("", line)
-    body = "\n".join(lines).rstrip("\n")
-    entries = [e for e in existing if e.strip()] + bindings
-    tail = "\n\n<!-- figures\n" + "\n".join(entries) + "\n-->\n" if entries else "\n"
-    open(path, "w", encoding="utf-8").write(body + tail)
+    open(path, "w", encoding="utf-8").write("\n".join(lines))
+    rel = os.path.relpath(path, root)
+    if bindings:
+        with open(os.path.join(root, DOC_FIGURES), "a", encoding="utf-8") as f:
+            f.write("".join(f"{rel}{BOUND_AS}{b}\n" for b in bindings))
     return len(bindings), kept
 
 
@@ -933,7 +923,7 @@ def bound_text(before, after, page):
 # ------------------------------------------------------------------------------------------------------ self-test
 
 def copy_tree(dst):
-    files = [BENCH_JSON, REPORT_MD, BENCH_RS, TEMPLATE, ASL] + [os.path.relpath(p, ROOT) for p in md_files(ROOT)]
+    files = [BENCH_JSON, REPORT_MD, BENCH_RS, TEMPLATE, ASL, DOC_FIGURES] + [os.path.relpath(p, ROOT) for p in md_files(ROOT)]
     for rel in files:
         os.makedirs(os.path.dirname(os.path.join(dst, rel)), exist_ok=True)
         shutil.copy(os.path.join(ROOT, rel), os.path.join(dst, rel))
@@ -1002,7 +992,7 @@ def self_test():
         at = content.index("\n") + 1
         line = f"Ten thousand updates took {value:,.0f}<!-- fig: update.10000.saga.wallMs --> ms in one run.\n"
         open(path, "w", encoding="utf-8").write(content[:at] + line + content[at:])
-        moved, kept = move_markers(path, figures)
+        moved, kept = move_markers(tmp, path, figures)
         after = open(path, encoding="utf-8").read()
         assert (moved, kept) == (1, 0) and not MARKER.search(after), (moved, kept)
         assert any(n == ["update.10000.saga.wallMs"] for r, _, n in page_bindings(tmp) if r == "README.md")
@@ -1035,10 +1025,10 @@ def self_test():
         change_bench(tmp)
         path = os.path.join(tmp, BENCH_JSON)
         bench = json.load(open(path, encoding="utf-8"))
-        bench["largest"]["sealMs"] *= 2
+        bench["largest"]["chunks"] *= 2
         json.dump(bench, open(path, "w", encoding="utf-8"), indent=2)
         names = {name for _, _, _, name in rewrite(tmp)}
-        assert {"update.1000.saga.modelledMs", "largest.sealMs"} <= names, names
+        assert {"update.1000.saga.modelledMs", "largest.chunks"} <= names, names
     case("measurements changed, then --rewrite", change_bench_and_rewrite, None)
 
     def change_report(tmp):
@@ -1050,12 +1040,11 @@ def self_test():
          lambda p, where: p.endswith("(parity.cases)") and p.startswith("docs/guarantees.md:"))
 
     def unknown_name(tmp):
-        path = os.path.join(tmp, "README.md")
+        path = os.path.join(tmp, DOC_FIGURES)
         content = open(path, encoding="utf-8").read()
-        block = PAGE_BLOCK.search(content)
-        first = next(line for line in block.group(1).split("\n") if BOUND_AS in line)
-        text_, _, names = first.rpartition(BOUND_AS)
-        wrong = text_ + BOUND_AS + ", ".join(["no.such.figure"] + [n.strip() for n in names.split(",")][1:])
+        first = next(line for line in content.split("\n") if line.startswith("README.md" + BOUND_AS))
+        head, _, names = first.rpartition(BOUND_AS)
+        wrong = head + BOUND_AS + ", ".join(["no.such.figure"] + [n.strip() for n in names.split(",")][1:])
         open(path, "w", encoding="utf-8").write(content.replace(first, wrong, 1))
         return "README.md:"
     case("a binding naming no figure", unknown_name,
@@ -1162,9 +1151,9 @@ def main(argv):
         paths = [os.path.abspath(p) for p in argv[1:]] or md_files(ROOT)
         figures, _ = all_figures(ROOT)
         for path in paths:
-            moved, kept = move_markers(path, figures)
+            moved, kept = move_markers(ROOT, path, figures)
             if moved or kept:
-                print(f"{os.path.relpath(path, ROOT)}: {moved} markers moved into its block, {kept} kept in place")
+                print(f"{os.path.relpath(path, ROOT)}: {moved} bindings to {DOC_FIGURES}, {kept} markers kept in place")
         return main_check()
     if argv[:1] == ["--rewrite"]:
         for where, old, new, name in rewrite(ROOT):
