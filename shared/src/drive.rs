@@ -25,10 +25,11 @@ use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
 use crate::error::{CancellationReason, TxError};
-use crate::phase::{self, resume::Step, Contention, Outcome, Release};
+use crate::phase::{self, resume::Step, Contention, Outcome};
 use crate::records::{self, Decision, Header, TxState};
 use crate::request::Request;
 use crate::store::{Meter, Store, Usage};
+use crate::unlock::Release;
 
 /// What a transaction waiting for another's lock has seen so far. The state machine carries it between Lambda calls
 /// as `Contention`, so a wait spanning many calls still measures the holder's progress and the time waited.
@@ -528,7 +529,7 @@ impl Driver {
         warn!(tx_id = %me.id, holder = %c.holder, item = %c.item, "clearing a lock left by an ended attempt");
         match (&c.key, c.action, &me.parent) {
             (Some((table, key)), _, _) => {
-                phase::release_key(s, &m, &c.holder, table, key, Release::Keep, None).await.map(|_| ())
+                crate::unlock::release_key(s, &m, &c.holder, table, key, Release::Keep, None).await.map(|_| ())
             }
             (None, Some(_), _) => Ok(()),
             (None, None, Some(p)) => crate::parent::unlock_parent(s, &m, p, &c.holder).await,

@@ -251,6 +251,11 @@ pub mod stored;
 mod stored;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
+pub mod unlock;
+#[cfg(not(feature = "internals"))]
+mod unlock;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
 pub mod value;
 #[cfg(not(feature = "internals"))]
 mod value;

@@ -50,6 +50,15 @@ impl Share {
             | Share::Rollback { transaction_id, .. } => transaction_id,
         }
     }
+
+    /// The batches the share holds.
+    fn batches(&self) -> std::ops::Range<usize> {
+        match self {
+            Share::Lock { from, to, .. } | Share::Apply { from, to, .. } | Share::Rollback { from, to, .. } => {
+                *from..*to
+            }
+        }
+    }
 }
 
 /// The shares of the step over `run` (at most [`Config::step_batches`](crate::config::Config::step_batches) batches): as many
@@ -95,6 +104,33 @@ where
         }
     });
     join_all(runs).await.into_iter().collect()
+}
+
+/// Runs a step over the batches of `run` in shares side by side ([`split`], [`side_by_side`]): `share` makes the share
+/// of some batches for a worker, `here` runs some batches in this process. A run too small to share runs whole here.
+pub(crate) async fn in_shares<T, S, F, Fut>(
+    store: &Store,
+    run: std::ops::Range<usize>,
+    share: S,
+    here: F,
+) -> Result<Vec<Done<T>>, TxError>
+where
+    T: DeserializeOwned,
+    S: Fn(std::ops::Range<usize>) -> Share,
+    F: Fn(std::ops::Range<usize>) -> Fut,
+    Fut: std::future::Future<Output = Result<T, TxError>>,
+{
+    let parts = split(&store.cfg, run.clone());
+    if parts.len() < 2 {
+        return Ok(vec![Done::Done(here(run).await?)]);
+    }
+    let here = &here;
+    side_by_side(
+        store,
+        parts.into_iter().map(share).collect(),
+        |s| async move { here(s.batches()).await.map(Done::Done) },
+    )
+    .await
 }
 
 /// What a worker answers for a share: its result, or the state the transaction had left for, which ends the share

@@ -27,7 +27,7 @@ use aws_sdk_dynamodb::types::{
     AttributeValue, ConditionCheck, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 
-use super::{decided, now, ph, progress, put_held, release_key, used, Outcome, Release, Report};
+use super::{decided, now, ph, progress, used, Outcome, Report};
 use crate::constants::{
     ATTR_APPLIED, ATTR_LOCK, ATTR_LOCKED_AT, H_APPLIED, H_ATTEMPT, H_STATE, PARENT_LEASE, PARENT_LOCKED_AT,
     PARENT_LOCK_TOKEN, PARENT_RVN,
@@ -41,6 +41,7 @@ use crate::records::{Decision, Header, TxState};
 use crate::request::{Action, Op};
 use crate::share::{Done, Share};
 use crate::store::{Meter, Store, Transacted, Written};
+use crate::unlock::{put_held, release_key, Release};
 use crate::value::Item;
 use crate::value::{n, now_ms, s};
 use crate::{records, value};
@@ -179,18 +180,14 @@ async fn apply_shares(
     plan: &crate::plan::Plan,
     run: std::ops::Range<usize>,
 ) -> Result<Vec<Refusal>, TxError> {
-    let parts = crate::share::split(&store.cfg, run.clone());
-    if parts.len() < 2 {
-        return apply_run(store, m, h, plan, run).await;
-    }
-    let shares = parts
-        .iter()
-        .map(|r| Share::Apply { transaction_id: h.id.clone(), attempt: h.attempt, from: r.start, to: r.end })
-        .collect();
-    let done = crate::share::side_by_side(store, shares, |s| async move {
-        let Share::Apply { from, to, .. } = s else { unreachable!("apply shares") };
-        let refused = apply_run(store, m, h, plan, from..to).await?;
-        Ok(Done::Done(Applied { refused, usage: None }))
+    let shares = |r: std::ops::Range<usize>| Share::Apply {
+        transaction_id: h.id.clone(),
+        attempt: h.attempt,
+        from: r.start,
+        to: r.end,
+    };
+    let done = crate::share::in_shares(store, run, shares, |r| async move {
+        Ok(Applied { refused: apply_run(store, m, h, plan, r).await?, usage: None })
     })
     .await?;
     let mut refused = Vec::new();

@@ -4,7 +4,7 @@
 //! Protocol 2 has unlocked every item at apply: complete records the items done, every batch at once, and leaves the
 //! parent lock and the header's end to release.
 
-use super::{opening, progress, release_item, Outcome, Release, Report};
+use super::{opening, progress, Outcome, Report};
 use crate::constants::H_COMPLETED;
 use crate::error::TxError;
 use crate::lanes::concurrently;
@@ -12,6 +12,7 @@ use crate::plan::Part;
 use crate::records::{Header, TxState};
 use crate::request::Op;
 use crate::store::{Meter, Store};
+use crate::unlock::{release_item, Release};
 use crate::value::now_ms;
 
 pub async fn complete(store: &Store, tx_id: &str, batch: usize) -> Result<Report, TxError> {

@@ -11,7 +11,6 @@
 
 use std::collections::BTreeMap;
 
-use super::{release_key, Release};
 use crate::constants::{
     H_FINISHED_AT, H_OPEN_SHARD, H_REVISITED_AT, H_REVISIT_AT, H_REVISIT_CLEARED, PARENT_LOCK_TOKEN,
 };
@@ -22,6 +21,7 @@ use crate::parent::unlock_parent;
 use crate::plan::Part;
 use crate::records::{self, Expect, Header, HeaderWrite};
 use crate::store::{Meter, Store, Usage};
+use crate::unlock::{release_key, Release};
 use crate::value::{n, now_ms, Item};
 
 /// What a visit (`Coordinator::revisit`, the sweeper, the state machine) found.

@@ -8,7 +8,7 @@
 //! time ([`crate::share`]), protocol 1 one batch a step; one more step passes all the others. Every write is
 //! conditional on this transaction's lock, so an item restored once is never touched again.
 
-use super::{progress, release_item, Outcome, Release, Report};
+use super::{progress, Outcome, Report};
 use crate::constants::H_RESTORED;
 use crate::error::TxError;
 use crate::lanes::concurrently;
@@ -19,6 +19,7 @@ use crate::request::Action;
 use crate::share::{Done, Share};
 use crate::store::{Meter, Store, Usage};
 use crate::stored::Image;
+use crate::unlock::{release_item, Release};
 
 /// Rolls back batch `batch`. `why` decides the rollback of a pending transaction, and is recorded. Without it, a
 /// pending transaction is left alone: the rollback it was called for has ended, and the transaction has started its
@@ -96,19 +97,16 @@ async fn finish_step(store: &Store, m: &Meter, h: &Header, restored: usize) -> R
 /// Lets go of every item of the batches of `run` that `h`'s attempt holds (protocol 2), in shares side by side.
 async fn release_shares(store: &Store, m: &Meter, h: &Header, run: std::ops::Range<usize>) -> Result<(), TxError> {
     let plan = crate::stored::read_plan(store, m, &h.id).await?;
-    let parts = crate::share::split(&store.cfg, run.clone());
-    if parts.len() < 2 {
-        return release_run(store, m, h, &plan, run).await;
-    }
-    let shares = parts
-        .iter()
-        .map(|r| Share::Rollback { transaction_id: h.id.clone(), attempt: h.attempt, from: r.start, to: r.end })
-        .collect();
+    let shares = |r: std::ops::Range<usize>| Share::Rollback {
+        transaction_id: h.id.clone(),
+        attempt: h.attempt,
+        from: r.start,
+        to: r.end,
+    };
     let plan = &plan;
-    let done = crate::share::side_by_side(store, shares, |s| async move {
-        let Share::Rollback { from, to, .. } = s else { unreachable!("rollback shares") };
-        release_run(store, m, h, plan, from..to).await?;
-        Ok(Done::Done(None::<Usage>))
+    let done = crate::share::in_shares(store, run, shares, |r| async move {
+        release_run(store, m, h, plan, r).await?;
+        Ok(None::<Usage>)
     })
     .await?;
     for d in done {

@@ -6,10 +6,11 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use dynamo_saga_expressions::expr::{self, ClauseKind};
 
-use super::{held_condition, ph, unlock_parts, used};
+use super::{ph, used};
 use crate::error::TxError;
 use crate::items::LockId;
 use crate::request::Action;
+use crate::unlock::{held_condition, unlock_parts};
 use crate::value::{s, Item};
 
 /// The write that applies update action `a` and unlocks its item while `owner` (an attempt's lock value) holds it

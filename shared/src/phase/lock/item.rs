@@ -2,7 +2,7 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::{evaluate, now, ph, release_key, used, Contention, Release};
+use super::{evaluate, now, ph, used, Contention};
 use super::{ItemLock, Pass};
 use crate::config::PrecommitCheck;
 use crate::constants::{ATTR_GONE, ATTR_LOCK, ATTR_LOCKED_AT, ATTR_STONE, ATTR_TOMBSTONE, ATTR_TRANSIENT};
@@ -13,6 +13,7 @@ use crate::records;
 use crate::records::Header;
 use crate::request::{is_tombstone, Action, Op, Parent};
 use crate::store::{Meter, Once, Store, Written};
+use crate::unlock::{release_key, Release};
 use crate::value::{self, item_to_json, Item};
 use crate::value::{n, s};
 use dynamo_saga_expressions::expr;

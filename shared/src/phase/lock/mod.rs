@@ -30,9 +30,7 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::{
-    decided, evaluate, now, opening, ph, release_item, release_key, used, Contention, Outcome, Release, Report,
-};
+use super::{decided, evaluate, now, opening, ph, used, Contention, Outcome, Report};
 use crate::constants::{
     H_LATE_WRITES, H_LOCKED, H_LOCK_IDS, H_LOCK_OPEN, H_LOCK_PASS, H_LOCK_STARTED, MAX_TRANSACT_ACTIONS,
 };
@@ -46,6 +44,7 @@ use crate::records;
 use crate::records::{Decision, Header, HeaderWrite, TxState};
 use crate::share::{self, Share};
 use crate::store::{Meter, Store};
+use crate::unlock::{release_item, release_key, Release};
 use crate::value::{self};
 use crate::value::{n, s};
 
@@ -419,27 +418,23 @@ async fn lock_shares(
     pass: Pass,
     met: &mut Met,
 ) -> Result<(), TxError> {
-    let parts = share::split(&store.cfg, run.clone());
     let Pass::Id(p, earlier) = pass else { return lock_run(store, m, h, plan, run, pass, met).await };
-    if parts.len() < 2 {
+    if share::split(&store.cfg, run.clone()).len() < 2 {
+        // Into `met` directly: a share's result crosses as JSON, and every lock taken with it.
         return lock_run(store, m, h, plan, run, pass, met).await;
     }
-    let shares = parts
-        .iter()
-        .map(|r| Share::Lock {
-            transaction_id: h.id.clone(),
-            attempt: h.attempt,
-            pass: p,
-            earlier,
-            from: r.start,
-            to: r.end,
-        })
-        .collect();
-    let done = share::side_by_side(store, shares, |s| async move {
-        let Share::Lock { from, to, .. } = s else { unreachable!("lock shares") };
+    let shares = |r: std::ops::Range<usize>| Share::Lock {
+        transaction_id: h.id.clone(),
+        attempt: h.attempt,
+        pass: p,
+        earlier,
+        from: r.start,
+        to: r.end,
+    };
+    let done = share::in_shares(store, run, shares, |r| async move {
         let mut mine = Met::default();
-        lock_run(store, m, h, plan, from..to, pass, &mut mine).await?;
-        Ok(share::Done::Done(mine.wire(None)))
+        lock_run(store, m, h, plan, r, pass, &mut mine).await?;
+        Ok(mine.wire(None))
     })
     .await?;
     for d in done {
