@@ -64,6 +64,10 @@ done
 # The verification build compiles the crate and its dependencies again, with the crate's own features (not the
 # workspace's `internals`, which the other checks build with): a warning there is one a user's build of the crate has,
 # so it fails the check. Debug info would only make it slower. Dependencies' warnings stay capped, as in any build.
+# cargo package serves the packaged dynamo-saga-expressions to dynamo-saga's build from a registry of its own, which
+# it unpacks under CARGO_HOME once per version and workspace path: an earlier run's copy of the same version would be
+# built instead of this one.
+rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/dynamo-saga-expressions-[0-9]*
 CARGO_PROFILE_DEV_DEBUG=0 RUSTFLAGS="${RUSTFLAGS:-} -D warnings" cargo package "${crates[@]}" --locked "$@"
 
 echo
