@@ -6,11 +6,11 @@ use std::time::Duration;
 use crate::constants::{
     DEFAULT_ATTEMPT_TIMEOUT_SECONDS, DEFAULT_OPERATION_TIMEOUT_SECONDS, DEFAULT_REVISIT_AFTER_SECONDS,
     ENV_ALLOWED_TABLES, ENV_ATTEMPT_TIMEOUT_SECONDS, ENV_BATCH_SIZE, ENV_COMMITTED_READS, ENV_DEADLINE_SECONDS,
-    ENV_DIRECT, ENV_EXECUTION_WAITS, ENV_FAN_OUT, ENV_IN_FLIGHT, ENV_LEASE_SECONDS, ENV_MAX_ACTIONS,
-    ENV_MAX_DEADLINE_SECONDS, ENV_MAX_REQUEST_BYTES, ENV_METRICS_NAMESPACE, ENV_OPERATION_TIMEOUT_SECONDS,
-    ENV_PRECOMMIT_CHECK, ENV_RETENTION_SECONDS, ENV_REVISIT_AFTER_SECONDS, ENV_SHARE_BATCHES, ENV_TX_TABLE,
-    EXECUTION_WAITS, LAMBDA_MEMORY_MB, MAX_DEADLINE_SECONDS, MAX_FAN_OUT, MAX_TRANSACT_ACTIONS,
-    MEMORY_BYTES_PER_REQUEST_BYTE, RUN_BATCHES,
+    ENV_DIRECT, ENV_EVENTUAL_REGION, ENV_EXECUTION_WAITS, ENV_FAN_OUT, ENV_IN_FLIGHT, ENV_LEASE_SECONDS,
+    ENV_MAX_ACTIONS, ENV_MAX_DEADLINE_SECONDS, ENV_MAX_REQUEST_BYTES, ENV_METRICS_NAMESPACE, ENV_MULTI_REGION,
+    ENV_OPERATION_TIMEOUT_SECONDS, ENV_PRECOMMIT_CHECK, ENV_RETENTION_SECONDS, ENV_REVISIT_AFTER_SECONDS,
+    ENV_SHARE_BATCHES, ENV_TX_TABLE, EXECUTION_WAITS, LAMBDA_MEMORY_MB, MAX_DEADLINE_SECONDS, MAX_FAN_OUT,
+    MAX_TRANSACT_ACTIONS, MEMORY_BYTES_PER_REQUEST_BYTE, RUN_BATCHES,
 };
 use crate::error::TxError;
 
@@ -77,6 +77,30 @@ pub struct Config {
     /// this has passed since it finished, and whatever of it remains is removed. On AWS the bound is a lock pass's
     /// longest life (the lease) plus the five minutes DynamoDB accepts a signed request for (SigV4).
     pub revisit_after: Duration,
+    /// Whether the tables are multi-Region strongly consistent global tables (`SAGA_MULTI_REGION_CONSISTENCY`), where
+    /// the protocol sends no `TransactWriteItems` ([`MultiRegion`]).
+    pub multi_region: MultiRegion,
+    /// The one Region that may drive transactions on global tables with multi-Region eventual consistency
+    /// (`SAGA_EVENTUAL_CONSISTENCY_REGION`). On such a table a condition holds only in the Region that checks it and
+    /// conflicting writes resolve by last writer wins, so two Regions could both take one lock: a transaction naming
+    /// one is refused unless this names the Region its store's client is in.
+    pub eventual_region: Option<String>,
+}
+
+/// See [`Config::multi_region`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MultiRegion {
+    /// Tables of one Region (or, pinned by [`Config::eventual_region`], eventually consistent global tables driven
+    /// from one Region): everything DynamoDB offers there, `TransactWriteItems` included. A multi-Region strongly
+    /// consistent table is refused, as it would refuse the calls.
+    #[default]
+    None,
+    /// Multi-Region strongly consistent (MRSC) global tables, which take no `TransactWriteItems` or
+    /// `TransactGetItems`: every request goes through the protocol's single-item conditional writes (no one-call
+    /// path, no transactional judging before the commit, a `Parent` fenced by its own conditional writes), and a
+    /// write refused with `ReplicatedWriteConflictException` is contention, sent again. The transactions table has no
+    /// time to live there: the sweeper deletes finished records itself.
+    Strong,
 }
 
 /// See [`Config::precommit_check`]: the safety net for what no list of DynamoDB's rules covers (a rule added later,
@@ -136,6 +160,38 @@ impl Config {
             attempt_timeout: Duration::from_secs(DEFAULT_ATTEMPT_TIMEOUT_SECONDS),
             operation_timeout: Duration::from_secs(DEFAULT_OPERATION_TIMEOUT_SECONDS),
             revisit_after: Duration::from_secs(DEFAULT_REVISIT_AFTER_SECONDS),
+            multi_region: MultiRegion::None,
+            eventual_region: None,
+        }
+    }
+
+    /// This configuration for multi-Region strongly consistent global tables ([`MultiRegion::Strong`]): no one-call
+    /// path and no transactional judging, which need `TransactWriteItems`.
+    pub fn with_strong_multi_region(mut self) -> Self {
+        self.multi_region = MultiRegion::Strong;
+        self.direct = false;
+        self.precommit_check = PrecommitCheck::Off;
+        self
+    }
+
+    /// Whether the protocol may send `TransactWriteItems` (not on MRSC tables).
+    pub fn transactions_allowed(&self) -> bool {
+        self.multi_region == MultiRegion::None
+    }
+
+    /// Whether a request one `TransactWriteItems` call can carry goes in that call: [`Config::direct`], where the
+    /// tables take the call.
+    pub fn one_call(&self) -> bool {
+        self.direct && self.transactions_allowed()
+    }
+
+    /// The precommit check in force: [`Config::precommit_check`], or none where the tables take no
+    /// `TransactWriteItems`, which DynamoDB's judging needs.
+    pub fn judged(&self) -> PrecommitCheck {
+        if self.transactions_allowed() {
+            self.precommit_check
+        } else {
+            PrecommitCheck::Off
         }
     }
 
@@ -208,8 +264,16 @@ impl Config {
             Some(n) => Some(n as usize),
             None => num(LAMBDA_MEMORY_MB)?.map(|mb| mb as usize * 1024 * 1024 / MEMORY_BYTES_PER_REQUEST_BYTE),
         };
+        c.multi_region = match var(ENV_MULTI_REGION).map(|v| v.trim().to_ascii_lowercase()) {
+            None => MultiRegion::None,
+            Some(v) if v == "none" => MultiRegion::None,
+            Some(v) if v == "strong" => MultiRegion::Strong,
+            Some(v) => return Err(TxError::Internal(format!("{ENV_MULTI_REGION}={v:?} must be none or strong"))),
+        };
+        let strong = c.multi_region == MultiRegion::Strong;
+        c.eventual_region = var(ENV_EVENTUAL_REGION).map(|v| v.trim().to_string());
         c.direct = match var(ENV_DIRECT).map(|v| v.trim().to_ascii_lowercase()) {
-            None => true,
+            None => !strong,
             Some(v) if v == "true" => true,
             Some(v) if v == "false" => false,
             Some(v) => return Err(TxError::Internal(format!("{ENV_DIRECT}={v:?} must be true or false"))),
@@ -221,6 +285,7 @@ impl Config {
             Some(v) => return Err(TxError::Internal(format!("{ENV_COMMITTED_READS}={v:?} must be evaluate or apply"))),
         };
         c.precommit_check = match var(ENV_PRECOMMIT_CHECK).map(|v| v.trim().to_ascii_lowercase()) {
+            None if strong => PrecommitCheck::Off,
             None => PrecommitCheck::NearLimits,
             Some(v) if v == "near-limits" => PrecommitCheck::NearLimits,
             Some(v) if v == "all" => PrecommitCheck::All,
@@ -253,6 +318,12 @@ impl Config {
                 "the fan-out ({ENV_FAN_OUT}) {} must be between 1 and {MAX_FAN_OUT}, and the batches of a share \
                  ({ENV_SHARE_BATCHES}) at least 1",
                 self.fan_out
+            )));
+        }
+        if !self.transactions_allowed() && (self.direct || self.precommit_check != PrecommitCheck::Off) {
+            return Err(TxError::Internal(format!(
+                "multi-Region strongly consistent tables ({ENV_MULTI_REGION}=strong) take no TransactWriteItems: the \
+                 one-call path ({ENV_DIRECT}) and the precommit check ({ENV_PRECOMMIT_CHECK}) must be off"
             )));
         }
         if self.max_actions == 0 || self.concurrency == 0 {
@@ -405,6 +476,46 @@ mod tests {
         })
         .unwrap_err();
         assert!(e.to_string().contains(ENV_PRECOMMIT_CHECK), "{e}");
+    }
+
+    #[test]
+    fn strong_multi_region_tables_turn_off_what_needs_transact_write_items() {
+        let plain = from(&[(ENV_TX_TABLE, "tx")]);
+        assert_eq!((plain.multi_region, plain.transactions_allowed()), (MultiRegion::None, true));
+        let strong = from(&[(ENV_TX_TABLE, "tx"), (ENV_MULTI_REGION, "STRONG")]);
+        assert_eq!(strong.multi_region, MultiRegion::Strong);
+        assert!(!strong.transactions_allowed() && !strong.direct);
+        assert_eq!(strong.precommit_check, PrecommitCheck::Off);
+        let built = Config::new("tx").with_strong_multi_region();
+        assert_eq!(
+            (built.direct, built.precommit_check, built.multi_region),
+            (false, PrecommitCheck::Off, MultiRegion::Strong)
+        );
+        assert!(built.check().is_ok());
+        let refused = |extra: (&'static str, &'static str)| {
+            Config::from_vars(move |k| {
+                [(ENV_TX_TABLE, "tx"), (ENV_MULTI_REGION, "strong"), extra]
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            })
+            .unwrap_err()
+            .to_string()
+        };
+        for extra in [(ENV_DIRECT, "true"), (ENV_PRECOMMIT_CHECK, "near-limits"), (ENV_PRECOMMIT_CHECK, "all")] {
+            let e = refused(extra);
+            assert!(e.contains("take no TransactWriteItems") && e.contains(extra.0), "{extra:?}: {e}");
+        }
+        let e = Config::from_vars(|k| {
+            [(ENV_TX_TABLE, "tx"), (ENV_MULTI_REGION, "eventual")]
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains(ENV_MULTI_REGION), "{e}");
+        let pinned = from(&[(ENV_TX_TABLE, "tx"), (ENV_EVENTUAL_REGION, " eu-west-1 ")]);
+        assert_eq!(pinned.eventual_region.as_deref(), Some("eu-west-1"));
     }
 
     #[test]

@@ -57,6 +57,13 @@ pub const SK_TOKEN: &str = "token";
 pub const SK_JUDGE: &str = "judge";
 /// Partition key prefix of ClientRequestToken records.
 pub const TOKEN_PK_PREFIX: &str = "token#";
+/// Partition key of the sweeper's place in its pass over the transactions table for expired records, where the table
+/// has no time to live (multi-Region strongly consistent tables: [`crate::sweeper`]); its sort key is [`SK_CURSOR`].
+pub const EXPIRY_PK: &str = "sweep#expired";
+pub const SK_CURSOR: &str = "cursor";
+/// The expiry cursor: the key of the last record the pass looked at.
+pub const C_AFTER_ID: &str = "afterId";
+pub const C_AFTER_SK: &str = "afterSk";
 
 /// Header: PENDING, COMMITTED or ROLLED_BACK.
 pub const H_STATE: &str = "state";
@@ -218,6 +225,12 @@ pub const ENV_MAX_REQUEST_BYTES: &str = "SAGA_MAX_REQUEST_BYTES";
 /// `true` (the default) or `false`: whether a request one `TransactWriteItems` call can carry is carried out in that
 /// call ([`crate::direct`]) rather than by the protocol.
 pub const ENV_DIRECT: &str = "SAGA_DIRECT";
+/// `none` (the default) or `strong`: whether the tables are multi-Region strongly consistent (MRSC) global tables,
+/// which take no `TransactWriteItems` ([`crate::config::MultiRegion`]).
+pub const ENV_MULTI_REGION: &str = "SAGA_MULTI_REGION_CONSISTENCY";
+/// The one Region allowed to drive transactions on global tables with multi-Region eventual consistency (MREC); unset,
+/// such tables are refused ([`crate::config::Config::eventual_region`]).
+pub const ENV_EVENTUAL_REGION: &str = "SAGA_EVENTUAL_CONSISTENCY_REGION";
 /// `evaluate` (the default) or `apply`: how a committed read answers for an item a committed transaction has not
 /// applied yet ([`crate::config::CommittedReads`]).
 pub const ENV_COMMITTED_READS: &str = "SAGA_COMMITTED_READS";

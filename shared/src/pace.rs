@@ -29,6 +29,9 @@ pub struct Pace {
     successes: AtomicUsize,
     last_cut_ms: AtomicU64,
     throttled: AtomicU64,
+    /// Writes a multi-Region strongly consistent table refused for a concurrent change of the item from another
+    /// Region (`ReplicatedWriteConflictException`).
+    conflicts: AtomicU64,
     freed: Notify,
 }
 
@@ -42,6 +45,7 @@ impl Pace {
             successes: AtomicUsize::new(0),
             last_cut_ms: AtomicU64::new(0),
             throttled: AtomicU64::new(0),
+            conflicts: AtomicU64::new(0),
             freed: Notify::new(),
         })
     }
@@ -54,6 +58,12 @@ impl Pace {
     /// Throttled responses seen so far.
     pub fn throttled(&self) -> u64 {
         self.throttled.load(Ordering::SeqCst)
+    }
+
+    /// Writes refused with `ReplicatedWriteConflictException` so far. Each is sent again: by the SDK, which models the
+    /// error as retryable, or for a write sent once by the store ([`crate::Store::update_once`]).
+    pub fn conflicts(&self) -> u64 {
+        self.conflicts.load(Ordering::SeqCst)
     }
 
     /// Waits for a slot; the slot is given back when the returned guard drops.
@@ -129,11 +139,27 @@ impl Intercept for Watch {
     ) -> Result<(), BoxError> {
         match context.output_or_error() {
             Ok(_) => self.0.succeeded(),
-            Err(e) if is_throttling(format!("{e:?}").as_bytes()) => self.0.was_throttled(crate::value::now_ms()),
-            Err(_) => {}
+            Err(e) => {
+                let text = format!("{e:?}");
+                if is_throttling(text.as_bytes()) {
+                    self.0.was_throttled(crate::value::now_ms());
+                } else if is_replicated_conflict(text.as_bytes()) {
+                    self.0.conflicts.fetch_add(1, Ordering::SeqCst);
+                    tracing::debug!("a write met a concurrent change from another Region: sending it again");
+                }
+            }
         }
         Ok(())
     }
+}
+
+/// DynamoDB's refusal of a write to a multi-Region strongly consistent table whose item another Region is changing
+/// at the same moment: nothing was written, and sending it again is what AWS advises.
+pub const REPLICATED_WRITE_CONFLICT: &str = "ReplicatedWriteConflictException";
+
+/// Whether a DynamoDB error (its body, or the SDK's rendering of it) is [`REPLICATED_WRITE_CONFLICT`].
+pub(crate) fn is_replicated_conflict(body: &[u8]) -> bool {
+    String::from_utf8_lossy(body).contains(REPLICATED_WRITE_CONFLICT)
 }
 
 /// Whether a DynamoDB error (its body, or the SDK's rendering of it) names a throttling error.
@@ -178,6 +204,10 @@ mod tests {
         assert!(is_throttling(pte));
         assert!(is_throttling(br#"{"__type":"com.amazon.coral.availability#ThrottlingException"}"#));
         assert!(!is_throttling(br#"{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException"}"#));
+        let conflict =
+            br#"{"__type":"com.amazonaws.dynamodb.v20120810#ReplicatedWriteConflictException","message":"x"}"#;
+        assert!(super::is_replicated_conflict(conflict) && !is_throttling(conflict));
+        assert!(!super::is_replicated_conflict(pte));
     }
 
     #[tokio::test]

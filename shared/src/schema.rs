@@ -1,10 +1,12 @@
 //! What the protocol needs to know of a table, read from its `DescribeTable` description: its key, its key types and
 //! its index keys (which writes must respect), and the indexes a write is billed for.
 
-use aws_sdk_dynamodb::types::{KeyType, ProjectionType, TableDescription};
+use aws_sdk_dynamodb::types::{KeyType, MultiRegionConsistency, ProjectionType, TableDescription};
 use dynamo_saga_expressions::eval::{IndexKey, KeyTypes};
 
 use crate::billing;
+use crate::config::{Config, MultiRegion};
+use crate::constants::{ENV_EVENTUAL_REGION, ENV_MULTI_REGION};
 use crate::error::TxError;
 
 /// What validation needs to know of a table.
@@ -81,4 +83,131 @@ pub(crate) fn billed_indexes(desc: &TableDescription) -> Vec<billing::Index> {
             },
         })
         .collect()
+}
+
+/// How a table is replicated, as its description says: `Replicas` and `MultiRegionConsistency`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Replication {
+    /// A table of one Region.
+    Regional,
+    /// A global table with multi-Region eventual consistency (MREC), with its replicas' Regions.
+    Eventual(Vec<String>),
+    /// A global table with multi-Region strong consistency (MRSC), with its replicas' Regions.
+    Strong(Vec<String>),
+}
+
+impl Replication {
+    pub fn of(desc: &TableDescription) -> Replication {
+        let regions: Vec<String> = desc.replicas().iter().filter_map(|r| r.region_name().map(str::to_owned)).collect();
+        match desc.multi_region_consistency() {
+            Some(MultiRegionConsistency::Strong) => Replication::Strong(regions),
+            _ if regions.is_empty() => Replication::Regional,
+            _ => Replication::Eventual(regions),
+        }
+    }
+
+    /// Whether a store configured as `cfg`, its client in `region`, may drive transactions on `table`; the error
+    /// says why not, and what setting would allow it. An MRSC table needs [`MultiRegion::Strong`], as it takes no
+    /// `TransactWriteItems`. An MREC table checks a condition against one Region's replica only and resolves
+    /// conflicting writes by last writer wins, so a lock taken in two Regions at once would be taken twice: it is
+    /// driven only from the Region [`Config::eventual_region`] names, where it is a table of one Region (AWS's advice
+    /// for writes that need conditions or transactions).
+    pub fn admits(&self, table: &str, cfg: &Config, region: Option<&str>) -> Result<(), TxError> {
+        let here = region.unwrap_or("(no Region)");
+        match self {
+            Replication::Regional => Ok(()),
+            Replication::Strong(_) if cfg.multi_region == MultiRegion::Strong => Ok(()),
+            Replication::Strong(regions) => Err(TxError::invalid(
+                None,
+                format!(
+                    "table {table:?} is a global table with multi-Region strong consistency ({}), which takes no \
+                     TransactWriteItems: run dynamo-saga with {ENV_MULTI_REGION}=strong (the template's \
+                     MultiRegionConsistency=STRONG)",
+                    regions.join(", ")
+                ),
+            )),
+            Replication::Eventual(regions) => match cfg.eventual_region.as_deref() {
+                Some(pinned) if Some(pinned) == region => Ok(()),
+                Some(pinned) => Err(TxError::invalid(
+                    None,
+                    format!(
+                        "table {table:?} is a global table with multi-Region eventual consistency ({}): only \
+                         {pinned} ({ENV_EVENTUAL_REGION}) drives transactions on it, and this is {here}; send the \
+                         transaction to {pinned}",
+                        regions.join(", ")
+                    ),
+                )),
+                None => Err(TxError::invalid(
+                    None,
+                    format!(
+                        "table {table:?} is a global table with multi-Region eventual consistency ({}): a condition \
+                         there is checked against one Region's replica and conflicting writes resolve by last writer \
+                         wins, so two Regions could both lock one item; name the one Region that drives transactions \
+                         on it ({ENV_EVENTUAL_REGION}, the template's EventualConsistencyRegion) and send them there",
+                        regions.join(", ")
+                    ),
+                )),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use aws_sdk_dynamodb::types::{MultiRegionConsistency, ReplicaDescription, TableDescription};
+
+    use super::Replication;
+    use crate::config::Config;
+
+    fn desc(regions: &[&str], consistency: Option<MultiRegionConsistency>) -> TableDescription {
+        let mut d = TableDescription::builder();
+        for r in regions {
+            d = d.replicas(ReplicaDescription::builder().region_name(*r).build());
+        }
+        if let Some(c) = consistency {
+            d = d.multi_region_consistency(c);
+        }
+        d.build()
+    }
+
+    #[test]
+    fn a_table_says_how_it_is_replicated() {
+        assert_eq!(Replication::of(&desc(&[], None)), Replication::Regional);
+        let two = ["us-east-1", "us-east-2"];
+        assert_eq!(Replication::of(&desc(&two, None)), Replication::Eventual(vec![two[0].into(), two[1].into()]));
+        assert_eq!(
+            Replication::of(&desc(&two, Some(MultiRegionConsistency::Eventual))),
+            Replication::Eventual(vec![two[0].into(), two[1].into()])
+        );
+        assert_eq!(
+            Replication::of(&desc(&two, Some(MultiRegionConsistency::Strong))),
+            Replication::Strong(vec![two[0].into(), two[1].into()])
+        );
+    }
+
+    #[test]
+    fn strong_tables_need_the_strong_mode_and_eventual_ones_a_pinned_region() {
+        let plain = Config::new("tx");
+        let strong = Config::new("tx").with_strong_multi_region();
+        let regions = vec!["us-east-1".to_string(), "us-west-2".to_string()];
+        let here = Some("us-east-1");
+        assert!(Replication::Regional.admits("T", &plain, here).is_ok());
+        assert!(Replication::Regional.admits("T", &strong, here).is_ok(), "the protocol's writes work on any table");
+        let e = Replication::Strong(regions.clone()).admits("T", &plain, here).unwrap_err();
+        assert_eq!(e.name(), "ValidationError");
+        assert!(e.to_string().contains("SAGA_MULTI_REGION_CONSISTENCY=strong"), "{e}");
+        assert!(Replication::Strong(regions.clone()).admits("T", &strong, here).is_ok());
+        for cfg in [&plain, &strong] {
+            let e = Replication::Eventual(regions.clone()).admits("T", cfg, here).unwrap_err();
+            assert!(
+                e.to_string().contains("last writer") && e.to_string().contains("SAGA_EVENTUAL_CONSISTENCY_REGION"),
+                "{e}"
+            );
+        }
+        let mut pinned = Config::new("tx");
+        pinned.eventual_region = Some("us-east-1".into());
+        assert!(Replication::Eventual(regions.clone()).admits("T", &pinned, here).is_ok());
+        let e = Replication::Eventual(regions).admits("T", &pinned, Some("us-west-2")).unwrap_err();
+        assert!(e.to_string().contains("only us-east-1") && e.to_string().contains("this is us-west-2"), "{e}");
+    }
 }

@@ -75,6 +75,37 @@ pub async fn beat_parent(store: &Store, m: &Meter, h: &Header) -> Result<(), TxE
     store.update(m, req).await.map(|_| ())
 }
 
+/// Seals the parent lock before a commit sent without `TransactWriteItems` (multi-Region strongly consistent tables):
+/// a new record version number and a lease of [`sealed_lease`] seconds, only while `h`'s attempt holds the parent.
+/// A waiter, this protocol's or the DynamoDB Lock Client's, takes a lock over only once its record version number has
+/// stayed the same for the whole lease the lock item names, so none can take the parent between this write and a
+/// commit first sent within the lock's ordinary lease after it: such a commit lands inside the sealed lease. False when the parent is no longer
+/// `h`'s.
+pub(crate) async fn seal_parent(store: &Store, m: &Meter, h: &Header) -> Result<bool, TxError> {
+    let Some(p) = &h.parent else { return Ok(true) };
+    let req = store
+        .client
+        .update_item()
+        .table_name(&p.table_name)
+        .set_key(Some(p.key.clone()))
+        .update_expression(format!("SET {} = {}, {} = {}", ph::PARENT_RVN, ph::RVN, ph::PARENT_LEASE, ph::LEASE))
+        .condition_expression(format!("{} = {}", ph::PARENT_TOKEN, ph::TX))
+        .expression_attribute_names(ph::PARENT_TOKEN, PARENT_LOCK_TOKEN)
+        .expression_attribute_names(ph::PARENT_RVN, PARENT_RVN)
+        .expression_attribute_names(ph::PARENT_LEASE, PARENT_LEASE)
+        .expression_attribute_values(ph::TX, s(h.owner()))
+        .expression_attribute_values(ph::RVN, new_rvn())
+        .expression_attribute_values(ph::LEASE, n(sealed_lease(&store.cfg)));
+    Ok(matches!(store.update(m, req).await?, crate::store::Written::Done(_)))
+}
+
+/// The lease, in seconds, a sealed parent lock names ([`seal_parent`]): the ordinary lease, within which the commit
+/// is first sent, the operation timeout, within which the SDK may send it again, and the revisit bound, within which
+/// a sent write lands.
+pub(crate) fn sealed_lease(cfg: &crate::Config) -> u64 {
+    cfg.lease.as_secs() + cfg.operation_timeout.as_secs() + cfg.revisit_after.as_secs()
+}
+
 /// A transaction that is alive but not moving (waiting for a lock, or holding a read lock) tells waiters so: a new
 /// header version, and when it holds a parent a new record version number on it, or when it waits for one a
 /// refreshed queue row. False when `h` is no longer pending.

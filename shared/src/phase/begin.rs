@@ -86,14 +86,14 @@ pub async fn submit<'a>(
     execution_arn: Option<&str>,
     id: Option<&str>,
 ) -> Result<Begun, TxError> {
-    begin_as(store, body.into(), execution_arn, id, store.cfg.direct, false).await
+    begin_as(store, body.into(), execution_arn, id, store.cfg.one_call(), false).await
 }
 
 /// [`submit`] for a driver that then runs the transaction's steps in this process (the in-process coordinator, the
 /// CLI in-process): begin also claims the first lock pass for it (`phase::lock`), which saves its first lock step a
 /// header write.
 pub async fn submit_here<'a>(store: &Store, body: impl Into<Request<'a>>) -> Result<Begun, TxError> {
-    begin_as(store, body.into(), None, None, store.cfg.direct, true).await
+    begin_as(store, body.into(), None, None, store.cfg.one_call(), true).await
 }
 
 /// The transaction id of the Step Functions execution `arn`, started at `start_time` (its `$$.Execution.StartTime`,

@@ -3,14 +3,18 @@
 //! checked, with nothing applied yet; protocol 1 once every batch is applied.
 //!
 //! With a parent, the same call checks the parent's `lockToken` still names this transaction, so a coordinator whose
-//! parent lock was taken over cannot commit.
+//! parent lock was taken over cannot commit. Where the tables take no `TransactWriteItems` (multi-Region strongly
+//! consistent tables), the parent lock is sealed by a conditional write of its own just before the commit
+//! ([`crate::parent::seal_parent`]): no waiter can take it over before the commit lands.
 
 use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem, Update};
 
 use super::{decided, now, ph, Outcome, Report};
 use crate::constants::{H_ATTEMPT, H_LOCKED, H_SAVED, H_STATE, H_UPDATED_AT, H_VERSION, PARENT_LOCK_TOKEN};
 use crate::error::TxError;
+use crate::parent::seal_parent;
 use crate::records::{self, Decision, Header, HeaderWrite, TxState};
+use crate::request::Parent;
 use crate::store::{Meter, Store, Transacted};
 use crate::value::{n, s};
 
@@ -37,19 +41,7 @@ pub(crate) async fn commit_from(store: &Store, m: Meter, h: Header) -> Result<Re
     }
     let usage = m.usage();
     let committed = match &h.parent {
-        None => {
-            records::update_header(
-                store,
-                &m,
-                tx_id,
-                records::Expect::at(&h),
-                &[(H_STATE, s(TxState::Committed.as_str()))],
-                None,
-                &usage,
-            )
-            .await?
-        }
-        Some(p) => {
+        Some(p) if store.cfg.transactions_allowed() => {
             let check = ConditionCheck::builder()
                 .table_name(&p.table_name)
                 .set_key(Some(p.key.clone()))
@@ -87,18 +79,36 @@ pub(crate) async fn commit_from(store: &Store, m: Meter, h: Header) -> Result<Re
             match store.transact(&m, req).await? {
                 Transacted::Done => true,
                 Transacted::Canceled(r) if r.first().is_some_and(|r| r.0 == "ConditionalCheckFailed") => {
-                    let what = crate::value::key_display(&p.table_name, &p.key);
-                    let d = Decision::retry(
-                        None,
-                        None,
-                        &what,
-                        format!("the lock on the Parent item {what} was lost before commit"),
-                    );
-                    return Ok(Report::new(decided(store, &m, &h, &d).await?, &m));
+                    return parent_lost(store, &m, &h, p).await;
                 }
                 Transacted::Canceled(_) => false,
                 Transacted::Rejected(msg) => return Err(TxError::DynamoDb { op: "TransactWriteItems", message: msg }),
             }
+        }
+        parent => {
+            // No TransactWriteItems to check the parent's token in the commit's own call: the parent is sealed
+            // first, and the commit sent within the ordinary lease after the seal was.
+            if let Some(p) = parent {
+                loop {
+                    let sealed_at = std::time::Instant::now();
+                    if !seal_parent(store, &m, &h).await? {
+                        return parent_lost(store, &m, &h, p).await;
+                    }
+                    if sealed_at.elapsed() < store.cfg.lease {
+                        break;
+                    }
+                }
+            }
+            records::update_header(
+                store,
+                &m,
+                tx_id,
+                records::Expect::at(&h),
+                &[(H_STATE, s(TxState::Committed.as_str()))],
+                None,
+                &usage,
+            )
+            .await?
         }
     };
     if committed {
@@ -110,6 +120,13 @@ pub(crate) async fn commit_from(store: &Store, m: Meter, h: Header) -> Result<Re
         if now.state == TxState::Committed { Outcome::Done } else { Outcome::Ended { state: now.state } },
         &m,
     ))
+}
+
+/// The attempt lost its parent lock before it could commit: rolled back, and tried again (not the request's doing).
+async fn parent_lost(store: &Store, m: &Meter, h: &Header, p: &Parent) -> Result<Report, TxError> {
+    let what = crate::value::key_display(&p.table_name, &p.key);
+    let d = Decision::retry(None, None, &what, format!("the lock on the Parent item {what} was lost before commit"));
+    Ok(Report::new(decided(store, m, h, &d).await?, m))
 }
 
 /// Whether a driver that runs save and then commit (the in-process coordinator; the state machine runs each in its own

@@ -37,7 +37,7 @@ pub(crate) async fn refused_items<'a>(
         let verdict = match checked {
             Checked::Item(item) => {
                 let verdict = dynamo_saga_expressions::eval::check_item(&item, &schema.key_types());
-                let ask = match store.cfg.precommit_check {
+                let ask = match store.cfg.judged() {
                     PrecommitCheck::All => true,
                     PrecommitCheck::NearLimits => {
                         dynamo_saga_expressions::eval::near_limits(&item, &schema.key_types())

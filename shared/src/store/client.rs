@@ -70,7 +70,8 @@ impl Store {
     }
 
     /// `conf` with the retries [`Store::from_conf`] gives its client: [`Store::retry_config`], without the SDK's retry
-    /// quota. The in-flight limit bounds retries as it bounds first attempts, so the quota (a token bucket that a
+    /// quota. They also send again a write a multi-Region strongly consistent table refused for a concurrent change in
+    /// another Region (`ReplicatedWriteConflictException`, which the SDK models as retryable). The in-flight limit bounds retries as it bounds first attempts, so the quota (a token bucket that a
     /// burst of a hundred retries empties, after which nothing is retried) would only turn a busy moment into failed
     /// phases.
     pub fn with_retries(conf: aws_sdk_dynamodb::config::Builder) -> aws_sdk_dynamodb::config::Builder {

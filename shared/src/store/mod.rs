@@ -203,7 +203,13 @@ impl Store {
         self.faults.as_ref().map_or(Ok(()), |f| f.before_write())
     }
 
-    /// The key schema of a table (DescribeTable, once per table per process).
+    /// The Region of this store's client, when it names one.
+    pub fn region(&self) -> Option<&str> {
+        self.client.config().region().map(|r| r.as_ref())
+    }
+
+    /// The key schema of a table (DescribeTable, once per table per process), when transactions may be driven on it
+    /// from here ([`crate::schema::Replication::admits`]).
     pub async fn schema(&self, m: &Meter, table: &str) -> Result<Arc<TableSchema>, TxError> {
         let cell = self.caches.schema_cell(table);
         cell.get_or_try_init(|| async { self.describe(m, table).await.map(Arc::new) }).await.cloned()
@@ -222,6 +228,7 @@ impl Store {
             Err(e) => return Err(map_err("DescribeTable", e)),
         };
         let desc = out.table.ok_or_else(|| TxError::Internal(format!("DescribeTable {table} returned no table")))?;
+        crate::schema::Replication::of(&desc).admits(table, &self.cfg, self.region())?;
         self.caches.keep_indexes(table, crate::schema::billed_indexes(&desc));
         TableSchema::of(table, &desc)
     }
@@ -420,7 +427,16 @@ impl Store {
 
     /// TransactWriteItems. Conflicts with another DynamoDB transaction on the same items (`TransactionConflict`) are
     /// retried here a few times; they are DynamoDB's own short-lived isolation, not this protocol's locks.
+    /// Never sent where the tables take no such call ([`Config::transactions_allowed`]): every path that would send
+    /// one is off there, and this refuses what is left (a transaction begun by protocol 1, whose apply needs it).
     pub async fn transact(&self, m: &Meter, req: TransactWriteItemsFluentBuilder) -> Result<Transacted, TxError> {
+        if !self.cfg.transactions_allowed() {
+            return Err(TxError::Internal(
+                "this needs a TransactWriteItems call, which multi-Region strongly consistent tables do not take \
+                 (SAGA_MULTI_REGION_CONSISTENCY=strong); nothing was sent"
+                    .into(),
+            ));
+        }
         let mut tries = 0u32;
         let keys = self.transact_keys(&req).await?;
         loop {

@@ -45,7 +45,7 @@ where
 }
 
 /// What the error of a write sent once says of it: refused before it was carried out (a client error: throttling,
-/// a conflict with a DynamoDB transaction, a request DynamoDB rejects), or of unknown outcome (a server error, a
+/// a conflict with a DynamoDB transaction or with another Region's write, a request DynamoDB rejects), or of unknown outcome (a server error, a
 /// timeout, a connection that broke).
 pub(super) fn sent_once<E: ProvideErrorMetadata + std::fmt::Debug>(
     op: &'static str,
@@ -57,7 +57,8 @@ pub(super) fn sent_once<E: ProvideErrorMetadata + std::fmt::Debug>(
                 "ProvisionedThroughputExceededException"
                 | "ThrottlingException"
                 | "RequestLimitExceeded"
-                | "TransactionConflictException",
+                | "TransactionConflictException"
+                | crate::pace::REPLICATED_WRITE_CONFLICT,
             ) => Sent::Refused(map_err(op, e)),
             _ => Sent::Failed(map_err(op, e)),
         },

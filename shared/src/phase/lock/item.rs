@@ -280,7 +280,7 @@ pub(super) async fn locked(
             let message = format!("{}: {e}", a.describe());
             ItemLock::Refused(CancellationReason::new(CancellationReason::VALIDATION_ERROR, message))
         }
-        Ok(after) => match store.cfg.precommit_check {
+        Ok(after) => match store.cfg.judged() {
             PrecommitCheck::All => ItemLock::Judge,
             PrecommitCheck::NearLimits if dynamo_saga_expressions::eval::near_limits(&after, &schema.key_types()) => {
                 ItemLock::Judge
