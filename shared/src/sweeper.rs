@@ -12,6 +12,11 @@
 //! `Config::revisit_after` has passed since they finished (partitions `revisit#0`..`revisit#7` of the same index,
 //! [`crate::phase::revisit`]): in-process, a read of each item the transaction named and a conditional write for each
 //! one that still holds something of it.
+//!
+//! Where the transactions table has no time to live (multi-Region strongly consistent tables, which do not support
+//! it), each run also deletes what TTL would: records whose `expiresAt` has passed, found by a pass over the table a
+//! few pages a run ([`EXPIRY_PAGES`]), resumed where the last run stopped (a cursor record), each deleted only while it
+//! is still expired.
 
 use std::time::{Duration, Instant};
 
@@ -19,14 +24,20 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
+use crate::config::MultiRegion;
 use crate::constants::{
-    ENV_SWEEP_AFTER_SECONDS, ENV_SWEEP_MAX, H_OPEN_SHARD, H_UPDATED_AT, OPEN_INDEX, OPEN_SHARDS, OPEN_SHARD_PREFIX,
-    REVISIT_SHARD_PREFIX, TX_PK,
+    ATTR_EXPIRES_AT, C_AFTER_ID, C_AFTER_SK, ENV_SWEEP_AFTER_SECONDS, ENV_SWEEP_MAX, EXPIRY_PK, H_OPEN_SHARD,
+    H_UPDATED_AT, OPEN_INDEX, OPEN_SHARDS, OPEN_SHARD_PREFIX, REVISIT_SHARD_PREFIX, SK_CURSOR, TX_PK, TX_SK,
 };
 use crate::drive::Driver;
 use crate::error::TxError;
 use crate::records::{self, Decision, TxState};
 use crate::store::{Meter, Store};
+
+/// Pages (of at most [`EXPIRY_PAGE_ITEMS`] records each) one run's pass for expired records reads: with a run every 5
+/// minutes, a week's worth of transactions of 1,000 records each a minute is passed over in about half a day.
+pub const EXPIRY_PAGES: usize = 8;
+pub const EXPIRY_PAGE_ITEMS: i32 = 1000;
 
 /// Where the sweeper sends the work: a state machine to start recovery executions of, or nowhere (in-process).
 pub use crate::start::StateMachine;
@@ -62,6 +73,9 @@ pub struct SweepReport {
     /// what the visit cleared.
     #[serde(default)]
     pub revisited: Vec<Swept>,
+    /// Expired records deleted, where the transactions table has no time to live to delete them.
+    #[serde(default)]
+    pub expired: usize,
     /// True when more stale transactions were left for the next run.
     pub more: bool,
 }
@@ -136,7 +150,11 @@ impl Sweeper {
                 }
             }
         }
+        if self.store.cfg.multi_region == MultiRegion::Strong && started.elapsed() < self.budget {
+            report.expired = self.delete_expired().await?;
+        }
         info!(
+            expired = report.expired,
             revisited = report.revisited.len(),
             examined = report.examined,
             running = report.running.len(),
@@ -189,6 +207,74 @@ impl Sweeper {
             more = true;
         }
         Ok((found.into_iter().map(|(_, id)| id).collect(), more))
+    }
+
+    /// Deletes what TTL would where the table has none: up to [`EXPIRY_PAGES`] pages of the pass over the table,
+    /// from where the last run stopped; each record whose `expiresAt` has passed is deleted unless it was written
+    /// again meanwhile. The pass starts again from the top once it reaches the end.
+    async fn delete_expired(&self) -> Result<usize, TxError> {
+        let m = Meter::default();
+        let s = &self.store;
+        let table = &s.cfg.tx_table;
+        let cursor_key = crate::records::record_key(EXPIRY_PK, SK_CURSOR.to_string());
+        let mut start =
+            s.get(&m, table, cursor_key.clone()).await?.and_then(|c| match (c.get(C_AFTER_ID), c.get(C_AFTER_SK)) {
+                (Some(id), Some(sk)) => Some([(TX_PK.to_string(), id.clone()), (TX_SK.to_string(), sk.clone())].into()),
+                _ => None,
+            });
+        let now = AttributeValue::N((crate::value::now_ms() / 1000).to_string());
+        let mut deleted = 0;
+        for _ in 0..EXPIRY_PAGES {
+            let page = s
+                .client
+                .scan()
+                .table_name(table)
+                .set_exclusive_start_key(start.take())
+                .filter_expression("#e < :now")
+                .expression_attribute_names("#e", ATTR_EXPIRES_AT)
+                .expression_attribute_values(":now", now.clone())
+                .limit(EXPIRY_PAGE_ITEMS)
+                .send()
+                .await
+                .map_err(|e| TxError::DynamoDb { op: "Scan", message: e.to_string() })?;
+            for item in page.items.unwrap_or_default() {
+                let (Some(id), Some(sk)) = (item.get(TX_PK), item.get(TX_SK)) else { continue };
+                let req = s
+                    .client
+                    .delete_item()
+                    .table_name(table)
+                    .key(TX_PK, id.clone())
+                    .key(TX_SK, sk.clone())
+                    .condition_expression("#e < :now")
+                    .expression_attribute_names("#e", ATTR_EXPIRES_AT)
+                    .expression_attribute_values(":now", now.clone());
+                if matches!(s.delete(&m, req).await?, crate::store::Written::Done(_)) {
+                    deleted += 1;
+                }
+            }
+            start = page.last_evaluated_key.filter(|k| !k.is_empty());
+            if start.is_none() {
+                break;
+            }
+        }
+        match start {
+            Some(after) => {
+                let blank = || AttributeValue::S(String::new());
+                let req = s
+                    .client
+                    .put_item()
+                    .table_name(table)
+                    .item(TX_PK, AttributeValue::S(EXPIRY_PK.into()))
+                    .item(TX_SK, AttributeValue::S(SK_CURSOR.into()))
+                    .item(C_AFTER_ID, after.get(TX_PK).cloned().unwrap_or_else(blank))
+                    .item(C_AFTER_SK, after.get(TX_SK).cloned().unwrap_or_else(blank));
+                s.put(&m, req).await?;
+            }
+            None => {
+                s.delete(&m, s.client.delete_item().table_name(table).set_key(Some(cursor_key))).await?;
+            }
+        }
+        Ok(deleted)
     }
 
     async fn sweep_one(&self, id: &str, report: &mut SweepReport, started: Instant) -> Result<(), TxError> {
