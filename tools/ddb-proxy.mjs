@@ -6,10 +6,23 @@
 //
 //   node tools/ddb-proxy.mjs --target http://127.0.0.1:8000 [--port 0] [--delay-ms 0] [--throttle 0.1]
 //        [--throttle-error ProvisionedThroughputExceededException|ThrottlingException] [--seed 1]
+//        [--mrsc] [--conflict 0.05] [--write-latency-ms 20] [--replicas us-east-1,us-east-2,us-west-2]
+//        [--consistency STRONG|EVENTUAL] [--parent-pid PID]
 //   import { startProxy } from './ddb-proxy.mjs'
 //
+// As a stand-in for one Region's endpoint of a multi-Region strongly consistent (MRSC) global table, with --mrsc:
+// TransactWriteItems and TransactGetItems are refused (HTTP 400, ValidationException; AWS documents only that MRSC
+// tables return an error for them), a share --conflict of the single-item writes (PutItem, UpdateItem, DeleteItem,
+// BatchWriteItem) is answered with ReplicatedWriteConflictException without being carried out, as a write that met a
+// change of its item from another Region is, and every write waits --write-latency-ms more, the synchronous
+// replication to another Region. --replicas and --consistency make every DescribeTable answer describe a global
+// table (Replicas, MultiRegionConsistency; with --mrsc, STRONG unless said otherwise), so a client sees the kind of
+// table it writes. What it cannot show: real replication (every "Region" shares one DynamoDB Local), conflicts
+// caused by real concurrent writers in other Regions (they are drawn at random), reads served by a Region that lost
+// its quorum, and MRSC's own latency figures.
+//
 // Prints its base URL once listening. GET /__proxy/stats answers {"requests", "writes", "throttled", "held",
-// "released"} so far. Writes are PutItem, UpdateItem, DeleteItem, BatchWriteItem, TransactWriteItems and
+// "released", "conflicts", "refusedTransactions"} so far. Writes are PutItem, UpdateItem, DeleteItem, BatchWriteItem, TransactWriteItems and
 // BatchExecuteStatement.
 //
 // A write can also be delivered late, as a network can deliver a request whose sender has given up on it:
@@ -32,6 +45,17 @@ const INTERNAL_ERROR = JSON.stringify({
   __type: 'com.amazonaws.dynamodb.v20120810#InternalServerError',
   message: 'Internal server error',
 });
+const CONFLICT = JSON.stringify({
+  __type: 'com.amazonaws.dynamodb.v20120810#ReplicatedWriteConflictException',
+  message: 'The request was rejected because one or more items in the request are being modified by a request in another Region.',
+});
+const NO_TRANSACTIONS = JSON.stringify({
+  __type: 'com.amazon.coral.validate#ValidationException',
+  message: 'Transactions are not supported on global tables configured for multi-Region strong consistency',
+});
+const TRANSACTIONS = new Set(['TransactWriteItems', 'TransactGetItems', 'ExecuteTransaction']);
+// The writes another Region's change of the same item can refuse on an MRSC table.
+const CONFLICTING = new Set(['PutItem', 'UpdateItem', 'DeleteItem', 'BatchWriteItem']);
 const MESSAGES = {
   ProvisionedThroughputExceededException:
     'The level of configured provisioned throughput for the table was exceeded. Consider increasing your provisioning level with the UpdateTable API.',
@@ -50,11 +74,30 @@ function generator(seed) {
   };
 }
 
-export async function startProxy({ target, port = 0, delayMs = 0, throttle = 0, throttleError = 'ProvisionedThroughputExceededException', seed = 1 }) {
+export async function startProxy({
+  target, port = 0, delayMs = 0, throttle = 0, throttleError = 'ProvisionedThroughputExceededException', seed = 1,
+  mrsc = false, conflict = 0, writeLatencyMs = 0, replicas = [], consistency = undefined,
+}) {
   if (!TYPES[throttleError]) throw new Error(`--throttle-error must be one of ${Object.keys(TYPES).join(', ')}`);
+  const described = consistency ?? (mrsc ? 'STRONG' : replicas.length > 0 ? 'EVENTUAL' : undefined);
+  if (described && !['STRONG', 'EVENTUAL'].includes(described)) throw new Error('--consistency must be STRONG or EVENTUAL');
   const upstream = new URL(target);
   const random = generator(seed);
-  const stats = { requests: 0, writes: 0, throttled: 0, held: 0, released: 0 };
+  const stats = { requests: 0, writes: 0, throttled: 0, held: 0, released: 0, conflicts: 0, refusedTransactions: 0 };
+  const answer = (res, status, text) => {
+    res.writeHead(status, { 'content-type': 'application/x-amz-json-1.0', 'x-amzn-requestid': `proxy-${stats.requests}`, 'content-length': Buffer.byteLength(text) });
+    res.end(text);
+  };
+  // A DescribeTable answer as a replica of a global table would give it.
+  const asGlobal = (text) => {
+    const out = JSON.parse(text);
+    if (!out.Table) return text;
+    const regions = replicas.length > 0 ? replicas : ['us-east-1', 'us-east-2', 'us-west-2'];
+    out.Table.Replicas = regions.map((RegionName) => ({ RegionName, ReplicaStatus: 'ACTIVE' }));
+    out.Table.MultiRegionConsistency = described;
+    out.Table.GlobalTableVersion = '2019.11.21';
+    return JSON.stringify(out);
+  };
   // Armed holds ({match, count}) and the writes held so far ({headers, body}).
   const holds = [];
   const held = [];
@@ -121,15 +164,24 @@ export async function startProxy({ target, port = 0, delayMs = 0, throttle = 0, 
         res.writeHead(500, { 'content-type': 'application/x-amz-json-1.0', 'x-amzn-requestid': `proxy-${stats.requests}`, 'content-length': Buffer.byteLength(INTERNAL_ERROR) });
         return res.end(INTERNAL_ERROR);
       }
+      if (mrsc && TRANSACTIONS.has(operation)) {
+        stats.refusedTransactions += 1;
+        return setTimeout(() => answer(res, 400, NO_TRANSACTIONS), delayMs);
+      }
       const throttled = write && random() < throttle;
       if (throttled) stats.throttled += 1;
+      const conflicted = !throttled && mrsc && CONFLICTING.has(operation) && random() < conflict;
+      if (conflicted) stats.conflicts += 1;
       setTimeout(() => {
-        if (throttled) {
-          const answer = JSON.stringify({ __type: TYPES[throttleError], message: MESSAGES[throttleError] });
-          res.writeHead(400, { 'content-type': 'application/x-amz-json-1.0', 'x-amzn-requestid': `proxy-${stats.requests}`, 'content-length': Buffer.byteLength(answer) });
-          return res.end(answer);
-        }
+        if (throttled) return answer(res, 400, JSON.stringify({ __type: TYPES[throttleError], message: MESSAGES[throttleError] }));
+        if (conflicted) return answer(res, 400, CONFLICT);
         const out = forward(req, (up) => {
+          if (operation === 'DescribeTable' && described && up.statusCode === 200) {
+            const parts = [];
+            up.on('data', (c) => parts.push(c));
+            up.on('end', () => answer(res, 200, asGlobal(Buffer.concat(parts).toString())));
+            return;
+          }
           res.writeHead(up.statusCode ?? 502, up.headers);
           up.pipe(res);
         });
@@ -138,7 +190,7 @@ export async function startProxy({ target, port = 0, delayMs = 0, throttle = 0, 
           res.end(`ddb-proxy: ${e.message}`);
         });
         out.end(body);
-      }, delayMs);
+      }, delayMs + (write && mrsc ? writeLatencyMs : 0));
     });
   });
   server.keepAliveTimeout = 60_000;
@@ -162,6 +214,12 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       throttle: { type: 'string', default: '0' },
       'throttle-error': { type: 'string', default: 'ProvisionedThroughputExceededException' },
       seed: { type: 'string', default: '1' },
+      mrsc: { type: 'boolean', default: false },
+      conflict: { type: 'string', default: '0' },
+      'write-latency-ms': { type: 'string', default: '0' },
+      replicas: { type: 'string', default: '' },
+      consistency: { type: 'string' },
+      'parent-pid': { type: 'string' },
     },
   });
   if (!values.target) {
@@ -175,6 +233,22 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     throttle: Number(values.throttle),
     throttleError: values['throttle-error'],
     seed: Number(values.seed),
+    mrsc: values.mrsc,
+    conflict: Number(values.conflict),
+    writeLatencyMs: Number(values['write-latency-ms']),
+    replicas: values.replicas ? values.replicas.split(',') : [],
+    consistency: values.consistency,
   });
   process.stdout.write(`${proxy.url}\n`);
+  // With --parent-pid, the proxy ends when that process does (a test process that never drops its proxy).
+  const parent = Number(values['parent-pid'] ?? 0);
+  if (parent > 0) {
+    setInterval(() => {
+      try {
+        process.kill(parent, 0);
+      } catch {
+        process.exit(0);
+      }
+    }, 1000).unref();
+  }
 }

@@ -21,6 +21,13 @@ trap 'tools/stack.sh stop "$name"; rm -f "$SAGA_REPORT"' EXIT
 settings=$(SAGA_MAX_ACTIONS=12000 tools/stack.sh start "$name" $$)
 set -a; . "$settings"; set +a
 cargo test --workspace -- --test-threads 4
+# The differential, reads, contention and crash suites again as on multi-Region strongly consistent tables
+# (docs/multi-region.md): each store configured for them and sending through the MRSC stand-in (tools/ddb-proxy.mjs
+# --mrsc), which refuses transactional calls and answers a share of the writes with ReplicatedWriteConflictException.
+# The crash matrix counts the writes of a clean run and crashes before each, so its stand-in answers no conflicts
+# (a write sent again is one more write, and a point past the last would be missed).
+SAGA_TEST_MULTI_REGION=strong cargo test --workspace --test parity --test reads --test contention -- --test-threads 4
+SAGA_TEST_MULTI_REGION=strong SAGA_TEST_CONFLICT=0 cargo test --workspace --test crash -- --test-threads 4
 # The permission simulation (docs/iam.md) over every AWS call this run made: the functions', the state machine
 # runner's and the CLI's (the stack's SAGA_CALL_LOG), with the calls that never run locally. A denied call, or a held
 # permission nothing used that docs/iam.md does not justify, fails the run. The log and the report stay in .local/iam.

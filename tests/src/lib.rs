@@ -82,7 +82,11 @@ pub async fn endpoint() -> String {
 /// `tools/test.sh`, which prints the collected figures at the end of the run: they are what the README's
 /// Guarantees section quotes).
 pub fn report(line: impl AsRef<str>) {
-    let line = line.as_ref();
+    let line = match strong_multi_region() {
+        Some(_) => format!("MRSC mode, through the stand-in: {}", line.as_ref()),
+        None => line.as_ref().to_string(),
+    };
+    let line = line.as_str();
     println!("{line}");
     if let Some(path) = std::env::var_os("SAGA_REPORT") {
         use std::io::Write;
@@ -113,6 +117,29 @@ pub fn conf_for(endpoint: &str) -> aws_sdk_dynamodb::config::Builder {
             .region(Region::new("us-east-1"))
             .credentials_provider(Credentials::new("local", "local", None, None, "tests")),
     )
+}
+
+/// The share of single-item writes the stand-in answers with `ReplicatedWriteConflictException` when the suites run
+/// in MRSC mode (`SAGA_TEST_MULTI_REGION=strong`, `SAGA_TEST_CONFLICT` to change the share).
+const DEFAULT_CONFLICT: f64 = 0.03;
+
+/// `Some(conflict share)` when this run's suites drive their transactions as on multi-Region strongly consistent
+/// tables (`SAGA_TEST_MULTI_REGION=strong`): every [`Env`] with a transactions table of its own then has a store
+/// configured for MRSC ([`Config::with_strong_multi_region`]) whose client goes through an MRSC stand-in
+/// (`tools/ddb-proxy.mjs --mrsc`) in front of this run's DynamoDB Local; the env's own `client`, which sets the tables
+/// up, reads them and runs native `TransactWriteItems` as the baseline, goes straight to DynamoDB Local.
+pub fn strong_multi_region() -> Option<f64> {
+    (std::env::var("SAGA_TEST_MULTI_REGION").ok()?.eq_ignore_ascii_case("strong"))
+        .then(|| std::env::var("SAGA_TEST_CONFLICT").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_CONFLICT))
+}
+
+static STAND_IN: OnceCell<proxy::Proxy> = OnceCell::const_new();
+
+/// The MRSC stand-in every store of this process goes through in MRSC mode.
+async fn stand_in(conflict: f64) -> &'static proxy::Proxy {
+    STAND_IN
+        .get_or_init(|| async move { proxy::Proxy::start_args(&["--mrsc", "--conflict", &conflict.to_string()]).await })
+        .await
 }
 
 /// One test's world: its own transactions table and two data tables, `a` (pk) and `b` (pk + sk).
@@ -151,6 +178,7 @@ impl Env {
         let prefix = format!("t-{name}-{}-{n}", std::process::id());
         let a = format!("{prefix}-a");
         let b = format!("{prefix}-b");
+        let own_tx_table = tx_table.is_none();
         let tx_table = match tx_table {
             Some(t) => t,
             None => {
@@ -162,7 +190,12 @@ impl Env {
         create_table(&client, &a, &[("pk", "S")]).await;
         create_table(&client, &b, &[("pk", "S"), ("sk", "N")]).await;
         let cfg = tune(fanned(Config::new(&tx_table)).with_allowed_tables([a.clone(), b.clone()]));
-        let store = Store::new(client.clone(), cfg);
+        let store = match strong_multi_region() {
+            Some(conflict) if own_tx_table => {
+                Store::new(client_for(&stand_in(conflict).await.url), cfg.with_strong_multi_region())
+            }
+            _ => Store::new(client.clone(), cfg),
+        };
         Env { client, store, tx_table, a, b }
     }
 

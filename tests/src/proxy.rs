@@ -17,12 +17,20 @@ impl Proxy {
     /// A proxy that holds every request `delay_ms` before passing it on, and answers a share `throttle` (0 to 1) of
     /// the writes with `ProvisionedThroughputExceededException` (seeded, so a run's throttled writes repeat).
     pub async fn start(delay_ms: u64, throttle: f64) -> Proxy {
+        Self::start_args(&["--delay-ms", &delay_ms.to_string(), "--throttle", &throttle.to_string()]).await
+    }
+
+    /// A proxy started with `args` (those of `tools/ddb-proxy.mjs`, seeded with 7 unless they give a seed), which
+    /// ends with this process however it ends.
+    pub async fn start_args(args: &[&str]) -> Proxy {
         let target = crate::endpoint().await;
         let script = crate::root().join("tools/ddb-proxy.mjs");
+        let seed: &[&str] = if args.contains(&"--seed") { &[] } else { &["--seed", "7"] };
         let mut child = Command::new("node")
             .arg(script)
-            .args(["--target", &target, "--delay-ms", &delay_ms.to_string()])
-            .args(["--throttle", &throttle.to_string(), "--seed", "7"])
+            .args(["--target", &target, "--parent-pid", &std::process::id().to_string()])
+            .args(args)
+            .args(seed)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
