@@ -690,3 +690,66 @@ async fn with_a_stack_the_cli_is_a_client_of_its_api() {
     assert!(stderr(&out).contains("no-such-stack does not exist"), "{}", stderr(&out));
     env.assert_clean().await;
 }
+
+/// The command run in-process against `vars`' DynamoDB endpoint alone (no stack): `table` the transactions table.
+async fn in_process(table: &str, args: &[&str], stdin: Option<String>, vars: &[(&str, &str)]) -> Output {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_dynamo-saga"));
+    cmd.args(args)
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "local")
+        .env("AWS_SECRET_ACCESS_KEY", "local")
+        .env("SAGA_TABLE", table)
+        .env("SAGA_ALLOWED_TABLES", "t-*")
+        .env_remove("SAGA_STATE_MACHINE_ARN")
+        .env_remove("SAGA_STACK")
+        .envs(vars.iter().copied());
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        use std::process::Stdio;
+        let mut child =
+            cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run dynamo-saga");
+        child.stdin.take().unwrap().write_all(stdin.unwrap_or_default().as_bytes()).unwrap();
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+/// In-process on multi-Region strongly consistent tables (`SAGA_MULTI_REGION_CONSISTENCY=strong`), through an MRSC
+/// stand-in that refuses transactional calls and answers a tenth of the writes with
+/// `ReplicatedWriteConflictException`: `submit` commits 150 updates, each applied once, and `status` reads the end;
+/// without the setting the CLI refuses the MRSC tables (exit code 2), having written nothing.
+#[tokio::test]
+async fn submit_on_mrsc_tables_sends_no_transactional_call() {
+    let env = Env::new("climrsc").await;
+    let keys: Vec<String> = (0..150).map(|i| format!("m{i:03}")).collect();
+    harness::put_all(&env.client, &env.a, keys.iter().map(|k| json!({"pk": sv(k), "n": nv(0)}))).await;
+    let actions: Vec<Value> = keys
+        .iter()
+        .map(|k| {
+            json!({"Update": {"TableName": env.a, "Key": {"pk": sv(k)}, "UpdateExpression": "ADD n :one",
+            "ExpressionAttributeValues": {":one": nv(1)}}})
+        })
+        .collect();
+    let body = json!({"TransactItems": actions}).to_string();
+    let proxy = harness::proxy::Proxy::start_args(&["--mrsc", "--conflict", "0.1"]).await;
+    let through = [("AWS_ENDPOINT_URL_DYNAMODB", proxy.url.as_str())];
+    let before = env.scan(&env.a).await;
+    let out = in_process(&env.tx_table, &["--json", "submit", "-", "--in-process"], Some(body.clone()), &through).await;
+    assert_eq!(out.status.code(), Some(2), "refused without the setting: {}", stderr(&out));
+    assert!(stderr(&out).contains("SAGA_MULTI_REGION_CONSISTENCY=strong"), "{}", stderr(&out));
+    assert_eq!(env.scan(&env.a).await, before, "nothing written");
+    let strong = [through[0], ("SAGA_MULTI_REGION_CONSISTENCY", "strong")];
+    let out = in_process(&env.tx_table, &["--json", "submit", "-", "--in-process"], Some(body), &strong).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let id = stdout_json(&out)["TransactionId"].as_str().unwrap().to_string();
+    let out = in_process(&env.tx_table, &["--json", "status", &id], None, &strong).await;
+    assert_eq!(stdout_json(&out)["State"], "COMMITTED", "{}", stderr(&out));
+    for item in env.scan(&env.a).await.values() {
+        assert_eq!(item["n"], nv(1), "{item}");
+    }
+    let stats = proxy.stats().await;
+    assert_eq!(stats["refusedTransactions"], 0, "{stats}");
+    assert!(stats["conflicts"].as_u64().unwrap() > 0, "{stats}");
+    env.assert_clean().await;
+}
