@@ -102,7 +102,7 @@ pub(crate) async fn seal_parent(store: &Store, m: &Meter, h: &Header) -> Result<
 /// The lease, in seconds, a sealed parent lock names ([`seal_parent`]): the ordinary lease, within which the commit
 /// is first sent, the operation timeout, within which the SDK may send it again, and the revisit bound, within which
 /// a sent write lands.
-pub(crate) fn sealed_lease(cfg: &crate::Config) -> u64 {
+pub(crate) fn sealed_lease(cfg: &crate::config::Config) -> u64 {
     cfg.lease.as_secs() + cfg.operation_timeout.as_secs() + cfg.revisit_after.as_secs()
 }
 
