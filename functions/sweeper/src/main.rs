@@ -32,8 +32,10 @@ async fn main() -> Result<(), Error> {
         if let Some(n) = event.payload.get("MaxTransactions").and_then(Value::as_u64) {
             this.max_transactions = n as usize;
         }
-        let left = event.context.deadline.saturating_sub(dynamo_saga::value::now_ms());
-        this.budget = Duration::from_millis(left).saturating_sub(Duration::from_secs(10));
+        // The call's time less a margin, as a phase call keeps it (a deadline that is not a real one, as a local
+        // Invoke API gives, leaves the phases' fallback).
+        let budget = dynamo_saga::step::Budget::before_deadline(event.context.deadline, Duration::from_secs(10));
+        this.budget = budget.until.saturating_duration_since(std::time::Instant::now());
         match this.sweep().await {
             Ok(report) => Ok(serde_json::to_value(report).expect("serialisable")),
             Err(e) => Err(Diagnostic::from(PhaseError(e))),
