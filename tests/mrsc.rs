@@ -372,3 +372,78 @@ async fn a_parent_transaction_survives_a_crash_at_every_write() {
         "MRSC stand-in: a 4-action transaction with a Parent, its driver dead after each of its {total} writes, finished by a second driver, 0 violations"
     ));
 }
+
+/// Two local stacks as two Regions of one MRSC group, each with its own functions, state machine and MRSC stand-in,
+/// on the one transactions table. The first Region begins five 120-action transactions and its functions die in a
+/// different phase of each (after the first write of Lock, Save, Commit and Apply, before that of Release); then that
+/// Region stops. The second Region's
+/// sweeper starts a recovery execution of its own state machine for each, which finishes it exactly once, and its
+/// status API reads the end.
+#[tokio::test]
+async fn a_stopped_regions_transactions_are_finished_by_another_regions_state_machine() {
+    use harness::stack::Region;
+    let env = Env::new("mrsc-stacks").await;
+    let (east, west) = futures::join!(
+        Region::start("mrsc-east", "us-east-1", &env.tx_table),
+        Region::start("mrsc-west", "us-east-2", &env.tx_table)
+    );
+    // Each phase's function dies after its first write; Release's before it (after it, the transaction has ended).
+    let phases = [("Lock", 1), ("Save", 1), ("Commit", 1), ("Apply", 1), ("Release", 0)];
+    let mut left = Vec::new();
+    for (phase, writes) in phases {
+        let body = counters(&env, &format!("{phase}-"), 120).await;
+        let begun = east.stack.invoke("saga-begin", &body).await.expect("begun in the first Region");
+        let id = begun["TransactionId"].as_str().unwrap().to_string();
+        let mut step = begun["Step"].as_str().unwrap().to_string();
+        while step != phase {
+            assert_ne!(step, "Finished", "{phase}: the transaction ended before it");
+            let function = format!("saga-{}", step.to_lowercase());
+            let out = east.stack.invoke(&function, &json!({"TransactionId": id})).await;
+            step = out.unwrap_or_else(|e| panic!("{phase}: {function}: {e:?}"))["Step"].as_str().unwrap().to_string();
+        }
+        let fault = east.stack.inject_fault_for(&id, phase, writes);
+        let died = east.stack.invoke(&format!("saga-{}", phase.to_lowercase()), &json!({"TransactionId": id})).await;
+        assert!(died.as_ref().is_err_and(|e| e.error_type == "InjectedFault"), "{phase}: {died:?}");
+        assert!(!fault.exists(), "{phase}: the fault was taken");
+        left.push((phase, id, body));
+    }
+    east.stop();
+    let report = west.stack.invoke("saga-sweeper", &json!({"OlderThanSeconds": 0})).await.expect("the sweeper runs");
+    let started: Vec<String> = report["RecoveryExecutions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{report}"))
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(started.len(), phases.len(), "one recovery execution each: {report}");
+    for arn in &started {
+        west.stack.ended(arn).await;
+    }
+    let m = Meter::default();
+    let mut ends = Vec::new();
+    for (phase, id, body) in &left {
+        let h = read_header(&env.store, &m, id).await.unwrap();
+        assert!(h.finished(), "{phase}: {h:?}");
+        let want = match h.state {
+            TxState::Committed => 1,
+            TxState::RolledBack => 0,
+            TxState::Pending => panic!("{phase}: still pending"),
+        };
+        assert_counted(&env, body, want).await;
+        let event = harness::api::event("GET", "/transactions/{id}", json!({ "id": id }), None);
+        let status = west.stack.invoke("saga-status", &event).await.expect("the status function answers");
+        let status: Value = serde_json::from_str(status["body"].as_str().unwrap()).unwrap();
+        assert_eq!(status["State"].as_str(), Some(h.state.as_str()), "{phase}: read from the other Region: {status}");
+        ends.push(format!("{phase}: {}", h.state.as_str()));
+    }
+    // Killed before its commit, a transaction rolls back; after it, it commits.
+    assert_eq!(
+        ends,
+        ["Lock: ROLLED_BACK", "Save: ROLLED_BACK", "Commit: COMMITTED", "Apply: COMMITTED", "Release: COMMITTED"],
+    );
+    env.assert_clean().await;
+    harness::report(format!(
+        "MRSC stand-ins, two local stacks as two Regions: 5 transactions of 120 actions whose first Region's functions died in Lock, Save, Commit, Apply and Release, then stopped, finished exactly once by the second Region's sweeper and state machine ({})",
+        ends.join(", ")
+    ));
+}

@@ -19,6 +19,11 @@
 # it ends, not 7 minutes), SAGA_FAN_OUT and SAGA_SHARE_BATCHES (default 3 and 1: the Lock, Apply and Rollback functions
 # run each step of a transaction of more than one batch in shares of one batch, by invoking themselves, three at a time)
 # pass through too.
+# As one Region of a multi-Region group: SAGA_STACK_DYNAMODB (a DynamoDB Local already running, which the stack then
+# neither starts nor stops), SAGA_STACK_REGION (the functions' AWS_REGION, default us-east-1) and
+# SAGA_MULTI_REGION_CONSISTENCY=strong (the functions in MRSC mode, each DynamoDB request of theirs through an MRSC
+# stand-in, tools/ddb-proxy.mjs --mrsc, answering SAGA_STACK_CONFLICT of the writes, default 0.02, with
+# ReplicatedWriteConflictException; its URL is the settings' SAGA_DYNAMODB_STAND_IN).
 # SAGA_STACK_PROFILE=release runs the functions as optimised builds (target/release, without fault injection) instead
 # of debug builds: the benchmark measures time and memory per call that way.
 # A stack's settings: DYNAMODB_ENDPOINT, LAMBDA_ENDPOINT, SAGA_TABLE (the transactions table the functions use; the
@@ -81,10 +86,23 @@ start() {
   stop "$name"
   mkdir -p "$dir"
   rm -f "$dir/calls.jsonl"
-  local ddb_port lambda_port
-  ddb_port=$(tools/free-port.sh)
-  local ddb; ddb=$(tools/dynamodb-local.sh start "$ddb_port")
-  echo "$ddb_port" >"$dir/dynamodb.port"
+  local ddb_port lambda_port ddb
+  if [ -n "${SAGA_STACK_DYNAMODB:-}" ]; then
+    ddb=$SAGA_STACK_DYNAMODB
+  else
+    ddb_port=$(tools/free-port.sh)
+    ddb=$(tools/dynamodb-local.sh start "$ddb_port")
+    echo "$ddb_port" >"$dir/dynamodb.port"
+  fi
+  local region=${SAGA_STACK_REGION:-us-east-1} mode=${SAGA_MULTI_REGION_CONSISTENCY:-none} functions_ddb=$ddb
+  if [ "$mode" = strong ]; then
+    nohup node tools/ddb-proxy.mjs --target "$ddb" --mrsc --conflict "${SAGA_STACK_CONFLICT:-0.02}" \
+      >"$dir/stand-in.url" 2>"$dir/stand-in.log" &
+    echo $! >"$dir/stand-in.pid"
+    for _ in $(seq 1 100); do [ -s "$dir/stand-in.url" ] && break; sleep 0.1; done
+    functions_ddb=$(head -n 1 "$dir/stand-in.url")
+    [ -n "$functions_ddb" ] || { echo "stack: the MRSC stand-in did not start; see $dir/stand-in.log" >&2; exit 1; }
+  fi
   lambda_port=$(tools/free-port.sh)
   local sfn_port; sfn_port=$(tools/free-port.sh)
   local moto_port; moto_port=$(tools/free-port.sh)
@@ -109,12 +127,14 @@ print(sqs.create_queue(QueueName="saga-events-dead-letters")["QueueUrl"])' "http
   "UserArn": "arn:aws:sts::000000000000:assumed-role/payments-service/tests", "Caller": "AROAPAYMENTSSERVICE00:tests",
   "AccountId": "000000000000"}]
 EOF
-  local sfn_arn=arn:aws:states:us-east-1:000000000000:stateMachine:dynamo-saga-local
+  local sfn_arn=arn:aws:states:$region:000000000000:stateMachine:dynamo-saga-local stand_in=""
+  if [ "$mode" = strong ]; then stand_in=$functions_ddb; fi
   cat >"$dir/functions.env" <<EOF
-AWS_REGION=us-east-1
+AWS_REGION=$region
 AWS_ACCESS_KEY_ID=local
 AWS_SECRET_ACCESS_KEY=local
-AWS_ENDPOINT_URL_DYNAMODB=$ddb
+AWS_ENDPOINT_URL_DYNAMODB=$functions_ddb
+SAGA_MULTI_REGION_CONSISTENCY=$mode
 SAGA_TABLE=${SAGA_TABLE:-saga-transactions}
 SAGA_ALLOWED_TABLES=${SAGA_ALLOWED_TABLES:-Orders,Inventory,shop,t-*}
 SAGA_LEASE_SECONDS=${SAGA_LEASE_SECONDS:-30}
@@ -178,6 +198,7 @@ SAGA_STATE_MACHINE_ARN=$sfn_arn
 SAGA_CALL_LOG=$dir/calls.jsonl
 MOTO_ENDPOINT=http://127.0.0.1:$moto_port
 DEAD_LETTER_QUEUE_URL=$dlq
+SAGA_DYNAMODB_STAND_IN=$stand_in
 EOF
   (set -a; . "$dir/settings"; set +a
     exec nohup target/debug/stepfunctions-local --port "$sfn_port" >"$dir/sfn.log" 2>&1) &
@@ -207,7 +228,7 @@ stop() {
     rm -f "$dir/lambda.pid"
   fi
   local p
-  for p in sfn api moto; do
+  for p in sfn api moto stand-in; do
     if [ -f "$dir/$p.pid" ]; then
       kill "$(cat "$dir/$p.pid")" 2>/dev/null || true
       rm -f "$dir/$p.pid"

@@ -64,18 +64,7 @@ pub async fn stack() -> &'static Stack {
                 .collect(),
                 Err(_) => tokio::task::spawn_blocking(start_own).await.unwrap(),
             };
-            let st = Stack {
-                dynamodb: settings["DYNAMODB_ENDPOINT"].clone(),
-                lambda: settings["LAMBDA_ENDPOINT"].clone(),
-                tx_table: settings["SAGA_TABLE"].clone(),
-                fault_file: settings["SAGA_FAULT_FILE"].clone().into(),
-                max_actions: settings["SAGA_MAX_ACTIONS"].parse().expect("SAGA_MAX_ACTIONS is a number"),
-                sfn: settings["SFN_ENDPOINT"].clone(),
-                dir: settings["STACK_DIR"].clone().into(),
-                api: settings["API_URL"].clone(),
-                moto: settings["MOTO_ENDPOINT"].clone(),
-                dead_letter_queue: settings["DEAD_LETTER_QUEUE_URL"].clone(),
-            };
+            let st = Stack::from_settings(&settings);
             let client = st.client();
             if client.describe_table().table_name(&st.tx_table).send().await.is_err() {
                 create_tx_table(&client, &st.tx_table).await;
@@ -86,15 +75,62 @@ pub async fn stack() -> &'static Stack {
 }
 
 fn start_own() -> HashMap<String, String> {
-    let name = format!("tests-{}", std::process::id());
+    let max_actions = TEST_MAX_ACTIONS.to_string();
+    start_named(&format!("tests-{}", std::process::id()), &[("SAGA_MAX_ACTIONS", &max_actions)])
+}
+
+/// A stack of this process's, as one Region of a multi-Region group: on this run's DynamoDB Local, its transactions
+/// table `tx_table`, its functions in `region` and in MRSC mode, each DynamoDB request of theirs through an MRSC
+/// stand-in of its own (`tools/stack.sh`, `SAGA_MULTI_REGION_CONSISTENCY=strong`). Stopped when dropped.
+pub struct Region {
+    pub stack: Stack,
+    name: String,
+}
+
+impl Region {
+    pub async fn start(name: &str, region: &str, tx_table: &str) -> Region {
+        let ddb = crate::endpoint().await;
+        let (name, region, tx_table) =
+            (format!("{name}-{}", std::process::id()), region.to_string(), tx_table.to_string());
+        let vars = [
+            ("SAGA_STACK_DYNAMODB", ddb),
+            ("SAGA_STACK_REGION", region),
+            ("SAGA_MULTI_REGION_CONSISTENCY", "strong".to_string()),
+            ("SAGA_TABLE", tx_table),
+        ];
+        let started = name.clone();
+        let settings = tokio::task::spawn_blocking(move || {
+            let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            start_named(&started, &vars)
+        })
+        .await
+        .unwrap();
+        Region { stack: Stack::from_settings(&settings), name }
+    }
+
+    /// Stops the stack: its functions, state machine and stand-in are gone, as a Region that stopped.
+    pub fn stop(&self) {
+        let status = Command::new(root().join("tools/stack.sh")).args(["stop", &self.name]).status();
+        assert!(status.is_ok_and(|s| s.success()), "could not stop stack {}", self.name);
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        let _ = Command::new(root().join("tools/stack.sh")).args(["stop", &self.name]).status();
+    }
+}
+
+/// Starts stack `name` with `vars` set, stopped by a watchdog when this process ends; its settings.
+fn start_named(name: &str, vars: &[(&str, &str)]) -> HashMap<String, String> {
     let script = root().join("tools/stack.sh");
     let out = Command::new(&script)
-        .args(["start", &name])
-        .env("SAGA_MAX_ACTIONS", TEST_MAX_ACTIONS.to_string())
+        .args(["start", name])
+        .envs(vars.iter().copied())
         .stderr(Stdio::inherit())
         .output()
         .expect("run tools/stack.sh");
-    assert!(out.status.success(), "could not start the local stack");
+    assert!(out.status.success(), "could not start the local stack {name}");
     let watch =
         format!("while kill -0 {} 2>/dev/null; do sleep 1; done; {} stop {name}", std::process::id(), script.display());
     // It outlives this process to clean up after it; a thread reaps it should it end first.
@@ -300,6 +336,22 @@ pub struct FunctionError {
 }
 
 impl Stack {
+    /// The stack `tools/stack.sh` describes in `settings` (its settings file's lines).
+    pub fn from_settings(settings: &HashMap<String, String>) -> Stack {
+        Stack {
+            dynamodb: settings["DYNAMODB_ENDPOINT"].clone(),
+            lambda: settings["LAMBDA_ENDPOINT"].clone(),
+            tx_table: settings["SAGA_TABLE"].clone(),
+            fault_file: settings["SAGA_FAULT_FILE"].clone().into(),
+            max_actions: settings["SAGA_MAX_ACTIONS"].parse().expect("SAGA_MAX_ACTIONS is a number"),
+            sfn: settings["SFN_ENDPOINT"].clone(),
+            dir: settings["STACK_DIR"].clone().into(),
+            api: settings["API_URL"].clone(),
+            moto: settings["MOTO_ENDPOINT"].clone(),
+            dead_letter_queue: settings["DEAD_LETTER_QUEUE_URL"].clone(),
+        }
+    }
+
     pub fn client(&self) -> Client {
         client_for(&self.dynamodb)
     }
