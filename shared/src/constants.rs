@@ -59,10 +59,14 @@ pub const SK_JUDGE: &str = "judge";
 pub const TOKEN_PK_PREFIX: &str = "token#";
 /// Partition key of the sweeper's place in its pass over the transactions table for expired records, where the table
 /// has no time to live (multi-Region strongly consistent tables: [`crate::sweeper`]); its sort key is [`SK_CURSOR`].
+#[cfg(feature = "internals")]
 pub const EXPIRY_PK: &str = "sweep#expired";
+#[cfg(feature = "internals")]
 pub const SK_CURSOR: &str = "cursor";
 /// The expiry cursor: the key of the last record the pass looked at.
+#[cfg(feature = "internals")]
 pub const C_AFTER_ID: &str = "afterId";
+#[cfg(feature = "internals")]
 pub const C_AFTER_SK: &str = "afterSk";
 
 /// Header: PENDING, COMMITTED or ROLLED_BACK.
