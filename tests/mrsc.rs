@@ -120,6 +120,27 @@ async fn a_cancellation_names_what_native_would() {
     env.assert_clean().await;
 }
 
+/// Another lock client on the parent item `key` of `env.a`: with `Some(token)` it takes the lock over (its token and
+/// a record version number of its own), with `None` it lets go of it.
+async fn another_client(env: &Env, key: &Value, token: Option<&str>) {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let req = env
+        .client
+        .update_item()
+        .table_name(&env.a)
+        .set_key(Some(dynamo_saga::value::item_from_json(key).unwrap()))
+        .expression_attribute_names("#t", PARENT_LOCK_TOKEN)
+        .expression_attribute_names("#r", PARENT_RVN);
+    let req = match token {
+        Some(t) => req
+            .update_expression("SET #t = :t, #r = :r")
+            .expression_attribute_values(":t", AttributeValue::S(t.into()))
+            .expression_attribute_values(":r", AttributeValue::N("1".into())),
+        None => req.update_expression("REMOVE #t, #r"),
+    };
+    req.send().await.unwrap();
+}
+
 /// With a `Parent` on MRSC tables, the parent's lock is sealed by its own conditional write before the commit (a
 /// lease no waiter outlasts before the commit lands), and released at the end. A parent taken over before the commit
 /// (as a DynamoDB Lock Client takes over a lock it found stale) stops the commit: that attempt rolls back, nothing
@@ -144,18 +165,7 @@ async fn a_parent_is_sealed_before_the_commit_and_one_taken_over_stops_it() {
             run_step(&store, &id, step).await.unwrap();
         }
         if take_over {
-            env.client
-                .update_item()
-                .table_name(&env.a)
-                .set_key(Some(dynamo_saga::value::item_from_json(&parent_key).unwrap()))
-                .update_expression("SET #t = :t, #r = :r")
-                .expression_attribute_names("#t", PARENT_LOCK_TOKEN)
-                .expression_attribute_names("#r", PARENT_RVN)
-                .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::S("another-client".into()))
-                .expression_attribute_values(":r", aws_sdk_dynamodb::types::AttributeValue::N("1".into()))
-                .send()
-                .await
-                .unwrap();
+            another_client(&env, &parent_key, Some("another-client")).await;
         }
         run_step(&store, &id, Step::Commit).await.unwrap();
         let h = read_header(&store, &m, &id).await.unwrap();
@@ -165,16 +175,7 @@ async fn a_parent_is_sealed_before_the_commit_and_one_taken_over_stops_it() {
             assert!(h.retry_pending, "an attempt that lost its parent is tried again: {h:?}");
             assert_eq!(parent[PARENT_LOCK_TOKEN], sv("another-client"), "the other client's lock is untouched");
             // The other client lets go; the transaction's next attempt takes the parent and commits.
-            env.client
-                .update_item()
-                .table_name(&env.a)
-                .set_key(Some(dynamo_saga::value::item_from_json(&parent_key).unwrap()))
-                .update_expression("REMOVE #t, #r")
-                .expression_attribute_names("#t", PARENT_LOCK_TOKEN)
-                .expression_attribute_names("#r", PARENT_RVN)
-                .send()
-                .await
-                .unwrap();
+            another_client(&env, &parent_key, None).await;
             assert_counted(&env, &body, 0).await;
         } else {
             assert_eq!(h.state, TxState::Committed);

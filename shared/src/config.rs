@@ -492,28 +492,17 @@ mod tests {
             (false, PrecommitCheck::Off, MultiRegion::Strong)
         );
         assert!(built.check().is_ok());
-        let refused = |extra: (&'static str, &'static str)| {
-            Config::from_vars(move |k| {
-                [(ENV_TX_TABLE, "tx"), (ENV_MULTI_REGION, "strong"), extra]
-                    .iter()
-                    .find(|(n, _)| *n == k)
-                    .map(|(_, v)| v.to_string())
-            })
-            .unwrap_err()
-            .to_string()
+        let refused = |vars: &[(&str, &str)]| {
+            Config::from_vars(|k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string()))
+                .unwrap_err()
+                .to_string()
         };
         for extra in [(ENV_DIRECT, "true"), (ENV_PRECOMMIT_CHECK, "near-limits"), (ENV_PRECOMMIT_CHECK, "all")] {
-            let e = refused(extra);
+            let e = refused(&[(ENV_TX_TABLE, "tx"), (ENV_MULTI_REGION, "strong"), extra]);
             assert!(e.contains("take no TransactWriteItems") && e.contains(extra.0), "{extra:?}: {e}");
         }
-        let e = Config::from_vars(|k| {
-            [(ENV_TX_TABLE, "tx"), (ENV_MULTI_REGION, "eventual")]
-                .iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| v.to_string())
-        })
-        .unwrap_err();
-        assert!(e.to_string().contains(ENV_MULTI_REGION), "{e}");
+        let e = refused(&[(ENV_TX_TABLE, "tx"), (ENV_MULTI_REGION, "eventual")]);
+        assert!(e.contains(ENV_MULTI_REGION), "{e}");
         let pinned = from(&[(ENV_TX_TABLE, "tx"), (ENV_EVENTUAL_REGION, " eu-west-1 ")]);
         assert_eq!(pinned.eventual_region.as_deref(), Some("eu-west-1"));
     }

@@ -79,8 +79,8 @@ pub async fn beat_parent(store: &Store, m: &Meter, h: &Header) -> Result<(), TxE
 /// a new record version number and a lease of [`sealed_lease`] seconds, only while `h`'s attempt holds the parent.
 /// A waiter, this protocol's or the DynamoDB Lock Client's, takes a lock over only once its record version number has
 /// stayed the same for the whole lease the lock item names, so none can take the parent between this write and a
-/// commit first sent within the lock's ordinary lease after it: such a commit lands inside the sealed lease. False when the parent is no longer
-/// `h`'s.
+/// commit first sent within the lock's ordinary lease after it: such a commit lands inside the sealed lease. False
+/// when the parent is no longer `h`'s.
 pub(crate) async fn seal_parent(store: &Store, m: &Meter, h: &Header) -> Result<bool, TxError> {
     let Some(p) = &h.parent else { return Ok(true) };
     let req = store

@@ -71,9 +71,9 @@ impl Store {
 
     /// `conf` with the retries [`Store::from_conf`] gives its client: [`Store::retry_config`], without the SDK's retry
     /// quota. They also send again a write a multi-Region strongly consistent table refused for a concurrent change in
-    /// another Region (`ReplicatedWriteConflictException`, which the SDK models as retryable). The in-flight limit bounds retries as it bounds first attempts, so the quota (a token bucket that a
-    /// burst of a hundred retries empties, after which nothing is retried) would only turn a busy moment into failed
-    /// phases.
+    /// another Region (`ReplicatedWriteConflictException`, which the SDK models as retryable). The in-flight limit
+    /// bounds retries as it bounds first attempts, so the quota (a token bucket that a burst of a hundred retries
+    /// empties, after which nothing is retried) would only turn a busy moment into failed phases.
     pub fn with_retries(conf: aws_sdk_dynamodb::config::Builder) -> aws_sdk_dynamodb::config::Builder {
         let partition = aws_sdk_dynamodb::config::retry::RetryPartition::custom("dynamo-saga")
             .token_bucket(aws_sdk_dynamodb::config::retry::TokenBucket::unlimited())
@@ -92,8 +92,8 @@ impl Store {
             .with_max_backoff(std::time::Duration::from_secs(5))
     }
 
-    /// The time bounds [`Store::from_conf`] gives every request: an attempt timeout and an operation timeout, so that no
-    /// request of this store stays outstanding longer than [`Config::operation_timeout`] (a write sent once, longer
+    /// The time bounds [`Store::from_conf`] gives every request: an attempt timeout and an operation timeout, so that
+    /// no request of this store stays outstanding longer than [`Config::operation_timeout`] (a write sent once, longer
     /// than [`Config::attempt_timeout`]). The SDK sets neither by default. What the client gives up on may still be
     /// carried out by DynamoDB; on AWS, not after the five minutes a SigV4 signature is accepted for.
     pub fn timeouts(cfg: &Config) -> aws_sdk_dynamodb::config::timeout::TimeoutConfig {

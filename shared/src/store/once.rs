@@ -44,9 +44,9 @@ where
     }
 }
 
-/// What the error of a write sent once says of it: refused before it was carried out (a client error: throttling,
-/// a conflict with a DynamoDB transaction or with another Region's write, a request DynamoDB rejects), or of unknown outcome (a server error, a
-/// timeout, a connection that broke).
+/// What the error of a write sent once says of it: refused before it was carried out (a client error: throttling, a
+/// conflict with a DynamoDB transaction or with another Region's write, a request DynamoDB rejects), or of unknown
+/// outcome (a server error, a timeout, a connection that broke).
 pub(super) fn sent_once<E: ProvideErrorMetadata + std::fmt::Debug>(
     op: &'static str,
     e: SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>,
