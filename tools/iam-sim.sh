@@ -2,15 +2,18 @@
 # The permission simulation: every AWS call a principal of the deployed stack makes, evaluated against the IAM
 # policies template.yaml deploys by a real IAM policy evaluator (docs/iam.md says how, and what callers need).
 #
-#   tools/iam-sim.sh [--log FILE ...] [--local-tx-table NAME] [--json FILE] [--denials-only]
-#                    evaluate a call log (default: the sample tools/iam/sample-calls.jsonl) in every configuration of
-#                    tools/iam/resolve.py; exit 1 on any denied call or any unused permission docs/iam.md does not
-#                    justify (with --denials-only, on denials alone); tools/test.sh runs it on the suites' log
+#   tools/iam-sim.sh [--log FILE ...] [--strong-log FILE ...] [--local-tx-table NAME ...] [--json FILE] [--denials-only]
+#                    evaluate a call log (default: the sample tools/iam/sample-calls.jsonl, and for MRSC mode
+#                    tools/iam/sample-calls-strong.jsonl) in every configuration of tools/iam/resolve.py, the
+#                    --strong-log calls (stacks in MRSC mode) in its MRSC configurations only; exit 1 on any denied
+#                    call or any unused permission docs/iam.md does not justify (with --denials-only, on denials
+#                    alone); tools/test.sh runs it on the suites' logs
 #   tools/iam-sim.sh --self-test
 #                    the sample log passes on template.yaml, and each defect the simulation was built to find is caught
 #                    on a copy of the template that has it (the old ARN form of the caller's tables, Rollback without
 #                    DeleteItem, the API invoking with the caller's credentials, the sweeper without DescribeExecution,
-#                    the state machine allowed only the functions' unqualified ARNs where it invokes their versions, a
+#                    the sweeper without Scan on an MRSC transactions table, the state machine allowed only the
+#                    functions' unqualified ARNs where it invokes their versions, a
 #                    function denied its own log group, the events function without its dead-letter queue, the events
 #                    rule matching source dynamo-saga alone, an unused permission without a justification, Express
 #                    with SweepAfterSeconds of 300 or less)
@@ -50,10 +53,10 @@ self_test() {
   local tmp failed=0 out
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' RETURN
-  local sample=tools/iam/sample-calls.jsonl
+  local sample=tools/iam/sample-calls.jsonl strong=tools/iam/sample-calls-strong.jsonl
   echo "== the sample call log on template.yaml: every call allowed, every unused permission justified"
   resolve >"$tmp/resolved.json"
-  simulate --resolved "$tmp/resolved.json" --log "$sample" --quiet || { echo "FAILED: template.yaml" >&2; failed=1; }
+  simulate --resolved "$tmp/resolved.json" --log "$sample" --strong-log "$strong" --quiet || { echo "FAILED: template.yaml" >&2; failed=1; }
 
   # Each known defect, on a copy of the template that has it, must be reported as a denial naming it.
   expect() {
@@ -61,7 +64,7 @@ self_test() {
     resolve --mutate "$mutation" >"$tmp/$mutation.json"
     local args=()
     for text in "$@"; do args+=(--expect-denied "$text"); done
-    if out=$(simulate --resolved "$tmp/$mutation.json" --log "$sample" "${args[@]}"); then
+    if out=$(simulate --resolved "$tmp/$mutation.json" --log "$sample" --strong-log "$strong" "${args[@]}"); then
       echo "self-test: $mutation: caught: $(grep -m1 -F "$1" <<<"$out" | cut -c1-200)"
     else
       echo "$out" | tail -5
@@ -82,6 +85,8 @@ self_test() {
     'DENIED caller-api lambda:InvokeFunction arn:aws:lambda:eu-west-1:123456789012:function:dynamo-saga-StatusFunction-SAMPLE'
   expect sweeper-without-describe \
     'DENIED saga-sweeper states:DescribeExecution arn:aws:states:eu-west-1:123456789012:execution:dynamo-saga-transaction:'
+  expect sweeper-without-expiry-scan \
+    'DENIED saga-sweeper dynamodb:Scan arn:aws:dynamodb:eu-west-1:123456789012:table/dynamo-saga-transactions'
   expect invoke-unqualified-only \
     'DENIED state-machine lambda:InvokeFunction arn:aws:lambda:eu-west-1:123456789012:function:dynamo-saga-LockFunction-SAMPLE:1'
   expect logs-to-another-group \
@@ -93,7 +98,7 @@ self_test() {
 
   # A permission nothing uses and docs/iam.md does not justify fails the run.
   sed '/^| `saga-save` | `TransactionRecords` | `dynamodb:BatchWriteItem`/d' docs/iam.md >"$tmp/iam.md"
-  if out=$(simulate --resolved "$tmp/resolved.json" --log "$sample" --docs "$tmp/iam.md"); then
+  if out=$(simulate --resolved "$tmp/resolved.json" --log "$sample" --strong-log "$strong" --docs "$tmp/iam.md"); then
     echo "FAILED: self-test: an unjustified unused permission passed" >&2
     failed=1
   elif grep -q 'UNJUSTIFIED saga-save | TransactionRecords | dynamodb:BatchWriteItem' <<<"$out"; then
@@ -117,19 +122,24 @@ case "${1:-}" in
     ;;
   *)
     logs=()
+    strong_logs=()
     rest=()
     while [ $# -gt 0 ]; do
       case $1 in
         --log) logs+=(--log "$2"); shift 2 ;;
+        --strong-log) strong_logs+=(--strong-log "$2"); shift 2 ;;
         --local-tx-table | --json) rest+=("$1" "$2"); shift 2 ;;
         --denials-only) rest+=("$1"); shift ;;
-        *) echo "usage: $0 [--log FILE ...] [--local-tx-table NAME] [--json FILE] [--denials-only] | --self-test" >&2; exit 2 ;;
+        *) echo "usage: $0 [--log FILE ...] [--strong-log FILE ...] [--local-tx-table NAME ...] [--json FILE] [--denials-only] | --self-test" >&2; exit 2 ;;
       esac
     done
-    [ ${#logs[@]} -gt 0 ] || logs=(--log tools/iam/sample-calls.jsonl)
+    if [ ${#logs[@]} -eq 0 ] && [ ${#strong_logs[@]} -eq 0 ]; then
+      logs=(--log tools/iam/sample-calls.jsonl)
+      strong_logs=(--strong-log tools/iam/sample-calls-strong.jsonl)
+    fi
     tmp=$(mktemp)
     trap 'rm -f "$tmp"' EXIT
     resolve >"$tmp"
-    simulate --resolved "$tmp" "${logs[@]}" "${rest[@]}"
+    simulate --resolved "$tmp" "${logs[@]}" ${strong_logs[@]+"${strong_logs[@]}"} "${rest[@]}"
     ;;
 esac

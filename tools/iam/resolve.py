@@ -15,7 +15,8 @@ shape CloudFormation gives them; nothing depends on their random part.
 
 --mutate applies a named change to the template before the transform (MUTATIONS): the simulation's self-test uses
 them to show it catches each defect it was built to find. --check-rules checks the template's Rules instead: Express
-refuses every SweepAfterSeconds up to 300.
+refuses every SweepAfterSeconds up to 300, MRSC mode names its transactions table and the deploy creating it two
+other Regions, and every samconfig.toml environment passes them.
 """
 
 import argparse
@@ -39,10 +40,11 @@ ALLOWED_TABLES = "Orders,Inventory,shop,t-*"
 
 # Every configuration the simulation runs: both workflow types, each with alarms, tracing, metrics and the dashboard
 # all on and all off, and one mixed each way so that every flag is also seen beside the others' opposite; one of them
-# leaves the account's API Gateway logging role to the account. Express needs SweepAfterSeconds over 300 (the
+# leaves the account's API Gateway logging role to the account; two in MRSC mode. Express needs SweepAfterSeconds over 300 (the
 # template's Rules refuse less).
 _ON = {"Tracing": "true", "EnableAlarms": "true", "EnableMetrics": "true", "EnableDashboard": "true"}
 _OFF = {k: "false" for k in _ON}
+_STRONG = {"MultiRegionConsistency": "STRONG", "TransactionsTableName": "dynamo-saga-transactions"}
 CONFIGS = {
     "standard-all-on": {"WorkflowType": "STANDARD", **_ON},
     "standard-all-off": {"WorkflowType": "STANDARD", **_OFF},
@@ -50,6 +52,12 @@ CONFIGS = {
     "express-all-on": {"WorkflowType": "EXPRESS", "SweepAfterSeconds": "360", **_ON},
     "express-all-off": {"WorkflowType": "EXPRESS", "SweepAfterSeconds": "360", **_OFF},
     "express-mixed": {"WorkflowType": "EXPRESS", "SweepAfterSeconds": "360", **_ON, "Tracing": "false", "EnableMetrics": "false"},
+    # MRSC: the group's first Region, which creates the transactions table (two replicas and a witness), and another
+    # Region's stack, which names it; a pinned MREC Region beside them.
+    "strong-first-region": {"WorkflowType": "STANDARD", **_ON, **_STRONG, "GlobalTableReplicaRegion": "eu-west-2",
+                            "GlobalTableThirdRegion": "eu-central-1", "GlobalTableThirdRegionRole": "WITNESS"},
+    "strong-other-region": {"WorkflowType": "EXPRESS", "SweepAfterSeconds": "360", **_OFF, **_STRONG,
+                            "EventualConsistencyRegion": REGION},
 }
 BASE_PARAMETERS = {"AllowedTables": ALLOWED_TABLES, "AlarmTopicArn": f"arn:aws:sns:{REGION}:{ACCOUNT}:ops"}
 
@@ -70,6 +78,9 @@ def _statements(res):
     for pol in res.get("Properties", {}).get("Policies", []):
         if isinstance(pol, dict):
             for st in pol.get("Statement", []):
+                # A statement held in one configuration only: !If [Condition, statement, !Ref AWS::NoValue].
+                if isinstance(st, dict) and "Fn::If" in st:
+                    st = st["Fn::If"][1]
                 if isinstance(st, dict):
                     yield st
 
@@ -137,6 +148,7 @@ MUTATIONS = {
     "rollback-without-delete": _drop_action("RollbackFunction", "TransactionRecords", "dynamodb:DeleteItem"),
     "api-caller-credentials": _caller_credentials,
     "sweeper-without-describe": _drop_action("SweeperFunction", "DescribeExecutions", "states:DescribeExecution"),
+    "sweeper-without-expiry-scan": _drop_action("SweeperFunction", "ExpiredRecords", "dynamodb:Scan"),
     "logs-to-another-group": _logs_to_another_group,
     "invoke-unqualified-only": _invoke_unqualified_only,
     "events-without-dead-letter-queue": _events_without_dead_letter_queue,
@@ -222,6 +234,7 @@ class Resolver:
             "AWS::Events::Rule": "Name",
             "AWS::CloudWatch::Alarm": "AlarmName",
             "AWS::DynamoDB::Table": "TableName",
+            "AWS::DynamoDB::GlobalTable": "TableName",
             "AWS::SQS::Queue": "QueueName",
             "AWS::IAM::Role": "RoleName",
             "AWS::CloudWatch::Dashboard": "DashboardName",
@@ -276,6 +289,7 @@ class Resolver:
         name = self.name_of(logical)
         table = {
             ("AWS::DynamoDB::Table", "Arn"): lambda: self.arn("dynamodb", f"table/{name}"),
+            ("AWS::DynamoDB::GlobalTable", "Arn"): lambda: self.arn("dynamodb", f"table/{name}"),
             ("AWS::Lambda::Function", "Arn"): lambda: self.arn("lambda", f"function:{name}"),
             ("AWS::Lambda::Version", "Version"): lambda: "1",
             ("AWS::IAM::Role", "Arn"): lambda: f"arn:{PARTITION}:iam::{ACCOUNT}:role/{name}",
@@ -504,7 +518,7 @@ def resolve(sam, config, parameters):
             symbol(r.getatt(logical, "Arn"), f"${{{logical}.Arn}}")
         elif t == "AWS::Logs::LogGroup":
             out["logGroups"][logical] = {"name": r.name_of(logical), "arn": r.getatt(logical, "Arn")}
-        elif t == "AWS::DynamoDB::Table":
+        elif t in ("AWS::DynamoDB::Table", "AWS::DynamoDB::GlobalTable"):
             out.setdefault("tables", {})[logical] = {"name": r.name_of(logical), "arn": r.getatt(logical, "Arn")}
             symbol(r.getatt(logical, "Arn"), f"${{{logical}.Arn}}")
             symbol(r.name_of(logical), f"${{{logical}}}")
@@ -577,6 +591,13 @@ def resolve(sam, config, parameters):
             if target not in out["roles"]:
                 raise Unresolved(f"{logical} is attached to {role}, not a role of the template")
             out["roles"][target]["inline"].append({"name": p["PolicyName"], "document": p["PolicyDocument"]})
+    # The transactions table the functions use (SAGA_TABLE): the stack's own, or one it names (an MRSC group's).
+    names = {f["environment"].get("SAGA_TABLE") for f in out["functions"].values()}
+    if len(names) != 1 or None in names:
+        raise Unresolved(f"the functions' SAGA_TABLE is not one table: {sorted(map(str, names))}")
+    tx = names.pop()
+    out["transactionsTable"] = {"name": tx, "arn": r.arn("dynamodb", f"table/{tx}")}
+    symbol(out["transactionsTable"]["arn"], "${TransactionsTable.Arn}")
     allowed = r.params.get("AllowedTables", [])
     out["allowedTables"] = allowed
     return out
@@ -609,6 +630,58 @@ def check_express_rule(sam):
     return ok
 
 
+def check_multi_region_rules(sam):
+    """The MRSC rules: STRONG needs TransactionsTableName, and the deploy that creates the group's table names two
+    other, different Regions in STRONG mode; each samconfig.toml environment's parameter_overrides pass the Rules and
+    resolve (its policies are those of a configuration the simulation can run). Printed, and False when any fails."""
+    import shlex
+    import tomllib
+
+    ok = True
+    strong = {**BASE_PARAMETERS, "MultiRegionConsistency": "STRONG", "TransactionsTableName": "saga-tx"}
+    first = {**strong, "GlobalTableReplicaRegion": "us-east-2", "GlobalTableThirdRegion": "us-west-2"}
+    cases = [
+        ("STRONG with a transactions table name", strong, False),
+        ("STRONG without one", {**strong, "TransactionsTableName": ""}, True),
+        ("the first Region's deploy", first, False),
+        ("... with a witness", {**first, "GlobalTableThirdRegionRole": "WITNESS"}, False),
+        ("... without STRONG", {**first, "MultiRegionConsistency": "NONE"}, True),
+        ("... without a third Region", {**first, "GlobalTableThirdRegion": ""}, True),
+        ("... with the same Region twice", {**first, "GlobalTableThirdRegion": "us-east-2"}, True),
+        ("NONE with a named transactions table", {**BASE_PARAMETERS, "TransactionsTableName": "saga-tx"}, False),
+    ]
+    cfn = transform(sam, first)
+    for what, params, refused in cases:
+        failed = rules_verdict(cfn, params)
+        if bool(failed) != refused:
+            print(f"rules: {what}: {'refused' if failed else 'admitted'}, which is wrong {failed}")
+            ok = False
+    with open("samconfig.toml", "rb") as f:
+        samconfig = tomllib.load(f)
+    envs = 0
+    for env, commands in samconfig.items():
+        overrides = (commands.get("deploy", {}).get("parameters") or {}).get("parameter_overrides") if isinstance(commands, dict) else None
+        if not overrides:
+            continue
+        envs += 1
+        params = dict(kv.split("=", 1) for kv in shlex.split(overrides))
+        cfn = transform(sam, params)
+        failed = rules_verdict(cfn, params)
+        if failed:
+            print(f"rules: samconfig.toml environment {env}: refused: {failed}")
+            ok = False
+            continue
+        try:
+            resolve(sam, env, params)
+        except (Unresolved, SystemExit) as e:
+            print(f"rules: samconfig.toml environment {env}: cannot resolve {e}")
+            ok = False
+    if ok:
+        print(f"rules: MRSC mode names its transactions table, its creating deploy two other Regions; "
+              f"the {envs} samconfig.toml environments pass the Rules and resolve")
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--template", default="template.yaml")
@@ -621,7 +694,8 @@ def main():
     for m in args.mutate:
         MUTATIONS[m](sam)
     if args.check_rules:
-        sys.exit(0 if check_express_rule(sam) else 1)
+        express, multi_region = check_express_rule(sam), check_multi_region_rules(sam)
+        sys.exit(0 if express and multi_region else 1)
     extra = dict(s.split("=", 1) for s in args.set)
     out = []
     for name in args.config or list(CONFIGS):

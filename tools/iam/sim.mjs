@@ -8,8 +8,10 @@
 //
 //   --resolved    the output of tools/iam/resolve.py: each configuration's policies, resource policies and names
 //   --log         a call log, one JSON object a line (see below); several are read as one
-//   --local-tx-table       the functions' local SAGA_TABLE (default saga-transactions): calls on it are calls on
-//                          the deployed TransactionsTable
+//   --strong-log  a call log of stacks in MRSC mode (SAGA_MULTI_REGION_CONSISTENCY=strong): evaluated in the
+//                 configurations with MultiRegionConsistency STRONG only, beside the --log calls
+//   --local-tx-table       the functions' local SAGA_TABLE (default saga-transactions; may be given for each
+//                          stack): calls on it are calls on the deployed transactions table
 //   --caller-tx-tables RE  the transactions tables tests make for the library in process (default ^t-.*-tx$,
 //                          tests/src/lib.rs): a "caller" call on one is a call on the deployed TransactionsTable
 //   --local-state-machine  a local state machine name (default dynamo-saga-local, dynamo-saga-transaction, bench):
@@ -67,7 +69,8 @@ function cli(argv) {
     options: {
       resolved: { type: 'string' },
       log: { type: 'string', multiple: true, default: [] },
-      'local-tx-table': { type: 'string', default: 'saga-transactions' },
+      'strong-log': { type: 'string', multiple: true, default: [] },
+      'local-tx-table': { type: 'string', multiple: true },
       'caller-tx-tables': { type: 'string', default: '^t-.*-tx$' },
       'local-state-machine': { type: 'string', multiple: true },
       'local-queue': { type: 'string', default: 'saga-events-dead-letters' },
@@ -84,7 +87,8 @@ function cli(argv) {
   return {
     resolved: values.resolved,
     logs: values.log,
-    localTxTable: values['local-tx-table'],
+    strongLogs: values['strong-log'],
+    localTxTables: values['local-tx-table'] ?? ['saga-transactions'],
     callerTxTables: new RegExp(values['caller-tx-tables']),
     localStateMachines: values['local-state-machine'] ?? ['dynamo-saga-local', 'dynamo-saga-transaction', 'bench'],
     localQueue: values['local-queue'],
@@ -173,7 +177,7 @@ function fillPolicy(doc, cfg) {
   const values = {
     REGION: cfg.region,
     ACCOUNT_ID: cfg.account,
-    TRANSACTIONS_TABLE: cfg.tables.TransactionsTable.name,
+    TRANSACTIONS_TABLE: cfg.transactionsTable.name,
     STATE_MACHINE_NAME: cfg.stateMachine.name,
     API_ID: cfg.api.id,
     STAGE: cfg.api.stage,
@@ -210,7 +214,7 @@ function mapResource(cfg, opts, action, resource, principal) {
     const m = /^table\/([^/]+)(\/.*)?$/.exec(r);
     if (!m) throw new InputError(`${action} on ${resource}: a DynamoDB resource is table/NAME[/index/INDEX]`);
     const ownTx = principal === 'caller' && opts.callerTxTables.test(m[1]);
-    if (m[1] === opts.localTxTable || ownTx) r = `table/${cfg.tables.TransactionsTable.name}${m[2] ?? ''}`;
+    if (opts.localTxTables.includes(m[1]) || ownTx) r = `table/${cfg.transactionsTable.name}${m[2] ?? ''}`;
   } else if (service === 'states') {
     const m = /^(stateMachine|execution|express):([^:]+)(:.*)?$/.exec(r);
     if (!m) throw new InputError(`${action} on ${resource}: a Step Functions resource is stateMachine:NAME or execution:NAME:ID`);
@@ -440,7 +444,7 @@ function synthetic(cfg) {
 
   // The CLI through the state machine (a request of under 100 actions carried out in one call, a larger one staged
   // and begun, which samples whether the items it updates exist).
-  const tx = cfg.tables.TransactionsTable.arn;
+  const tx = cfg.transactionsTable.arn;
   const table = (t) => arnOf(cfg, 'dynamodb', `table/${t}`);
   const user = cfg.allowedTables.map((t) => t.replace('*', 'sample'));
   const cliCalls = [
@@ -537,8 +541,9 @@ async function main() {
     if (!docs.policies[needed]) throw new InputError(`${opts.policies} has no ${needed}.json`);
   }
   const { calls: recorded, lines } = await readLogs(opts.logs);
+  const { calls: strongRecorded, lines: strongLines } = await readLogs(opts.strongLogs);
   const evaluator = JSON.parse(readFileSync(join(dirname(PACKAGE), '../../package.json'), 'utf8')).version;
-  const report = { configs: [], denied: [], unused: [], unjustified: [], stale: [], recordedLines: lines, recordedDistinct: recorded.length };
+  const report = { configs: [], denied: [], unused: [], unjustified: [], stale: [], recordedLines: lines + strongLines, recordedDistinct: recorded.length + strongRecorded.length };
   const log = (s) => opts.quiet || process.stdout.write(`${s}\n`);
 
   log(`policies: template.yaml through ${configs[0]?.translator ?? 'aws-sam-translator'}; evaluator: @cloud-copilot/iam-simulate ${evaluator}`);
@@ -549,7 +554,8 @@ async function main() {
     const sym = symbolizer(cfg);
     const ps = principals(cfg, docs);
     const calls = [];
-    for (const c of recorded) {
+    const strong = cfg.parameters.MultiRegionConsistency === 'STRONG';
+    for (const c of strong ? [...recorded, ...strongRecorded] : recorded) {
       if (!ps[c.principal]) throw new InputError(`${c.where}: principal ${c.principal} is no function binary of the template, "state-machine" or "caller"`);
       calls.push({ ...c, resource: mapResource(cfg, opts, c.action, c.resource, c.principal) });
     }
