@@ -14,7 +14,7 @@ name="test-$$"
 # The figures the tests prove (crash scenarios, bad inputs, transfers), collected from every test binary.
 export SAGA_REPORT="$root/.local/report-$name.txt"
 rm -f "$SAGA_REPORT"
-trap 'tools/stack.sh stop "$name"; rm -f "$SAGA_REPORT"' EXIT
+trap 'tools/stack.sh stop "$name"; tools/stack.sh stop "$name-mrsc"; rm -f "$SAGA_REPORT"' EXIT
 # The stack's limit on actions (tests/src/stack.rs TEST_MAX_ACTIONS): above the 10,000-action test, and low enough that
 # a request over it still fits a Lambda payload.
 # The stack is also stopped if this script is killed outright (its watchdog waits for this process).
@@ -22,18 +22,27 @@ settings=$(SAGA_MAX_ACTIONS=12000 tools/stack.sh start "$name" $$)
 set -a; . "$settings"; set +a
 cargo test --workspace -- --test-threads 4
 # The differential, reads, contention and crash suites again as on multi-Region strongly consistent tables
-# (docs/multi-region.md): each store configured for them and sending through the MRSC stand-in (tools/ddb-proxy.mjs
+# (docs/deploy.md, "Several Regions"): each store configured for them and sending through the MRSC stand-in (tools/ddb-proxy.mjs
 # --mrsc), which refuses transactional calls and answers a share of the writes with ReplicatedWriteConflictException.
 # The crash matrix counts the writes of a clean run and crashes before each, so its stand-in answers no conflicts
 # (a write sent again is one more write, and a point past the last would be missed).
 SAGA_TEST_MULTI_REGION=strong cargo test --workspace --test parity --test reads --test contention -- --test-threads 4
 SAGA_TEST_MULTI_REGION=strong SAGA_TEST_CONFLICT=0 cargo test --workspace --test crash -- --test-threads 4
+# The suites of the state machine, the API, the events function, the sweeper and the CLI's stack again on a stack in
+# MRSC mode (MultiRegionConsistency STRONG): its functions send through an MRSC stand-in of their own, which answers 2%
+# of their writes with ReplicatedWriteConflictException, onto a DynamoDB Local of its own.
+mrsc_settings=$(SAGA_MULTI_REGION_CONSISTENCY=strong SAGA_MAX_ACTIONS=12000 tools/stack.sh start "$name-mrsc" $$)
+(set -a; . "$mrsc_settings"; set +a
+  SAGA_TEST_MULTI_REGION=strong cargo test --workspace --test e2e --test events --test sweeper --test cli -- --test-threads 4)
+mrsc_dir=$(sed -n 's/^STACK_DIR=//p' "$mrsc_settings")
 # The permission simulation (docs/iam.md) over every AWS call this run made: the functions', the state machine
 # runner's and the CLI's (the stack's SAGA_CALL_LOG), with the calls that never run locally. A denied call, or a held
 # permission nothing used that docs/iam.md does not justify, fails the run. The log and the report stay in .local/iam.
 mkdir -p .local/iam
 if [ -f "$STACK_DIR/calls.jsonl" ]; then cp "$STACK_DIR/calls.jsonl" .local/iam/calls.jsonl; else : >.local/iam/calls.jsonl; fi
-iam_args=(--log .local/iam/calls.jsonl --local-tx-table "$SAGA_TABLE" --json .local/iam/report.json)
+if [ -f "$mrsc_dir/calls.jsonl" ]; then cp "$mrsc_dir/calls.jsonl" .local/iam/calls-mrsc.jsonl; else : >.local/iam/calls-mrsc.jsonl; fi
+iam_args=(--log .local/iam/calls.jsonl --strong-log .local/iam/calls-mrsc.jsonl --local-tx-table "$SAGA_TABLE"
+  --json .local/iam/report.json)
 if ! grep -q '"principal": *"saga-' .local/iam/calls.jsonl; then
   # Functions built without the call log record nothing: only denials can be judged then.
   echo "test: WARNING: the call log holds no function's calls; the simulation checks denials only" >&2
@@ -43,7 +52,8 @@ echo
 echo "Measured by this run (docs/guarantees.md quotes these):"
 LC_ALL=C sort "$SAGA_REPORT" | sed 's/^/  /'
 echo
-echo "Permission simulation (tools/iam-sim.sh) over $(wc -l <.local/iam/calls.jsonl) logged calls:"
+echo "Permission simulation (tools/iam-sim.sh) over $(wc -l <.local/iam/calls.jsonl) logged calls, and" \
+  "$(wc -l <.local/iam/calls-mrsc.jsonl) of the stack in MRSC mode:"
 tools/iam-sim.sh "${iam_args[@]}" | tee .local/iam/simulation.txt
 # The report of this run: the figures above under a first line naming the commit, the UTC date and the wall time, with
 # the release packages when tools/check-artifacts.sh last ran on this commit. docs/testing.md says how it is published

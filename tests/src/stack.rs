@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use aws_sdk_dynamodb::Client;
-use serde_json::Value;
+use serde_json::{json, Value};
 use tokio::sync::{oneshot, OnceCell};
 
 use crate::{client_for, create_tx_table, root};
@@ -452,6 +452,21 @@ impl Stack {
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         }
         panic!("{arn} still runs after 2 minutes");
+    }
+
+    /// The answer to `POST /transactions` once its transaction has ended: the answer itself when it says `Finished`
+    /// (a request carried out in one call, or one that had ended), otherwise, once the execution it names has ended,
+    /// what `GET /transactions/{id}` says. In MRSC mode no request is carried out in one call.
+    pub async fn settled(&self, answer: &Value) -> Value {
+        if answer["Finished"] == Value::Bool(true) {
+            return answer.clone();
+        }
+        let arn =
+            answer["ExecutionArn"].as_str().unwrap_or_else(|| panic!("a pending answer names its execution: {answer}"));
+        self.ended(arn).await;
+        let event = crate::api::event("GET", "/transactions/{id}", json!({ "id": answer["TransactionId"] }), None);
+        let out = self.invoke("saga-status", &event).await.expect("the status function answers");
+        serde_json::from_str(out["body"].as_str().unwrap()).unwrap()
     }
 
     /// Invokes a function through the local Lambda Invoke API, as `aws lambda invoke` or `sam local invoke` would.
