@@ -359,6 +359,15 @@ def bench_figures(bench, usd):
             f[p + "vsDynamoDB"] = orchestration / ddb10
             f[p + "totalUsdPer1000"] = orchestration + ddb10
 
+    for r in bench.get("mrsc", []):
+        p = f"mrsc.{r['actions']}."
+        for way, q in (("mrsc", p), ("singleRegion", p + "singleRegion.")):
+            w = r[way]
+            f.update({q + "writeUnits": w["writeUnitsPerAction"], q + "readUnits": w["readUnitsPerAction"],
+                      q + "calls": w["calls"], q + "roundTrips": w["roundTrips"], q + "modelledMs": w["modelledMs"]})
+            for write_ms, ms in w["crossRegion"]:
+                f[q + f"write{write_ms:g}Ms"] = ms
+
     if bench.get("functions"):
         init = [x["initMs"] for x in bench["functions"]]
         f["functions.initMinMs"], f["functions.initMaxMs"] = min(init), max(init)

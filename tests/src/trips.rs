@@ -137,26 +137,34 @@ pub struct Model {
     /// Added per item to a call that carries many (`TransactWriteItems`, `BatchWriteItem`, `BatchExecuteStatement`,
     /// `BatchGetItem`, `TransactGetItems`).
     pub per_item_ms: f64,
+    /// Added to every write (`PutItem`, `UpdateItem`, `DeleteItem`, `BatchWriteItem`, `TransactWriteItems`): none
+    /// but on multi-Region strongly consistent tables, where a write is answered once another Region has it.
+    #[serde(default)]
+    pub write_ms: f64,
 }
 
 impl Model {
     /// The reference model: 5 ms a call, 0.25 ms an item.
-    pub const REFERENCE: Model = Model { per_call_ms: 5.0, per_item_ms: 0.25 };
+    pub const REFERENCE: Model = Model { per_call_ms: 5.0, per_item_ms: 0.25, write_ms: 0.0 };
 
     /// The reference model and the ones beside it: per call 3 and 10 ms, per item 0.1 and 0.5 ms.
     pub const SENSITIVITY: [Model; 5] = [
         Model::REFERENCE,
-        Model { per_call_ms: 3.0, per_item_ms: 0.25 },
-        Model { per_call_ms: 10.0, per_item_ms: 0.25 },
-        Model { per_call_ms: 5.0, per_item_ms: 0.1 },
-        Model { per_call_ms: 5.0, per_item_ms: 0.5 },
+        Model { per_call_ms: 3.0, per_item_ms: 0.25, write_ms: 0.0 },
+        Model { per_call_ms: 10.0, per_item_ms: 0.25, write_ms: 0.0 },
+        Model { per_call_ms: 5.0, per_item_ms: 0.1, write_ms: 0.0 },
+        Model { per_call_ms: 5.0, per_item_ms: 0.5, write_ms: 0.0 },
     ];
 
     /// A Lambda call through Step Functions, on top of its run time.
     pub const LAMBDA_CALL_MS: f64 = 25.0;
 
     fn cost(&self, t: &Traced) -> f64 {
-        self.per_call_ms + self.per_item_ms * t.items as f64
+        let writes = matches!(
+            t.operation.as_str(),
+            "PutItem" | "UpdateItem" | "DeleteItem" | "BatchWriteItem" | "TransactWriteItems"
+        );
+        self.per_call_ms + self.per_item_ms * t.items as f64 + if writes { self.write_ms } else { 0.0 }
     }
 }
 
@@ -320,8 +328,14 @@ mod tests {
         let calls = [call(0, 1, "UpdateItem", 0), call(1, 2, "UpdateItem", 0), call(0, 2, "TransactWriteItems", 100)];
         assert_eq!(modelled_ms(&calls, Model::REFERENCE), 30.0);
         assert_eq!(modelled_ms(&calls[..2], Model::REFERENCE), 10.0);
-        assert_eq!(modelled_ms(&calls[..2], Model { per_call_ms: 3.0, per_item_ms: 0.5 }), 6.0);
+        assert_eq!(modelled_ms(&calls[..2], Model { per_call_ms: 3.0, per_item_ms: 0.5, write_ms: 0.0 }), 6.0);
         assert_eq!(modelled_ms(&[], Model::REFERENCE), 0.0);
+        // A cross-Region write latency weighs on writes only: the two writes' chain gains it twice, the one call once.
+        let mrsc = Model { write_ms: 20.0, ..Model::REFERENCE };
+        assert_eq!(modelled_ms(&calls[..2], mrsc), 50.0);
+        let read_then_write = [call(0, 1, "GetItem", 0), call(1, 2, "PutItem", 0)];
+        assert_eq!(modelled_ms(&read_then_write, mrsc), 30.0);
+        assert_eq!(modelled_ms(&calls, mrsc), 50.0);
         // The commit is the TransactWriteItems here: the chain ending at it.
         assert_eq!(modelled_commit_ms(&calls, Model::REFERENCE), Some(30.0));
         assert_eq!(modelled_commit_ms(&calls[..2], Model::REFERENCE), None);

@@ -20,6 +20,7 @@
 //! committed per second and the time each took to end.
 
 mod model;
+mod mrsc;
 mod per_request;
 mod small;
 
@@ -373,6 +374,8 @@ struct Args {
     cpu_runs: usize,
     /// Measure small requests' orchestration again (needs the local stack), likewise.
     small_only: bool,
+    /// Run only MRSC mode beside the single-Region protocol ([`mrsc`]).
+    mrsc_only: bool,
     /// Measure nothing: write the report again from the last run's JSON (after a change to how it is written).
     render_only: bool,
 }
@@ -397,10 +400,11 @@ fn args() -> Args {
         cpu_only: false,
         cpu_runs: 9,
         small_only: false,
+        mrsc_only: false,
         render_only: false,
     };
     let mut it = std::env::args().skip(1);
-    let usage = "usage: bench [--sizes 10,100,1000,10000] [--kinds update,upsert,insert,delete,check] [--item-bytes 940] [--java-library-max N] [--in-flight 16,64,256] [--out DIR] [--functions-only | --contention-only | --largest-only [--largest-actions 100000] | --seal-only [--seal-actions 100000] | --reads-only | --revisit-only | --cpu-only [--cpu-runs 9] | --small-only | --render-only | --keep-largest]";
+    let usage = "usage: bench [--sizes 10,100,1000,10000] [--kinds update,upsert,insert,delete,check] [--item-bytes 940] [--java-library-max N] [--in-flight 16,64,256] [--out DIR] [--functions-only | --contention-only | --largest-only [--largest-actions 100000] | --seal-only [--seal-actions 100000] | --reads-only | --revisit-only | --cpu-only [--cpu-runs 9] | --small-only | --mrsc-only | --render-only | --keep-largest]";
     while let Some(flag) = it.next() {
         let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value\n{usage}"));
         match flag.as_str() {
@@ -433,6 +437,7 @@ fn args() -> Args {
             "--cpu-only" => a.cpu_only = true,
             "--cpu-runs" => a.cpu_runs = value().parse().expect("a number of runs"),
             "--small-only" => a.small_only = true,
+            "--mrsc-only" => a.mrsc_only = true,
             "--render-only" => a.render_only = true,
             "--seal-actions" => a.seal_actions = value().parse().expect("a number of actions"),
             "-h" | "--help" => {
@@ -1676,6 +1681,9 @@ fn markdown(a: &Args, report: &Report, when: &str) -> String {
             machine.iter().find(|r| r.actions == 10).map(|r| (per_1000(r.usd, 10), per_1000(r.lambda_usd, 10)));
         md.push_str(&small::markdown(&report.small_requests, dynamodb, standard));
     }
+    if !report.mrsc.is_empty() {
+        md.push_str(&mrsc::markdown(&report.mrsc));
+    }
     if !report.engine.is_empty() {
         md.push_str(&engine_markdown(report));
     }
@@ -1908,6 +1916,9 @@ struct Report {
     /// Small requests' orchestration ([`small`]).
     #[serde(default)]
     small_requests: Vec<small::SmallRow>,
+    /// MRSC mode beside the single-Region protocol ([`mrsc`]).
+    #[serde(default)]
+    mrsc: Vec<mrsc::MrscRow>,
 }
 
 /// DynamoDB Local's CPU per item written by each kind of write call, on 2,000 items of `--item-bytes` (none when this
@@ -2202,6 +2213,7 @@ async fn main() {
         || a.revisit_only
         || a.cpu_only
         || a.small_only
+        || a.mrsc_only
         || a.render_only;
     let mut report = if only {
         let text = std::fs::read_to_string(&json_path).unwrap_or_else(|e| {
@@ -2244,6 +2256,7 @@ async fn main() {
             cpu_per_request: Vec::new(),
             model: Vec::new(),
             small_requests: Vec::new(),
+            mrsc: Vec::new(),
         }
     };
     if a.cpu_only || !only {
@@ -2252,6 +2265,10 @@ async fn main() {
     }
     if a.small_only || (!only && std::env::var("LAMBDA_ENDPOINT").is_ok()) {
         report.small_requests = small::measure(a.item_bytes, 5).await;
+    }
+    if a.mrsc_only || !only {
+        let sizes: Vec<usize> = a.sizes.iter().copied().filter(|n| *n <= 10_000).collect();
+        report.mrsc = mrsc::measure(&sizes, a.item_bytes).await;
     }
     if a.reads_only {
         report.committed_reads = measure_reads(&a).await;
@@ -2275,6 +2292,11 @@ async fn main() {
         _ if a.revisit_only => format!("{} (the visit for late writes on {now})", report.written),
         _ if a.cpu_only => format!("{} (CPU per request and the model with CPU on {now})", report.written),
         _ if a.small_only => format!("{} (small requests on {now})", report.written),
+        // Beside the sections an earlier run of one section measured, which the report keeps.
+        _ if a.mrsc_only => match report.when.strip_suffix(')').filter(|w| w.contains(" (")) {
+            Some(earlier) => format!("{earlier}; MRSC mode on {now})"),
+            None => format!("{} (MRSC mode on {now})", report.written),
+        },
         (true, ..) => format!("{} (the functions on {now})", report.written),
         (_, true, ..) => format!("{} (contention on {now})", report.written),
         (_, _, true, ..) => format!("{} (the largest transaction on {now})", report.written),
