@@ -5,9 +5,9 @@
 use std::collections::HashMap;
 
 use dynamo_saga::constants::{
-    ENV_ALLOWED_TABLES, ENV_BATCH_SIZE, ENV_DEADLINE_SECONDS, ENV_IN_FLIGHT, ENV_LEASE_SECONDS, ENV_MAX_ACTIONS,
-    ENV_MAX_DEADLINE_SECONDS, ENV_PRECOMMIT_CHECK, ENV_RETENTION_SECONDS, ENV_REVISIT_AFTER_SECONDS,
-    ENV_SWEEP_AFTER_SECONDS, ENV_TX_TABLE, MAX_DEADLINE_SECONDS,
+    ENV_ALLOWED_TABLES, ENV_BATCH_SIZE, ENV_DEADLINE_SECONDS, ENV_EVENTUAL_REGION, ENV_IN_FLIGHT, ENV_LEASE_SECONDS,
+    ENV_MAX_ACTIONS, ENV_MAX_DEADLINE_SECONDS, ENV_MULTI_REGION, ENV_PRECOMMIT_CHECK, ENV_RETENTION_SECONDS,
+    ENV_REVISIT_AFTER_SECONDS, ENV_SWEEP_AFTER_SECONDS, ENV_TX_TABLE, MAX_DEADLINE_SECONDS,
 };
 
 use crate::Failure;
@@ -18,11 +18,11 @@ pub const PARAMETER_VARIABLES: &[(&str, &str)] = &[
     (ENV_BATCH_SIZE, "BatchSize"),
     (ENV_MAX_ACTIONS, "MaxActions"),
     (ENV_IN_FLIGHT, "InFlightLimit"),
-    (ENV_PRECOMMIT_CHECK, "PrecommitCheck"),
     (ENV_LEASE_SECONDS, "LeaseSeconds"),
     (ENV_DEADLINE_SECONDS, "DeadlineSeconds"),
     (ENV_RETENTION_SECONDS, "RetentionSeconds"),
     (ENV_REVISIT_AFTER_SECONDS, "RevisitAfterSeconds"),
+    (ENV_EVENTUAL_REGION, "EventualConsistencyRegion"),
 ];
 
 /// The outputs the CLI reads.
@@ -91,11 +91,20 @@ impl Stack {
                 _ => Some(MAX_DEADLINE_SECONDS.to_string()),
             },
             ENV_SWEEP_AFTER_SECONDS => self.parameters.get("SweepAfterSeconds").cloned(),
+            // MRSC tables take no TransactWriteItems, with which DynamoDB would judge the writes before the commit.
+            ENV_MULTI_REGION => Some(if self.strong() { "strong" } else { "none" }.into()),
+            ENV_PRECOMMIT_CHECK if self.strong() => Some("off".into()),
+            ENV_PRECOMMIT_CHECK => self.parameters.get("PrecommitCheck").cloned(),
             _ => {
                 let (_, parameter) = PARAMETER_VARIABLES.iter().find(|(v, _)| *v == k)?;
                 self.parameters.get(*parameter).cloned()
             }
         }
+    }
+
+    /// Whether the stack's tables are multi-Region strongly consistent (`MultiRegionConsistency` `STRONG`).
+    fn strong(&self) -> bool {
+        self.parameters.get("MultiRegionConsistency").is_some_and(|v| v == "STRONG")
     }
 }
 
@@ -122,8 +131,16 @@ mod tests {
         let mine: Vec<(String, String)> =
             PARAMETER_VARIABLES.iter().map(|(k, p)| (k.to_string(), p.to_string())).collect();
         assert_eq!(from_parameters, mine);
-        assert!(globals.contains("SAGA_TABLE: !Ref TransactionsTable"), "read from the TransactionsTableName output");
+        assert!(
+            globals.contains(
+                "SAGA_TABLE: !If [OwnsTransactionsTable, !Ref TransactionsTable, !Ref TransactionsTableName]"
+            ),
+            "read from the TransactionsTableName output"
+        );
         assert!(globals.contains("SAGA_MAX_DEADLINE_SECONDS: !If [ExpressWorkflow, 240, 604800]"));
+        assert!(globals.contains("SAGA_MULTI_REGION_CONSISTENCY: !If [StrongMultiRegion, strong, none]"));
+        assert!(globals.contains("SAGA_PRECOMMIT_CHECK: !If [StrongMultiRegion, \"off\", !Ref PrecommitCheck]"));
+        assert!(template.contains("StrongMultiRegion: !Equals [!Ref MultiRegionConsistency, STRONG]"));
         assert!(template.contains("SAGA_SWEEP_AFTER_SECONDS: !Ref SweepAfterSeconds"));
         let outputs = template.split_once("\nOutputs:").unwrap().1;
         for key in [API_URL, STATE_MACHINE_ARN, TRANSACTIONS_TABLE, SWEEPER_FUNCTION_ARN] {
@@ -146,5 +163,22 @@ mod tests {
         assert_eq!(stack.var(ENV_MAX_DEADLINE_SECONDS).as_deref(), Some("240"), "Express caps deadlines");
         assert_eq!(stack.var(ENV_IN_FLIGHT), None, "a parameter the stack does not list");
         assert_eq!(stack.var("SAGA_DIRECT"), None, "not a template setting");
+        assert_eq!(stack.var(ENV_MULTI_REGION).as_deref(), Some("none"), "MultiRegionConsistency's default");
+        assert_eq!(stack.var(ENV_PRECOMMIT_CHECK), None, "a parameter the stack does not list");
+    }
+
+    #[test]
+    fn a_stack_in_mrsc_mode_gives_its_functions_mode_and_no_precommit_check() {
+        let parameters =
+            [("MultiRegionConsistency", "STRONG"), ("PrecommitCheck", "all"), ("EventualConsistencyRegion", "")];
+        let stack = Stack {
+            name: "s".into(),
+            outputs: [(TRANSACTIONS_TABLE.to_string(), "dynamo-saga-transactions".to_string())].into(),
+            parameters: parameters.map(|(k, v)| (k.to_string(), v.to_string())).into(),
+        };
+        assert_eq!(stack.var(ENV_TX_TABLE).as_deref(), Some("dynamo-saga-transactions"));
+        assert_eq!(stack.var(ENV_MULTI_REGION).as_deref(), Some("strong"));
+        assert_eq!(stack.var(ENV_PRECOMMIT_CHECK).as_deref(), Some("off"), "as the template sets it in STRONG mode");
+        assert_eq!(stack.var(ENV_EVENTUAL_REGION).as_deref(), Some(""));
     }
 }
