@@ -92,7 +92,7 @@ async fn crash_matrix(name: &str, n: usize, commit_path: bool) {
 /// matrix for the same request is run too, with that path turned off.
 async fn crash_matrix_by(name: &str, n: usize, commit_path: bool, recovery: Recovery, stride: u64, work: Work) {
     // In MRSC mode there is no one-call path: the protocol's matrix is the request's only one.
-    if n < 100 && work == Work::Mixed && harness::strong_multi_region().is_none() {
+    if n < 100 && work == Work::Mixed && harness::one_call() {
         let env = Env::new(name).await;
         crash_matrix_on(&env, &format!("{name} (one call)"), n, commit_path, recovery, stride, work).await;
         let env = Env::with(&format!("{name}-p"), |c| dynamo_saga::Config { direct: false, ..c }).await;

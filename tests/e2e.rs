@@ -291,7 +291,7 @@ async fn a_crash_in_any_phase_is_recovered_by_the_state_machine_retry() {
     // 1 and 2 actions are carried out by Begin in one TransactWriteItems call: its writes are that call, and on the
     // rollback path the header that records the cancellation. Larger requests run the protocol's phases, as every
     // request does in MRSC mode, where there is no such call.
-    let small = usize::from(harness::strong_multi_region().is_some());
+    let small = usize::from(!harness::one_call());
     for (n, batches) in [(1usize, small), (2, small), (101, 2), (250, 3)] {
         for commit_path in [true, false] {
             let points: Vec<(&str, u64)> = match (batches, commit_path) {
@@ -778,7 +778,7 @@ async fn the_api_runs_what_it_is_sent_intact_and_refuses_bad_bodies() {
     assert_eq!(code, 200, "{out}");
     // Two actions fit one TransactWriteItems call: carried out by the API function itself, with no execution. In
     // MRSC mode, which has no such call, the API starts an execution and answers the transaction pending.
-    let one_call = harness::strong_multi_region().is_none();
+    let one_call = harness::one_call();
     let id = out["TransactionId"].as_str().unwrap().to_string();
     assert_eq!(
         (out["State"].as_str(), out["Finished"].as_bool(), out.get("ExecutionArn").is_some()),

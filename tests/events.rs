@@ -84,7 +84,7 @@ async fn every_sample_event_works_as_documented() {
     // call, the phases cancel it: Lock meets the failed condition, and Rollback undoes what it locked.
     let begun = step(st, "saga-begin", &event("sm-rollback.json")).await;
     let id = begun["TransactionId"].as_str().unwrap().to_string();
-    if harness::strong_multi_region().is_none() {
+    if harness::one_call() {
         assert_eq!(
             (begun["Step"].as_str(), begun["State"].as_str(), begun["Batches"].as_u64()),
             (Some("Finished"), Some("ROLLED_BACK"), Some(0)),
@@ -172,7 +172,7 @@ async fn every_sample_event_works_as_documented() {
     assert_eq!(unknown["statusCode"], 404, "{unknown}");
 
     // State machine inputs. A request of under 100 actions is carried out in one call, but in MRSC mode.
-    let one_call = harness::strong_multi_region().is_none();
+    let one_call = harness::one_call();
     let ex = st.execute(&event("sm-small.json")).await;
     assert_eq!(
         (ex.status.as_str(), ex.output["Actions"].as_u64(), ex.output["Batches"].as_u64()),

@@ -633,7 +633,7 @@ async fn with_a_stack_the_cli_is_a_client_of_its_api() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let s = stdout_json(&out);
     // Carried out in one call, but in MRSC mode, which has no such call, by an execution the CLI waits for.
-    let direct = harness::strong_multi_region().is_none().then_some(true);
+    let direct = harness::one_call().then_some(true);
     assert_eq!(
         (s["State"].as_str(), s["Finished"].as_bool(), s["Direct"].as_bool()),
         (Some("COMMITTED"), Some(true), direct),

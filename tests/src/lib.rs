@@ -133,6 +133,12 @@ pub fn strong_multi_region() -> Option<f64> {
         .then(|| std::env::var("SAGA_TEST_CONFLICT").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_CONFLICT))
 }
 
+/// Whether a request one `TransactWriteItems` call can carry is carried out in one call, as by default: not in MRSC
+/// mode ([`strong_multi_region`]), which has no such call.
+pub fn one_call() -> bool {
+    strong_multi_region().is_none()
+}
+
 static STAND_IN: OnceCell<proxy::Proxy> = OnceCell::const_new();
 
 /// The MRSC stand-in every store of this process goes through in MRSC mode.

@@ -247,11 +247,15 @@ fn heaviest_chains<T: Ord + Copy>(calls: &[(Call<T>, f64)]) -> Vec<f64> {
     chain
 }
 
+/// `client`, noting every request in `tracer`.
+pub fn traced_client(client: &aws_sdk_dynamodb::Client, tracer: &Tracer) -> aws_sdk_dynamodb::Client {
+    aws_sdk_dynamodb::Client::from_conf(client.config().to_builder().interceptor(tracer.clone()).build())
+}
+
 /// A store on `env`'s DynamoDB whose client notes every request in `tracer`, with `in_flight` writes in flight.
 pub fn traced_store(env: &crate::Env, tracer: &Tracer, in_flight: usize) -> dynamo_saga::Store {
-    let client =
-        aws_sdk_dynamodb::Client::from_conf(env.client.config().to_builder().interceptor(tracer.clone()).build());
-    dynamo_saga::Store::new(client, dynamo_saga::Config { concurrency: in_flight, ..(*env.store.cfg).clone() })
+    let cfg = dynamo_saga::Config { concurrency: in_flight, ..(*env.store.cfg).clone() };
+    dynamo_saga::Store::new(traced_client(&env.client, tracer), cfg)
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 //! Region has it; AWS publishes no figure for it, so the rows are modelled at several).
 
 use dynamo_saga::Store;
-use harness::trips::{critical_path, modelled_ms, Model, Tracer};
+use harness::trips::{critical_path, modelled_ms, traced_client, Model, Tracer};
 use harness::Env;
 use serde::{Deserialize, Serialize};
 
@@ -90,8 +90,7 @@ async fn way(
     let bill = billing.bill().expect("a billing store's bill");
     let body = prepare(env, Kind::Update, n, &format!("mrsc{tag}-time"), bytes).await;
     let tracer = Tracer::default();
-    let traced = aws_sdk_dynamodb::Client::from_conf(client.config().to_builder().interceptor(tracer.clone()).build());
-    run(env, &Store::new(traced, cfg), Method::Saga, &body, &name("time"))
+    run(env, &Store::new(traced_client(client, &tracer), cfg), Method::Saga, &body, &name("time"))
         .await
         .unwrap_or_else(|e| panic!("{n} updates: {e}"));
     let calls = tracer.traced();
@@ -111,20 +110,28 @@ async fn way(
 }
 
 pub fn markdown(rows: &[MrscRow]) -> String {
-    let mut md = String::from(
+    let beside: Vec<f64> = SENSITIVITY_WRITE_MS.iter().copied().filter(|w| *w != WRITE_MS).collect();
+    let list = |sep: &str| beside.iter().map(|w| format!("{w:.0}")).collect::<Vec<_>>().join(sep);
+    let reference = Model::REFERENCE;
+    let mut md = format!(
         "## MRSC mode\n\nUpdates in MRSC mode (`SAGA_MULTI_REGION_CONSISTENCY=strong`: no `TransactWriteItems`, a \
          `Parent` sealed by its own write) through an MRSC stand-in, beside the same protocol single-Region, each run \
          on fresh items in this run. Capacity is what the writing Region bills by DynamoDB's rules; each other \
-         replica bills the replicated writes. Modelled time: 5 ms a request and 0.25 ms an item, plus a cross-Region \
-         write latency on every write (20 ms; 10 and 50 beside it), which the stand-in does not measure.\n\n\
-         | updates | write units an action, MRSC (single-Region) | read units an action | `TransactWriteItems` calls, MRSC (single-Region) | requests | round trips, MRSC (single-Region) | modelled ms at 20 ms a write (10 / 50) | single-Region, modelled ms |\n\
+         replica bills the replicated writes. Modelled time: {} ms a request and {} ms an item, plus a cross-Region \
+         write latency on every write ({WRITE_MS:.0} ms; {} beside it), which the stand-in does not measure.\n\n\
+         | updates | write units an action, MRSC (single-Region) | read units an action | `TransactWriteItems` calls, MRSC (single-Region) | requests | round trips, MRSC (single-Region) | modelled ms at {WRITE_MS:.0} ms a write ({}) | single-Region, modelled ms |\n\
          | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+        reference.per_call_ms,
+        reference.per_item_ms,
+        list(" and "),
+        list(" / "),
     );
     let ms = |w: &Way, write_ms: f64| w.at(write_ms).map_or("-".to_string(), |v| format!("{v:.0}"));
     for r in rows {
         let (m, s) = (&r.mrsc, &r.single_region);
+        let others: Vec<String> = beside.iter().map(|w| ms(m, *w)).collect();
         md.push_str(&format!(
-            "| {} | {:.2} ({:.2}) | {:.2} | {} ({}) | {} | {} ({}) | {} ({} / {}) | {:.0} |\n",
+            "| {} | {:.2} ({:.2}) | {:.2} | {} ({}) | {} | {} ({}) | {} ({}) | {:.0} |\n",
             r.actions,
             m.write_units_per_action,
             s.write_units_per_action,
@@ -135,8 +142,7 @@ pub fn markdown(rows: &[MrscRow]) -> String {
             m.round_trips,
             s.round_trips,
             ms(m, WRITE_MS),
-            ms(m, 10.0),
-            ms(m, 50.0),
+            others.join(" / "),
             s.modelled_ms,
         ));
     }
