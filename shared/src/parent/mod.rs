@@ -60,19 +60,7 @@ pub(crate) fn new_rvn() -> AttributeValue {
 /// The lock client's heartbeat on the parent item: a new record version number, only while `h`'s attempt holds the parent
 /// (a transaction not holding it yet, or that lost it, writes nothing).
 pub async fn beat_parent(store: &Store, m: &Meter, h: &Header) -> Result<(), TxError> {
-    let Some(p) = &h.parent else { return Ok(()) };
-    let req = store
-        .client
-        .update_item()
-        .table_name(&p.table_name)
-        .set_key(Some(p.key.clone()))
-        .update_expression(format!("SET {} = {}", ph::PARENT_RVN, ph::RVN))
-        .condition_expression(format!("{} = {}", ph::PARENT_TOKEN, ph::TX))
-        .expression_attribute_names(ph::PARENT_TOKEN, PARENT_LOCK_TOKEN)
-        .expression_attribute_names(ph::PARENT_RVN, PARENT_RVN)
-        .expression_attribute_values(ph::TX, s(h.owner()))
-        .expression_attribute_values(ph::RVN, new_rvn());
-    store.update(m, req).await.map(|_| ())
+    renew_parent(store, m, h, None).await.map(|_| ())
 }
 
 /// Seals the parent lock before a commit sent without `TransactWriteItems` (multi-Region strongly consistent tables):
@@ -82,20 +70,30 @@ pub async fn beat_parent(store: &Store, m: &Meter, h: &Header) -> Result<(), TxE
 /// commit first sent within the lock's ordinary lease after it: such a commit lands inside the sealed lease. False
 /// when the parent is no longer `h`'s.
 pub(crate) async fn seal_parent(store: &Store, m: &Meter, h: &Header) -> Result<bool, TxError> {
+    renew_parent(store, m, h, Some(sealed_lease(&store.cfg))).await
+}
+
+/// A new record version number on `h`'s parent, and with `lease` a new lease (seconds), only while `h`'s attempt holds
+/// it. False when the parent is no longer `h`'s; true with no parent.
+async fn renew_parent(store: &Store, m: &Meter, h: &Header, lease: Option<u64>) -> Result<bool, TxError> {
     let Some(p) = &h.parent else { return Ok(true) };
     let req = store
         .client
         .update_item()
         .table_name(&p.table_name)
         .set_key(Some(p.key.clone()))
-        .update_expression(format!("SET {} = {}, {} = {}", ph::PARENT_RVN, ph::RVN, ph::PARENT_LEASE, ph::LEASE))
         .condition_expression(format!("{} = {}", ph::PARENT_TOKEN, ph::TX))
         .expression_attribute_names(ph::PARENT_TOKEN, PARENT_LOCK_TOKEN)
         .expression_attribute_names(ph::PARENT_RVN, PARENT_RVN)
-        .expression_attribute_names(ph::PARENT_LEASE, PARENT_LEASE)
         .expression_attribute_values(ph::TX, s(h.owner()))
-        .expression_attribute_values(ph::RVN, new_rvn())
-        .expression_attribute_values(ph::LEASE, n(sealed_lease(&store.cfg)));
+        .expression_attribute_values(ph::RVN, new_rvn());
+    let req = match lease {
+        None => req.update_expression(format!("SET {} = {}", ph::PARENT_RVN, ph::RVN)),
+        Some(secs) => req
+            .update_expression(format!("SET {} = {}, {} = {}", ph::PARENT_RVN, ph::RVN, ph::PARENT_LEASE, ph::LEASE))
+            .expression_attribute_names(ph::PARENT_LEASE, PARENT_LEASE)
+            .expression_attribute_values(ph::LEASE, n(secs)),
+    };
     Ok(matches!(store.update(m, req).await?, crate::store::Written::Done(_)))
 }
 

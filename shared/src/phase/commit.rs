@@ -15,7 +15,7 @@ use crate::error::TxError;
 use crate::parent::seal_parent;
 use crate::records::{self, Decision, Header, HeaderWrite, TxState};
 use crate::request::Parent;
-use crate::store::{Meter, Store, Transacted};
+use crate::store::{Meter, Store, Transacted, Usage};
 use crate::value::{n, s};
 
 pub async fn commit(store: &Store, tx_id: &str) -> Result<Report, TxError> {
@@ -41,75 +41,25 @@ pub(crate) async fn commit_from(store: &Store, m: Meter, h: Header) -> Result<Re
     }
     let usage = m.usage();
     let committed = match &h.parent {
-        Some(p) if store.cfg.transactions_allowed() => {
-            let check = ConditionCheck::builder()
-                .table_name(&p.table_name)
-                .set_key(Some(p.key.clone()))
-                .condition_expression(format!("{} = {}", ph::PARENT_TOKEN, ph::TX))
-                .expression_attribute_names(ph::PARENT_TOKEN, PARENT_LOCK_TOKEN)
-                .expression_attribute_values(ph::TX, s(h.owner()))
-                .build()
-                .map_err(|e| TxError::Internal(e.to_string()))?;
-            let (attempt_cond, attempt_value) = match h.attempt {
-                0 => (format!("attribute_not_exists({})", ph::ATTEMPT), None),
-                a => (format!("{} = {}", ph::ATTEMPT, ph::ATTEMPT_N), Some(n(a))),
-            };
-            let mut update = Update::builder()
-                .table_name(&store.cfg.tx_table)
-                .set_key(Some(records::header_key(tx_id)))
-                .update_expression(format!("SET {} = :c, #ver = #ver + :one, #upd = {}", ph::STATE, ph::NOW))
-                .condition_expression(format!("{} = {} AND {attempt_cond}", ph::STATE, ph::PENDING))
-                .expression_attribute_names(ph::STATE, H_STATE)
-                .expression_attribute_names(ph::ATTEMPT, H_ATTEMPT)
-                .expression_attribute_names("#ver", H_VERSION)
-                .expression_attribute_names("#upd", H_UPDATED_AT)
-                .expression_attribute_values(":c", s(TxState::Committed.as_str()))
-                .expression_attribute_values(":one", n(1))
-                .expression_attribute_values(ph::NOW, now())
-                .expression_attribute_values(ph::PENDING, s(TxState::Pending.as_str()));
-            if let Some(v) = attempt_value {
-                update = update.expression_attribute_values(ph::ATTEMPT_N, v);
-            }
-            let update = update.build().map_err(|e| TxError::Internal(e.to_string()))?;
-            let req = store
-                .client
-                .transact_write_items()
-                .transact_items(TransactWriteItem::builder().condition_check(check).build())
-                .transact_items(TransactWriteItem::builder().update(update).build());
-            match store.transact(&m, req).await? {
-                Transacted::Done => true,
-                Transacted::Canceled(r) if r.first().is_some_and(|r| r.0 == "ConditionalCheckFailed") => {
-                    return parent_lost(store, &m, &h, p).await;
-                }
-                Transacted::Canceled(_) => false,
-                Transacted::Rejected(msg) => return Err(TxError::DynamoDb { op: "TransactWriteItems", message: msg }),
-            }
-        }
-        parent => {
+        Some(p) if store.cfg.transactions_allowed() => match commit_checking_parent(store, &m, &h, p).await? {
+            Some(committed) => committed,
+            None => return parent_lost(store, &m, &h, p).await,
+        },
+        Some(p) => {
             // No TransactWriteItems to check the parent's token in the commit's own call: the parent is sealed
             // first, and the commit sent within the ordinary lease after the seal was.
-            if let Some(p) = parent {
-                loop {
-                    let sealed_at = std::time::Instant::now();
-                    if !seal_parent(store, &m, &h).await? {
-                        return parent_lost(store, &m, &h, p).await;
-                    }
-                    if sealed_at.elapsed() < store.cfg.lease {
-                        break;
-                    }
+            loop {
+                let sealed_at = std::time::Instant::now();
+                if !seal_parent(store, &m, &h).await? {
+                    return parent_lost(store, &m, &h, p).await;
+                }
+                if sealed_at.elapsed() < store.cfg.lease {
+                    break;
                 }
             }
-            records::update_header(
-                store,
-                &m,
-                tx_id,
-                records::Expect::at(&h),
-                &[(H_STATE, s(TxState::Committed.as_str()))],
-                None,
-                &usage,
-            )
-            .await?
+            commit_header(store, &m, &h, &usage).await?
         }
+        None => commit_header(store, &m, &h, &usage).await?,
     };
     if committed {
         tracing::info!(tx_id, "committed");
@@ -120,6 +70,59 @@ pub(crate) async fn commit_from(store: &Store, m: Meter, h: Header) -> Result<Re
         if now.state == TxState::Committed { Outcome::Done } else { Outcome::Ended { state: now.state } },
         &m,
     ))
+}
+
+/// The commit's header write alone: `PENDING` -> `COMMITTED` at the version `h` was read at, adding `usage`.
+async fn commit_header(store: &Store, m: &Meter, h: &Header, usage: &Usage) -> Result<bool, TxError> {
+    let committed = [(H_STATE, s(TxState::Committed.as_str()))];
+    records::update_header(store, m, &h.id, records::Expect::at(h), &committed, None, usage).await
+}
+
+/// The commit with a parent, in one `TransactWriteItems`: the parent's `lockToken` still names `h`'s attempt, and the
+/// header moves `PENDING` -> `COMMITTED` at `h`'s attempt. `None` when the parent was lost; `Some(false)` when the
+/// header was no longer pending at that attempt.
+async fn commit_checking_parent(store: &Store, m: &Meter, h: &Header, p: &Parent) -> Result<Option<bool>, TxError> {
+    let check = ConditionCheck::builder()
+        .table_name(&p.table_name)
+        .set_key(Some(p.key.clone()))
+        .condition_expression(format!("{} = {}", ph::PARENT_TOKEN, ph::TX))
+        .expression_attribute_names(ph::PARENT_TOKEN, PARENT_LOCK_TOKEN)
+        .expression_attribute_values(ph::TX, s(h.owner()))
+        .build()
+        .map_err(|e| TxError::Internal(e.to_string()))?;
+    let (attempt_cond, attempt_value) = match h.attempt {
+        0 => (format!("attribute_not_exists({})", ph::ATTEMPT), None),
+        a => (format!("{} = {}", ph::ATTEMPT, ph::ATTEMPT_N), Some(n(a))),
+    };
+    let update = Update::builder()
+        .table_name(&store.cfg.tx_table)
+        .set_key(Some(records::header_key(&h.id)))
+        .update_expression(format!("SET {} = :c, #ver = #ver + :one, #upd = {}", ph::STATE, ph::NOW))
+        .condition_expression(format!("{} = {} AND {attempt_cond}", ph::STATE, ph::PENDING))
+        .expression_attribute_names(ph::STATE, H_STATE)
+        .expression_attribute_names(ph::ATTEMPT, H_ATTEMPT)
+        .expression_attribute_names("#ver", H_VERSION)
+        .expression_attribute_names("#upd", H_UPDATED_AT)
+        .expression_attribute_values(":c", s(TxState::Committed.as_str()))
+        .expression_attribute_values(":one", n(1))
+        .expression_attribute_values(ph::NOW, now())
+        .expression_attribute_values(ph::PENDING, s(TxState::Pending.as_str()));
+    let update = match attempt_value {
+        Some(v) => update.expression_attribute_values(ph::ATTEMPT_N, v),
+        None => update,
+    };
+    let update = update.build().map_err(|e| TxError::Internal(e.to_string()))?;
+    let req = store
+        .client
+        .transact_write_items()
+        .transact_items(TransactWriteItem::builder().condition_check(check).build())
+        .transact_items(TransactWriteItem::builder().update(update).build());
+    match store.transact(m, req).await? {
+        Transacted::Done => Ok(Some(true)),
+        Transacted::Canceled(r) if r.first().is_some_and(|r| r.0 == "ConditionalCheckFailed") => Ok(None),
+        Transacted::Canceled(_) => Ok(Some(false)),
+        Transacted::Rejected(msg) => Err(TxError::DynamoDb { op: "TransactWriteItems", message: msg }),
+    }
 }
 
 /// The attempt lost its parent lock before it could commit: rolled back, and tried again (not the request's doing).
