@@ -116,7 +116,7 @@ async fn crash_matrix_on(
 ) {
     // A clean run counts the writes a whole transaction makes.
     let body = scenario(env, "count", n, commit_path, work).await;
-    let counter = env.store.crash_after(u64::MAX);
+    let counter = harness::write_counter(&env.store);
     let clean = Coordinator::new(counter.clone()).run(&body).await;
     assert_eq!(clean.is_ok(), commit_path);
     if let (Err(TxError::Canceled(c)), true) = (&clean, n >= 100) {
@@ -366,7 +366,7 @@ async fn crash_matrix_retry(name: &str, n: usize, recovery: Recovery, stride: u6
     let env = Env::new(name).await;
     seed_mixed(&env, "count", n).await;
     let tx = wounded(&env, "count", n).await;
-    let counter = env.store.crash_after(u64::MAX);
+    let counter = harness::write_counter(&env.store);
     Coordinator::new(counter.clone()).drive(&tx).await.expect("a clean run of the next attempt commits");
     let total = counter.writes_sent().unwrap();
     let points = crash_points(total, stride);

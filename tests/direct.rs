@@ -175,7 +175,7 @@ async fn begin_crashed_at_any_write_and_retried_by_the_state_machine_carries_the
         // How many writes Begin makes, from a clean run.
         let tag = format!("count{commit_path}");
         let body = request(&env, &tag, commit_path).await;
-        let counter = env.store.crash_after(u64::MAX);
+        let counter = harness::write_counter(&env.store);
         let _ = handle(&counter, Phase::Begin, &begin_input(&body, &tag), budget()).await;
         let total = counter.writes_sent().unwrap();
         assert_eq!(total, if commit_path { 1 } else { 2 }, "the call, and on a cancellation its header");

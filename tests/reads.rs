@@ -127,7 +127,7 @@ async fn committed_reads(env: Env, how: &str) {
     let helping = env.store.cfg.committed_reads == CommittedReads::Apply;
     let mut helped = 0;
     seed(&env, "count").await;
-    let counter = env.store.crash_after(u64::MAX);
+    let counter = harness::write_counter(&env.store);
     Coordinator::new(counter.clone()).run(&request(&env, "count")).await.unwrap();
     let total = counter.writes_sent().unwrap();
     let (mut in_between, mut decided_not_done) = (0, 0);

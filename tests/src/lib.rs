@@ -139,6 +139,20 @@ pub fn one_call() -> bool {
     strong_multi_region().is_none()
 }
 
+/// `store`, counting the writes of a clean run ([`Store::crash_after`] with no limit), for a suite that then stops a run
+/// before each of them. A write the MRSC stand-in answers with `ReplicatedWriteConflictException` is sent again, one
+/// more write, so the count would not hold from one run to the next: in MRSC mode such a suite needs
+/// `SAGA_TEST_CONFLICT=0`, and says so.
+pub fn write_counter(store: &Store) -> Store {
+    if let Some(conflict) = strong_multi_region().filter(|c| *c > 0.0) {
+        panic!(
+            "this suite counts a clean run's writes and stops before each, which a share of {conflict} conflicts \
+             would move from run to run: run it in MRSC mode with SAGA_TEST_CONFLICT=0"
+        );
+    }
+    store.crash_after(u64::MAX)
+}
+
 static STAND_IN: OnceCell<proxy::Proxy> = OnceCell::const_new();
 
 /// The MRSC stand-in every store of this process goes through in MRSC mode.

@@ -26,8 +26,7 @@ pub async fn commit(store: &Store, tx_id: &str) -> Result<Report, TxError> {
 
 /// [`commit`] from the header `h` its caller has just read.
 pub(crate) async fn commit_from(store: &Store, m: Meter, h: Header) -> Result<Report, TxError> {
-    let tx_id = h.id.clone();
-    let tx_id = tx_id.as_str();
+    let tx_id = h.id.as_str();
     match h.state {
         TxState::Committed => return Ok(Report::new(Outcome::Done, &m)),
         TxState::RolledBack => return Ok(Report::new(Outcome::Ended { state: h.state }, &m)),
