@@ -2,10 +2,10 @@
 
 use std::time::{Duration, Instant};
 
+use dynamo_saga::lambda::{handle, Budget, Phase};
 use dynamo_saga::phase::{apply, begin, commit, lock, save, Outcome};
 use dynamo_saga::records::{self, TxState};
 use dynamo_saga::status::{self, Status};
-use dynamo_saga::step::{handle, Budget, Phase};
 use dynamo_saga::store::Meter;
 use dynamo_saga::{Config, Coordinator};
 use harness::workload::{append_to_parent, parent_order};
@@ -416,8 +416,9 @@ async fn a_parent_lock_is_taken_over_only_after_a_lease_without_a_heartbeat() {
     env.assert_clean().await;
 }
 
-/// The FIFO parent queue: 20 transactions waiting for one parent are served in the order they took their tickets, which here is
-/// the reverse of their age; a waiter that died in the queue is rolled back after a lease and the queue moves on.
+/// The FIFO parent queue: 20 transactions waiting for one parent are served in the order they took their tickets, which
+/// here is the reverse of their age; a waiter that died in the queue is rolled back after a lease and the queue moves
+/// on.
 #[tokio::test]
 async fn twenty_transactions_queued_on_one_parent_are_served_in_ticket_order() {
     let env = Env::with("fifo", |c| Config { lease: Duration::from_secs(2), ..c }).await;

@@ -3,10 +3,10 @@
 //! transaction holds (a lock, a tombstone) is contention, not the caller's failure; a driver that runs twice carries
 //! the request out once.
 
+use dynamo_saga::lambda::{handle, Budget, Phase};
 use dynamo_saga::phase::begin;
 use dynamo_saga::records::read_header;
 use dynamo_saga::status::status;
-use dynamo_saga::step::{handle, Budget, Phase};
 use dynamo_saga::store::Meter;
 use dynamo_saga::{Coordinator, TxError, TxState};
 use harness::workload::{assert_mixed_committed, mixed, seed_mixed, tombstone};
@@ -213,7 +213,8 @@ async fn begin_crashed_at_any_write_and_retried_by_the_state_machine_carries_the
     harness::report(format!("Begin carrying a request out in one call, crashed before each write and after the last, retried: {points} crash points, 0 violations"));
 }
 
-/// Two mixed actions (an insert and an update with an `ADD` counter); on the rollback path the update's condition fails.
+/// Two mixed actions (an insert and an update with an `ADD` counter); on the rollback path the update's condition
+/// fails.
 async fn request(env: &Env, tag: &str, commit_path: bool) -> Value {
     seed_mixed(env, tag, 2).await;
     if !commit_path {

@@ -352,7 +352,7 @@ async fn the_parent_lock_can_be_read_without_taking_it() {
         if step == Step::Commit {
             break;
         }
-        dynamo_saga::drive::run_step(&env.store, &id, step).await.unwrap();
+        dynamo_saga::driver::run_step(&env.store, &id, step).await.unwrap();
         let lock =
             read::parent_lock(&env.store, &env.a, parent.clone()).await.unwrap().expect("held from the first lock on");
         assert_eq!(lock.holder, id);
@@ -393,9 +393,9 @@ async fn committed_unapplied(env: &Env, tag: &str) -> (String, Vec<String>) {
 
 /// A committed write DynamoDB refuses at apply (injected: a writer outside the protocol, ignoring the lock, turns the
 /// counter into a string after the commit). The transaction stays all-or-nothing: the rest of its apply run is
-/// applied, the refused item keeps its lock (and the batches of later runs theirs), the apply fails with `ApplyRejected` naming it, the
-/// transaction stays committed and open, and a committed read of the item reports the refusal rather than a value. Once the item is mended, the
-/// sweeper applies it, exactly once.
+/// applied, the refused item keeps its lock (and the batches of later runs theirs), the apply fails with
+/// `ApplyRejected` naming it, the transaction stays committed and open, and a committed read of the item reports the
+/// refusal rather than a value. Once the item is mended, the sweeper applies it, exactly once.
 #[tokio::test]
 async fn a_write_refused_after_the_commit_keeps_its_lock_until_dynamodb_accepts_it() {
     use dynamo_saga::read::{get_item, Isolation};
@@ -517,7 +517,7 @@ async fn a_transaction_of_the_first_protocol_finishes_the_first_way() {
         }
         let kind = format!("{step:?}");
         steps.push(kind[..kind.find('(').unwrap_or(kind.len())].to_string());
-        let r = dynamo_saga::drive::run_step(&env.store, &id, step).await.unwrap();
+        let r = dynamo_saga::driver::run_step(&env.store, &id, step).await.unwrap();
         assert_eq!(r.outcome, dynamo_saga::phase::Outcome::Done, "{step:?}");
         if step == Step::Commit {
             let images = env

@@ -6,8 +6,8 @@
 //! transaction left, and the late lock is cleared.
 
 use dynamo_saga::config::CommittedReads;
-use dynamo_saga::drive::Driver;
-use dynamo_saga::items::LockId;
+use dynamo_saga::driver::Driver;
+use dynamo_saga::item_attrs::LockId;
 use dynamo_saga::phase::resume::Step;
 use dynamo_saga::phase::{apply, begin};
 use dynamo_saga::read::{self, Isolation};

@@ -5,7 +5,7 @@
 //! Local, and the env's own client, which sets up and reads the tables, goes around it.
 
 use dynamo_saga::constants::{PARENT_LEASE, PARENT_LOCK_TOKEN, PARENT_RVN, SK_HEADER, TX_PK as TX_PK_NAME, TX_SK};
-use dynamo_saga::drive::run_step;
+use dynamo_saga::driver::run_step;
 use dynamo_saga::phase::begin;
 use dynamo_saga::phase::resume::{resume, Step};
 use dynamo_saga::records::{read_header, TxState};

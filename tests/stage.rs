@@ -1,7 +1,7 @@
 //! Staging on DynamoDB Local: a transaction created, appended in chunks and sealed behaves as one request.
 
 use dynamo_saga::records::read_header;
-use dynamo_saga::stage;
+use dynamo_saga::staging;
 use dynamo_saga::store::Meter;
 use dynamo_saga::{Coordinator, TxError};
 use harness::workload::{assert_mixed_committed, mixed, seed_mixed};
@@ -19,28 +19,29 @@ async fn a_transaction_staged_in_chunks_commits_as_one() {
     seed_mixed(&env, "t", n).await;
     let body = mixed(&env, "t", n);
     let parts = chunks(&body, 400);
-    let id = stage::create(&env.store, &json!({"ClientRequestToken": "staged-1", "Options": {"LockWaitSeconds": 30}}))
-        .await
-        .unwrap();
+    let id =
+        staging::create(&env.store, &json!({"ClientRequestToken": "staged-1", "Options": {"LockWaitSeconds": 30}}))
+            .await
+            .unwrap();
     for (i, c) in parts.iter().enumerate().rev() {
-        let done = stage::append(&env.store, &id, i, c).await.unwrap();
+        let done = staging::append(&env.store, &id, i, c).await.unwrap();
         assert_eq!((done.actions, done.created), (c.as_array().unwrap().len(), true));
     }
     // A retried append is harmless; the same chunk number with other actions is not.
-    assert!(!stage::append(&env.store, &id, 1, &parts[1]).await.unwrap().created);
-    let other = stage::append(&env.store, &id, 1, &parts[2]).await.unwrap_err();
+    assert!(!staging::append(&env.store, &id, 1, &parts[1]).await.unwrap().created);
+    let other = staging::append(&env.store, &id, 1, &parts[2]).await.unwrap_err();
     assert!(other.to_string().contains("already appended"), "{other}");
 
     let before = env.snapshot().await;
-    let begun = stage::seal(&env.store, &id, Some(3)).await.unwrap();
+    let begun = staging::seal(&env.store, &id, Some(3)).await.unwrap();
     assert_eq!(
         (begun.transaction_id.as_str(), begun.actions, begun.batches, begun.created),
         (id.as_str(), n, 11, true)
     );
     assert_eq!(env.snapshot().await, before, "sealing writes nothing to the tables");
-    let again = stage::seal(&env.store, &id, Some(3)).await.unwrap();
+    let again = staging::seal(&env.store, &id, Some(3)).await.unwrap();
     assert_eq!((again.transaction_id.as_str(), again.created), (id.as_str(), false));
-    let late = stage::append(&env.store, &id, 3, &parts[0]).await;
+    let late = staging::append(&env.store, &id, 3, &parts[0]).await;
     assert!(late.is_ok(), "appending after the seal only stores a chunk the transaction never reads: {late:?}");
 
     Coordinator::new(env.store.clone()).drive(&id).await.expect("commits");
@@ -57,26 +58,26 @@ async fn bad_staging_is_rejected_and_writes_nothing() {
     env.put(&env.a, json!({"pk": sv("k"), "n": nv(1)})).await;
     let before = env.snapshot().await;
     let err = |r: Result<String, TxError>| r.unwrap_err().to_string();
-    assert!(err(stage::create(&env.store, &json!({"TransactItems": []})).await).contains("appended in chunks"));
-    assert!(err(stage::create(&env.store, &json!({"Extra": 1})).await).contains("unknown field"));
-    assert!(err(stage::create(&env.store, &json!({"Options": {"LockWaitSeconds": "soon"}})).await)
+    assert!(err(staging::create(&env.store, &json!({"TransactItems": []})).await).contains("appended in chunks"));
+    assert!(err(staging::create(&env.store, &json!({"Extra": 1})).await).contains("unknown field"));
+    assert!(err(staging::create(&env.store, &json!({"Options": {"LockWaitSeconds": "soon"}})).await)
         .contains("LockWaitSeconds"));
-    let missing = stage::append(&env.store, "01JDQ5A7K2M9P4R6T8V1W3X5Z7", 0, &json!([{}])).await.unwrap_err();
+    let missing = staging::append(&env.store, "01JDQ5A7K2M9P4R6T8V1W3X5Z7", 0, &json!([{}])).await.unwrap_err();
     assert_eq!(missing.name(), "TransactionNotFound");
 
-    let id = stage::create(&env.store, &json!({})).await.unwrap();
+    let id = staging::create(&env.store, &json!({})).await.unwrap();
     let update = |pk: &str| json!({"Update": {"TableName": env.a, "Key": {"pk": sv(pk)}, "UpdateExpression": "ADD n :one", "ExpressionAttributeValues": {":one": nv(1)}}});
-    assert!(stage::append(&env.store, &id, 0, &json!([])).await.is_err(), "an empty chunk");
-    assert!(stage::append(&env.store, &id, 0, &json!({"Put": {}})).await.is_err(), "a chunk that is not an array");
-    let nothing = stage::seal(&env.store, &id, None).await.unwrap_err();
+    assert!(staging::append(&env.store, &id, 0, &json!([])).await.is_err(), "an empty chunk");
+    assert!(staging::append(&env.store, &id, 0, &json!({"Put": {}})).await.is_err(), "a chunk that is not an array");
+    let nothing = staging::seal(&env.store, &id, None).await.unwrap_err();
     assert!(nothing.to_string().contains("no actions"), "{nothing}");
-    stage::append(&env.store, &id, 0, &json!([update("k")])).await.unwrap();
-    stage::append(&env.store, &id, 2, &json!([update("x")])).await.unwrap();
-    let gap = stage::seal(&env.store, &id, None).await.unwrap_err();
+    staging::append(&env.store, &id, 0, &json!([update("k")])).await.unwrap();
+    staging::append(&env.store, &id, 2, &json!([update("x")])).await.unwrap();
+    let gap = staging::seal(&env.store, &id, None).await.unwrap_err();
     assert!(gap.to_string().contains("chunk 1") && gap.to_string().contains("missing"), "{gap}");
     // A bad action in a later chunk is named by its place in the whole request.
-    stage::append(&env.store, &id, 1, &json!([update("y"), {"Update": {"TableName": env.a, "Key": {"pk": sv("z")}, "UpdateExpression": "SET n = :v"}}])).await.unwrap();
-    let bad = stage::seal(&env.store, &id, Some(3)).await.unwrap_err();
+    staging::append(&env.store, &id, 1, &json!([update("y"), {"Update": {"TableName": env.a, "Key": {"pk": sv("z")}, "UpdateExpression": "SET n = :v"}}])).await.unwrap();
+    let bad = staging::seal(&env.store, &id, Some(3)).await.unwrap_err();
     assert_eq!(bad.name(), "ValidationError");
     assert!(bad.to_string().starts_with("TransactItems[2]"), "{bad}");
     assert!(
@@ -97,11 +98,11 @@ async fn a_staged_request_over_what_the_function_can_hold_is_refused() {
     let bytes = body["TransactItems"].to_string().len();
     assert!(bytes > 20_000, "{bytes}");
     let before = env.snapshot().await;
-    let id = stage::create(&env.store, &json!({})).await.unwrap();
+    let id = staging::create(&env.store, &json!({})).await.unwrap();
     for (i, c) in chunks(&body, 80).iter().enumerate() {
-        stage::append(&env.store, &id, i, c).await.unwrap();
+        staging::append(&env.store, &id, i, c).await.unwrap();
     }
-    let e = stage::seal(&env.store, &id, Some(3)).await.unwrap_err();
+    let e = staging::seal(&env.store, &id, Some(3)).await.unwrap_err();
     assert_eq!(e.name(), "ValidationError");
     let msg = e.to_string();
     assert!(msg.contains("at most 20000") && msg.contains("StageMemorySize") && msg.contains(&id), "{msg}");
@@ -112,9 +113,9 @@ async fn a_staged_request_over_what_the_function_can_hold_is_refused() {
     assert_eq!(env.snapshot().await, before);
 
     let small = json!({"TransactItems": body["TransactItems"].as_array().unwrap()[..40].to_vec()});
-    let id = stage::create(&env.store, &json!({})).await.unwrap();
-    stage::append(&env.store, &id, 0, &small["TransactItems"]).await.unwrap();
-    stage::seal(&env.store, &id, Some(1)).await.expect("a request within the limit is sealed");
+    let id = staging::create(&env.store, &json!({})).await.unwrap();
+    staging::append(&env.store, &id, 0, &small["TransactItems"]).await.unwrap();
+    staging::seal(&env.store, &id, Some(1)).await.expect("a request within the limit is sealed");
     Coordinator::new(env.store.clone()).drive(&id).await.expect("and commits");
     env.assert_clean().await;
 }

@@ -28,7 +28,7 @@ use dynamo_saga::start::Started;
 use dynamo_saga::status::{self, Status};
 use dynamo_saga::sweeper::{StateMachine, SweepReport, Sweeper};
 use dynamo_saga::value::{item_from_json, item_to_json};
-use dynamo_saga::{phase, stage, start, Config, Coordinator, Store, TxError, TxState};
+use dynamo_saga::{phase, staging, start, Config, Coordinator, Store, TxError, TxState};
 use serde_json::{json, Value};
 
 /// Submit a transaction and follow it, read its status, read an item at an isolation level, or sweep.
@@ -202,7 +202,7 @@ impl Ctx {
             (None, None) => std::env::var("SAGA_STATE_MACHINE_ARN").ok().filter(|s| !s.is_empty()),
         };
         let Some(arn) = arn else { return Ok(None) };
-        Ok(Some(StateMachine { client: dynamo_saga::calls::state_machine_client().await, arn }))
+        Ok(Some(StateMachine { client: dynamo_saga::call_log::state_machine_client().await, arn }))
     }
 
     /// The state machine a command that would otherwise run in this process needs: an error that says what to pass
@@ -445,12 +445,12 @@ const CHUNK_ACTIONS: usize = 1000;
 /// written, ready to run.
 async fn stage_request(store: &Store, body: &Value) -> Result<String, Failure> {
     let (envelope, items) = split_request(body)?;
-    let id = stage::create(store, &envelope).await?;
+    let id = staging::create(store, &envelope).await?;
     let chunks: Vec<&[Value]> = items.chunks(CHUNK_ACTIONS).collect();
     for (i, chunk) in chunks.iter().enumerate() {
-        stage::append(store, &id, i, &json!(chunk)).await?;
+        staging::append(store, &id, i, &json!(chunk)).await?;
     }
-    stage::seal(store, &id, Some(chunks.len())).await?;
+    staging::seal(store, &id, Some(chunks.len())).await?;
     Ok(id)
 }
 
@@ -670,7 +670,7 @@ async fn sweep_by_stack(
         input["MaxTransactions"] = json!(n);
     }
     let mut conf = aws_sdk_lambda::config::Builder::from(&ctx.sdk);
-    if let Some(log) = dynamo_saga::calls::CallLog::from_env() {
+    if let Some(log) = dynamo_saga::call_log::CallLog::from_env() {
         conf = conf.interceptor(log);
     }
     let out = aws_sdk_lambda::Client::from_conf(conf.build())

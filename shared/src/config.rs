@@ -35,9 +35,9 @@ pub struct Config {
     /// Concurrent DynamoDB requests one phase run may have in flight (`SAGA_IN_FLIGHT`).
     pub concurrency: usize,
     /// Shares one lock, apply or rollback step is cut into (`SAGA_FAN_OUT`), each run side by side: by the store's
-    /// workers when it has them ([`crate::store::Store::with_workers`], another invocation of the phase's Lambda
-    /// function each), otherwise in this process. 1, the default, runs one share a step, as a single process gains
-    /// nothing from more.
+    /// workers when it has them ([`crate::dynamo::store::Store::with_workers`], another invocation of the phase's
+    /// Lambda function each), otherwise in this process. 1, the default, runs one share a step, as a single process
+    /// gains nothing from more.
     pub fan_out: usize,
     /// Most batches one share takes (`SAGA_SHARE_BATCHES`, default [`RUN_BATCHES`]): a step takes up to `fan_out`
     /// times this, dealt evenly to as many shares as `fan_out` allows while each takes at least a quarter of this.
@@ -48,15 +48,15 @@ pub struct Config {
     /// The CloudWatch namespace the Release function writes each finished transaction's metrics to, as an EMF line
     /// (`metrics`); `None`: no metrics.
     pub metrics_namespace: Option<String>,
-    /// Largest staged request, in bytes of JSON, that `stage::seal` takes: sealing holds the whole request in
+    /// Largest staged request, in bytes of JSON, that `staging::seal` takes: sealing holds the whole request in
     /// memory, several times over. `None`: no limit.
     pub max_request_bytes: Option<usize>,
     /// Whether a request one `TransactWriteItems` call can carry (fewer than 100 actions, no `Parent`, tombstone or
     /// ratchet) is carried out in that one call instead of the protocol (see `direct`).
     pub direct: bool,
-    /// How a committed read ([`crate::read::Isolation::Committed`]) answers for an item a committed transaction has
-    /// not applied yet (`SAGA_COMMITTED_READS`): evaluate the transaction's write on the item, writing nothing (the
-    /// default), or apply that write first and read the item it leaves.
+    /// How a committed read ([`crate::drivers::read::Isolation::Committed`]) answers for an item a committed
+    /// transaction has not applied yet (`SAGA_COMMITTED_READS`): evaluate the transaction's write on the item, writing
+    /// nothing (the default), or apply that write first and read the item it leaves.
     pub committed_reads: CommittedReads,
     /// Which writes DynamoDB itself judges before a transaction of batches commits (`SAGA_PRECOMMIT_CHECK`), beyond
     /// the rules this library checks (`judge`).
@@ -72,10 +72,10 @@ pub struct Config {
     /// The longest a DynamoDB request may take with all its retries (`SAGA_OPERATION_TIMEOUT_SECONDS`, default 60): the
     /// SDK's operation timeout.
     pub operation_timeout: Duration,
-    /// How long after a transaction ended a write its drivers sent may still land (`SAGA_REVISIT_AFTER_SECONDS`, default
-    /// 420): a transaction that may have such writes ([`crate::records::Header::needs_revisit`]) is visited again once
-    /// this has passed since it finished, and whatever of it remains is removed. On AWS the bound is a lock pass's
-    /// longest life (the lease) plus the five minutes DynamoDB accepts a signed request for (SigV4).
+    /// How long after a transaction ended a write its drivers sent may still land (`SAGA_REVISIT_AFTER_SECONDS`,
+    /// default 420): a transaction that may have such writes ([`crate::protocol::records::Header::needs_revisit`]) is
+    /// visited again once this has passed since it finished, and whatever of it remains is removed. On AWS the bound is
+    /// a lock pass's longest life (the lease) plus the five minutes DynamoDB accepts a signed request for (SigV4).
     pub revisit_after: Duration,
     /// Whether the tables are multi-Region strongly consistent global tables (`SAGA_MULTI_REGION_CONSISTENCY`), where
     /// the protocol sends no `TransactWriteItems` ([`MultiRegion`]).
@@ -390,7 +390,7 @@ mod tests {
             if let Some(s) = secs {
                 body["Options"] = serde_json::json!({ "DeadlineSeconds": s });
             }
-            crate::request::parse(&body, &c).map(|p| p.options.deadline_seconds)
+            crate::model::request::parse(&body, &c).map(|p| p.options.deadline_seconds)
         };
         assert_eq!(ask(None).unwrap(), 240, "no DeadlineSeconds: the capped default");
         assert_eq!(ask(Some(240)).unwrap(), 240);
@@ -403,7 +403,7 @@ mod tests {
         let standard = from(&[(ENV_TX_TABLE, "tx")]);
         assert_eq!((standard.default_deadline.as_secs(), standard.max_deadline.as_secs()), (900, 604_800));
         assert!(standard.metrics_namespace.is_none());
-        let e = crate::request::parse(
+        let e = crate::model::request::parse(
             &serde_json::json!({"TransactItems": items, "Options": {"DeadlineSeconds": 604_801}}),
             &standard,
         )

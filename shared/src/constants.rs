@@ -9,9 +9,9 @@ pub const RESERVED_PREFIX: &str = "_saga";
 
 /// On a locked item: the id of the transaction that holds the lock.
 pub const ATTR_LOCK: &str = "_sagaLock";
-/// On a locked item: the id of the write that took the lock ([`crate::items::LockId`]: the epoch milliseconds its lock
-/// pass started at, with a thousandths part after writes of unknown outcome), which apply checks; on a transaction
-/// begun before lock ids, when the lock was taken.
+/// On a locked item: the id of the write that took the lock ([`crate::model::item_attrs::LockId`]: the epoch
+/// milliseconds its lock pass started at, with a thousandths part after writes of unknown outcome), which apply checks;
+/// on a transaction begun before lock ids, when the lock was taken.
 pub const ATTR_LOCKED_AT: &str = "_sagaLockedAt";
 /// On a locked item: present (true) when the item did not exist and was created only to hold the lock.
 pub const ATTR_TRANSIENT: &str = "_sagaTransient";
@@ -27,14 +27,16 @@ pub const ATTR_STONE: &str = "_sagaStone";
 /// An attribute name dynamo-saga never writes, so that a condition reading it sees an absent attribute.
 pub const ATTR_GONE: &str = "_sagaGone";
 
-/// The attribute on the `Parent` item that holds the transaction id while the parent is locked (the lock client's lockToken).
+/// The attribute on the `Parent` item that holds the transaction id while the parent is locked (the lock client's
+/// lockToken).
 pub const PARENT_LOCK_TOKEN: &str = "lockToken";
 /// On the parent item: when the parent lock was taken (epoch milliseconds).
 pub const PARENT_LOCKED_AT: &str = "lockTokenAt";
-/// On the parent item: the holder's lease in seconds (the DynamoDB Lock Client's leaseDuration): a waiter that sees the same
-/// [`PARENT_RVN`] for this long, on its own clock, judges the holder dead.
+/// On the parent item: the holder's lease in seconds (the DynamoDB Lock Client's leaseDuration): a waiter that sees the
+/// same [`PARENT_RVN`] for this long, on its own clock, judges the holder dead.
 pub const PARENT_LEASE: &str = "leaseDuration";
-/// On the parent item: the record version number (as the DynamoDB Lock Client keeps it), a new random number at every heartbeat of the holder.
+/// On the parent item: the record version number (as the DynamoDB Lock Client keeps it), a new random number at every
+/// heartbeat of the holder.
 pub const PARENT_RVN: &str = "recordVersionNumber";
 
 // ---- The transactions table ----
@@ -53,12 +55,14 @@ pub const SK_PAGE_PREFIX: &str = "page#";
 pub const SK_IMAGE_PREFIX: &str = "img#";
 /// Sort key of a ClientRequestToken record.
 pub const SK_TOKEN: &str = "token";
-/// A record never written: the condition that cannot hold when DynamoDB is asked to judge writes ([`crate::judge`]).
+/// A record never written: the condition that cannot hold when DynamoDB is asked to judge writes
+/// ([`crate::protocol::judge`]).
 pub const SK_JUDGE: &str = "judge";
 /// Partition key prefix of ClientRequestToken records.
 pub const TOKEN_PK_PREFIX: &str = "token#";
 /// Partition key of the sweeper's place in its pass over the transactions table for expired records, where the table
-/// has no time to live (multi-Region strongly consistent tables: [`crate::sweeper`]); its sort key is [`SK_CURSOR`].
+/// has no time to live (multi-Region strongly consistent tables: [`crate::drivers::sweeper`]); its sort key is
+/// [`SK_CURSOR`].
 #[cfg(feature = "internals")]
 pub const EXPIRY_PK: &str = "sweep#expired";
 #[cfg(feature = "internals")]
@@ -71,7 +75,8 @@ pub const C_AFTER_SK: &str = "afterSk";
 
 /// Header: PENDING, COMMITTED or ROLLED_BACK.
 pub const H_STATE: &str = "state";
-/// Header: incremented by every header write; a waiter that sees it unchanged for a whole lease knows nobody is working.
+/// Header: incremented by every header write; a waiter that sees it unchanged for a whole lease knows nobody is
+/// working.
 pub const H_VERSION: &str = "version";
 pub const H_CREATED_AT: &str = "createdAt";
 pub const H_UPDATED_AT: &str = "updatedAt";
@@ -227,7 +232,7 @@ pub const ENV_METRICS_NAMESPACE: &str = "SAGA_METRICS_NAMESPACE";
 /// ([`LAMBDA_MEMORY_MB`], [`MEMORY_BYTES_PER_REQUEST_BYTE`]), else no limit.
 pub const ENV_MAX_REQUEST_BYTES: &str = "SAGA_MAX_REQUEST_BYTES";
 /// `true` (the default) or `false`: whether a request one `TransactWriteItems` call can carry is carried out in that
-/// call ([`crate::direct`]) rather than by the protocol.
+/// call ([`crate::protocol::one_call`]) rather than by the protocol.
 pub const ENV_DIRECT: &str = "SAGA_DIRECT";
 /// `none` (the default) or `strong`: whether the tables are multi-Region strongly consistent (MRSC) global tables,
 /// which take no `TransactWriteItems` ([`crate::config::MultiRegion`]).
@@ -239,7 +244,7 @@ pub const ENV_EVENTUAL_REGION: &str = "SAGA_EVENTUAL_CONSISTENCY_REGION";
 /// applied yet ([`crate::config::CommittedReads`]).
 pub const ENV_COMMITTED_READS: &str = "SAGA_COMMITTED_READS";
 /// How many shares one lock, apply or rollback step of a large transaction is cut into, each run side by side by an
-/// invocation of its own (default 1: the step's own process runs them all; [`crate::share`]).
+/// invocation of its own (default 1: the step's own process runs them all; [`crate::protocol::shares`]).
 pub const ENV_FAN_OUT: &str = "SAGA_FAN_OUT";
 /// How many batches one share of such a step takes (default [`RUN_BATCHES`]).
 pub const ENV_SHARE_BATCHES: &str = "SAGA_SHARE_BATCHES";
@@ -262,11 +267,11 @@ pub const ENV_REVISIT_AFTER_SECONDS: &str = "SAGA_REVISIT_AFTER_SECONDS";
 /// a request's own time.
 pub const DEFAULT_REVISIT_AFTER_SECONDS: u64 = 420;
 /// Which callers of the API and which EventBridge senders may name which of the allowed tables
-/// ([`crate::entitle`]); unset or empty: every caller may name every allowed table.
+/// ([`crate::drivers::entitlements`]); unset or empty: every caller may name every allowed table.
 #[cfg(feature = "internals")]
 pub const ENV_CALLER_ENTITLEMENTS: &str = "SAGA_CALLER_ENTITLEMENTS";
 /// A file to append every AWS call this process's clients make to, one JSON line each, for the permission simulation
-/// ([`crate::calls`]); unset: nothing is recorded.
+/// ([`crate::dynamo::call_log`]); unset: nothing is recorded.
 pub const ENV_CALL_LOG: &str = "SAGA_CALL_LOG";
 /// The memory Lambda gives the function, in MB, as Lambda sets it.
 pub const LAMBDA_MEMORY_MB: &str = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE";

@@ -120,8 +120,8 @@ impl std::fmt::Display for Invalid {
     }
 }
 
-/// A request naming a table its caller is not entitled to (`crate::entitle`): which action (`None`: the `Parent`, or
-/// not known), which table, and the message, which names both.
+/// A request naming a table its caller is not entitled to (`crate::drivers::entitlements`): which action (`None`: the
+/// `Parent`, or not known), which table, and the message, which names both.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct Denied {
@@ -165,8 +165,8 @@ pub enum TxError {
     /// A record of the transactions table is not what this version of the library wrote.
     #[error("internal error: {0}")]
     Internal(String),
-    /// A transaction's records are of a format (or a protocol) newer than this version of dynamo-saga knows: written by a
-    /// newer deploy. Nothing is read further or written; a driver of the newer version finishes the transaction.
+    /// A transaction's records are of a format (or a protocol) newer than this version of dynamo-saga knows: written by
+    /// a newer deploy. Nothing is read further or written; a driver of the newer version finishes the transaction.
     #[error("{0}")]
     UnknownFormat(String),
     /// A share of a step, run by another invocation of the phase's function (`share`), failed for a reason none of

@@ -139,9 +139,9 @@ pub fn one_call() -> bool {
     strong_multi_region().is_none()
 }
 
-/// `store`, counting the writes of a clean run ([`Store::crash_after`] with no limit), for a suite that then stops a run
-/// before each of them. A write the MRSC stand-in answers with `ReplicatedWriteConflictException` is sent again, one
-/// more write, so the count would not hold from one run to the next: in MRSC mode such a suite needs
+/// `store`, counting the writes of a clean run ([`Store::crash_after`] with no limit), for a suite that then stops a
+/// run before each of them. A write the MRSC stand-in answers with `ReplicatedWriteConflictException` is sent again,
+/// one more write, so the count would not hold from one run to the next: in MRSC mode such a suite needs
 /// `SAGA_TEST_CONFLICT=0`, and says so.
 pub fn write_counter(store: &Store) -> Store {
     if let Some(conflict) = strong_multi_region().filter(|c| *c > 0.0) {
@@ -339,7 +339,7 @@ pub async fn run_steps_until(
         if step == Step::Finished || stop(&h, &step) {
             return (h, step);
         }
-        dynamo_saga::drive::run_step(store, tx_id, step).await.expect("runs the step");
+        dynamo_saga::driver::run_step(store, tx_id, step).await.expect("runs the step");
     }
 }
 

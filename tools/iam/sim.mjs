@@ -309,7 +309,7 @@ const DOC = {
   dlq: 'EventBridge sends an event it could not deliver to the target\'s dead-letter queue under the queue policy (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html#eb-dlq-perms)',
   logsTarget: 'EventBridge writes to a CloudWatch Logs target under a CloudWatch Logs resource policy (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-resource-based.html#eb-cloudwatchlogs-permissions)',
   lambdaLogs: 'Lambda sends a function\'s logs with its execution role: CreateLogGroup, CreateLogStream, PutLogEvents (https://docs.aws.amazon.com/lambda/latest/dg/monitoring-cloudwatchlogs.html#monitoring-cloudwatchlogs-prereqs)',
-  shares: 'A fanned-out step runs its shares by invoking its own function at the version that runs the step (shared/src/share.rs, functions/common SelfInvoke; the Invoke API\'s Qualifier: https://docs.aws.amazon.com/lambda/latest/api/API_Invoke.html); the local stack runs $LATEST, the deployed state machine a published version',
+  shares: 'A fanned-out step runs its shares by invoking its own function at the version that runs the step (shared/src/protocol/shares.rs, functions/common SelfInvoke; the Invoke API\'s Qualifier: https://docs.aws.amazon.com/lambda/latest/api/API_Invoke.html); the local stack runs $LATEST, the deployed state machine a published version',
   lambdaXray: 'Lambda active tracing: the execution role needs xray:PutTraceSegments and xray:PutTelemetryRecords (https://docs.aws.amazon.com/lambda/latest/dg/services-xray.html#services-xray-permissions)',
   apiLogs: 'API Gateway writes a stage\'s access logs with the CloudWatch Logs role of the account setting (https://docs.aws.amazon.com/apigateway/latest/developerguide/set-up-logging.html#set-up-access-logging-permissions)',
   sfnLogs: 'Step Functions logging to CloudWatch Logs: the state machine\'s role needs the log delivery actions (https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html#cloudwatch-iam-policy)',
@@ -318,9 +318,9 @@ const DOC = {
   putEvents: 'A sender puts TransactWriteItems events on the default event bus; events:source holds the source of every entry (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-conditions.html)',
   lambdaDlq: 'Lambda sends an asynchronous event it gave up on (after the function\'s retries) to the function\'s dead-letter queue with the function\'s execution role (https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-retain-records.html#invocation-dlq)',
   cliStack: 'dynamo-saga --stack NAME (cli/src/stack.rs, cli/src/api.rs): DescribeStacks for the stack\'s outputs and parameters, then submit, status and resume through the stack\'s API (SigV4-signed execute-api requests), and sweep by invoking the stack\'s sweeper function',
-  cliRead: 'dynamo-saga get (shared/src/read.rs, committed by default) with the caller\'s own credentials: the item, and for an item a transaction holds its header and request pages, the table\'s key schema',
-  cliAudit: 'dynamo-saga audit without --clear (shared/src/audit.rs): the table\'s key schema, a scan of it, and the header of each transaction holding a lock',
-  cli: 'dynamo-saga submit --state-machine (cli/src/main.rs): begins the request in its own process (shared/src/start.rs, phase/begin.rs, direct.rs; larger ones staged, shared/src/stage.rs), starts the execution, follows it with DescribeExecution and the status read',
+  cliRead: 'dynamo-saga get (shared/src/drivers/read.rs, committed by default) with the caller\'s own credentials: the item, and for an item a transaction holds its header and request pages, the table\'s key schema',
+  cliAudit: 'dynamo-saga audit without --clear (shared/src/drivers/audit.rs): the table\'s key schema, a scan of it, and the header of each transaction holding a lock',
+  cli: 'dynamo-saga submit --state-machine (cli/src/main.rs): begins the request in its own process (shared/src/drivers/start.rs, protocol/phase/begin.rs, protocol/one_call.rs; larger ones staged, shared/src/drivers/staging.rs), starts the execution, follows it with DescribeExecution and the status read',
 };
 
 function synthetic(cfg) {

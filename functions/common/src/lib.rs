@@ -21,8 +21,8 @@ use std::time::Duration;
 pub use aws_lambda_events::apigw::{ApiGatewayProxyRequest, ApiGatewayProxyResponse};
 use aws_lambda_events::encodings::Body;
 use aws_lambda_events::http::header::{HeaderValue, CONTENT_TYPE};
-pub use dynamo_saga::step::Phase;
-use dynamo_saga::step::{handle, Budget};
+pub use dynamo_saga::lambda::Phase;
+use dynamo_saga::lambda::{handle, Budget};
 use dynamo_saga::{Config, Store, TxError};
 pub use lambda_runtime::Error;
 use lambda_runtime::{service_fn, Diagnostic, LambdaEvent};
@@ -123,7 +123,7 @@ async fn share(store: &Store, phase: Phase, input: &Value, request_id: &str) -> 
     let span = tracing::info_span!("share", phase = phase.name(), request_id = %request_id, tx_id = %tx_id);
     async move {
         let store = injected_fault(store, &format!("{}Share", phase.name()), tx_id);
-        match Box::pin(dynamo_saga::step::handle_share(&store, input)).await {
+        match Box::pin(dynamo_saga::lambda::handle_share(&store, input)).await {
             Ok(_) if store.fault_spent() => Err(PhaseError(TxError::InjectedFault(store.writes_sent().unwrap_or(0)))),
             Ok(out) => Ok(out),
             Err(e) => {
@@ -136,7 +136,7 @@ async fn share(store: &Store, phase: Phase, input: &Value, request_id: &str) -> 
     .await
 }
 
-/// The workers of a fanned-out step (`dynamo_saga::share`): this function itself, at the version this process
+/// The workers of a fanned-out step (`dynamo_saga::shares`): this function itself, at the version this process
 /// runs (so a share runs the step's own code and configuration), invoked synchronously once per share. A share
 /// Lambda cannot start (the function's concurrency used up) comes back `Throttled`, and the step runs it itself.
 #[derive(Debug)]
@@ -152,12 +152,13 @@ impl SelfInvoke {
     pub async fn from_env() -> Result<SelfInvoke, Error> {
         let function = std::env::var("AWS_LAMBDA_FUNCTION_NAME")
             .map_err(|_| "configuration: SAGA_FAN_OUT needs AWS_LAMBDA_FUNCTION_NAME, which Lambda sets")?;
-        // Always qualified, `$LATEST` included: the role may invoke the function's versions (`NAME:*`), not the name alone.
+        // Always qualified, `$LATEST` included: the role may invoke the function's versions (`NAME:*`), not the name
+        // alone.
         let qualifier = std::env::var("AWS_LAMBDA_FUNCTION_VERSION").ok().filter(|v| !v.is_empty());
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
         let mut conf = aws_sdk_lambda::config::Builder::from(&sdk)
             .retry_config(aws_sdk_lambda::config::retry::RetryConfig::disabled());
-        if let Some(log) = dynamo_saga::calls::CallLog::from_env() {
+        if let Some(log) = dynamo_saga::call_log::CallLog::from_env() {
             conf = conf.interceptor(log);
         }
         Ok(SelfInvoke { client: aws_sdk_lambda::Client::from_conf(conf.build()), function, qualifier })

@@ -2,7 +2,7 @@
 //! `dynamo-saga.*`, detail-type `TransactWriteItems`) whose detail is the request.
 //!
 //! EventBridge invokes this function asynchronously. It checks the sender (the event's account and source) against
-//! the caller entitlements (`SAGA_CALLER_ENTITLEMENTS`, `dynamo_saga::entitle`), then starts the request as `POST
+//! the caller entitlements (`SAGA_CALLER_ENTITLEMENTS`, `dynamo_saga::entitlements`), then starts the request as `POST
 //! /transactions` does (`dynamo_saga::start`): one `TransactWriteItems` call can carry it, so it is carried out here
 //! with no execution, or it is begun and its execution started. A request without a `ClientRequestToken` takes the
 //! event's id as one: EventBridge and Lambda deliver an event at least once, each time with the same id, so every
@@ -17,7 +17,7 @@
 
 use aws_lambda_events::eventbridge::EventBridgeEvent;
 use aws_sdk_sqs::types::MessageAttributeValue;
-use dynamo_saga::entitle::{self, Caller, Entitlements};
+use dynamo_saga::entitlements::{self, Caller, Entitlements};
 use dynamo_saga::sweeper::StateMachine;
 use dynamo_saga::{start, Store, TxError};
 use lambda_runtime::{service_fn, Diagnostic, LambdaEvent};
@@ -48,7 +48,7 @@ async fn start_event(ev: &Events, event: &Value) -> Result<start::Started, TxErr
     let parsed: EventBridgeEvent<Value> = serde_json::from_value(event.clone())
         .map_err(|e| TxError::invalid(None, format!("not an EventBridge event: {e}")))?;
     let account = parsed.account.as_deref().unwrap_or("");
-    entitle::check_request(
+    entitlements::check_request(
         ev.entitlements.as_ref(),
         &Caller::Event { account, source: &parsed.source },
         &parsed.detail,
@@ -115,13 +115,13 @@ async fn main() -> Result<(), Error> {
     let store = saga_lambda::store_from_env().await?;
     let arn =
         std::env::var("SAGA_STATE_MACHINE_ARN").map_err(|_| "configuration: SAGA_STATE_MACHINE_ARN is not set")?;
-    let runner = StateMachine { client: dynamo_saga::calls::state_machine_client().await, arn };
+    let runner = StateMachine { client: dynamo_saga::call_log::state_machine_client().await, arn };
     let entitlements = Entitlements::from_vars(|k| std::env::var(k).ok()).map_err(|e| format!("configuration: {e}"))?;
     let queue_url = std::env::var(ENV_DEAD_LETTER_QUEUE_URL)
         .map_err(|_| format!("configuration: {ENV_DEAD_LETTER_QUEUE_URL} is not set"))?;
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let mut conf = aws_sdk_sqs::config::Builder::from(&sdk);
-    if let Some(log) = dynamo_saga::calls::CallLog::from_env() {
+    if let Some(log) = dynamo_saga::call_log::CallLog::from_env() {
         conf = conf.interceptor(log);
     }
     let queue = aws_sdk_sqs::Client::from_conf(conf.build());

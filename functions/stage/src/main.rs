@@ -4,8 +4,8 @@
 //!   `{"TransactionId"}` of a sealed staged transaction: validates and begins it (`dynamo_saga::start`). A request one
 //!   `TransactWriteItems` call can carry is carried out here, in that call: 200 `{"TransactionId", "State", "Finished":
 //!   true, "Cancellation"?}`, with no execution. Any other is run by the state machine's execution named after it: 200
-//!   `{"TransactionId", "ExecutionArn", "State", "Finished": false}` as soon as it starts. A call repeated with the same
-//!   `ClientRequestToken` gets the same answer. `GET /transactions/{id}` then tells how it goes. Needs
+//!   `{"TransactionId", "ExecutionArn", "State", "Finished": false}` as soon as it starts. A call repeated with the
+//!   same `ClientRequestToken` gets the same answer. `GET /transactions/{id}` then tells how it goes. Needs
 //!   `SAGA_STATE_MACHINE_ARN`.
 //!
 //! - `POST /transactions/{id}/resume`: starts a new execution for a transaction whose execution ended before it did
@@ -21,16 +21,16 @@
 //!   "Batches", "State", "ExecutionInput"}`. `ExecutionInput` (`{"TransactionId"}`) is what `POST /transactions`
 //!   then takes to run it.
 //!
-//! With caller entitlements (`SAGA_CALLER_ENTITLEMENTS`, `dynamo_saga::entitle`), a request, a staged transaction's
-//! `Parent` and each chunk may name only tables the caller (API Gateway's `requestContext.identity.userArn`) is
-//! entitled to; any other is refused before anything is written.
+//! With caller entitlements (`SAGA_CALLER_ENTITLEMENTS`, `dynamo_saga::entitlements`), a request, a staged
+//! transaction's `Parent` and each chunk may name only tables the caller (API Gateway's
+//! `requestContext.identity.userArn`) is entitled to; any other is refused before anything is written.
 //!
 //! Errors answer 400 (`ValidationError`), 403 (`AccessDenied`, naming the action and the table), 404
 //! (`TransactionNotFound`), 429 (`Throttled`) or 500, with `{"__type", "message"}` as AWS JSON APIs do.
 
-use dynamo_saga::entitle::{self, Caller, Entitlements};
+use dynamo_saga::entitlements::{self, Caller, Entitlements};
 use dynamo_saga::sweeper::StateMachine;
-use dynamo_saga::{stage, start, Store, TxError};
+use dynamo_saga::{staging, start, Store, TxError};
 use saga_lambda::{path_parameter, route_of, ApiGatewayProxyRequest, Error};
 use serde_json::{json, Value};
 
@@ -63,7 +63,7 @@ struct Api {
 async fn route(store: &Store, api: &Api, request: &ApiGatewayProxyRequest) -> Result<(u16, Value), TxError> {
     let body = body_of(request)?;
     let caller = Caller::Principal(request.request_context.identity.user_arn.as_deref());
-    let entitled = |named: &Value| entitle::check_request(api.entitlements.as_ref(), &caller, named);
+    let entitled = |named: &Value| entitlements::check_request(api.entitlements.as_ref(), &caller, named);
     match route_of(request) {
         ("POST", "/transactions") => {
             let runner = api.runner.as_ref().ok_or_else(|| {
@@ -86,7 +86,7 @@ async fn route(store: &Store, api: &Api, request: &ApiGatewayProxyRequest) -> Re
         }
         ("POST", "/transactions/staged") => {
             entitled(&body)?;
-            let id = stage::create(store, &body).await?;
+            let id = staging::create(store, &body).await?;
             Ok((201, json!({ "TransactionId": id })))
         }
         ("PUT", "/transactions/staged/{id}/chunks/{chunk}") => {
@@ -94,7 +94,7 @@ async fn route(store: &Store, api: &Api, request: &ApiGatewayProxyRequest) -> Re
                 path_parameter(request, "chunk").parse().map_err(|_| bad("the chunk number must be a whole number"))?;
             let items = body.get("TransactItems").ok_or_else(|| bad("the body must be {\"TransactItems\": [...]}"))?;
             entitled(items)?;
-            let done = stage::append(store, path_parameter(request, "id"), chunk, items).await?;
+            let done = staging::append(store, path_parameter(request, "id"), chunk, items).await?;
             Ok((200, serde_json::to_value(done).expect("serialisable")))
         }
         ("POST", "/transactions/staged/{id}/seal") => {
@@ -104,7 +104,7 @@ async fn route(store: &Store, api: &Api, request: &ApiGatewayProxyRequest) -> Re
             };
             // With a ClientRequestToken an earlier transaction already used, the seal answers that transaction, not
             // the staged id: the execution input names the one that runs.
-            let begun = stage::seal(store, path_parameter(request, "id"), chunks).await?;
+            let begun = staging::seal(store, path_parameter(request, "id"), chunks).await?;
             Ok((
                 200,
                 json!({"TransactionId": begun.transaction_id, "Actions": begun.actions, "Batches": begun.batches,
@@ -119,7 +119,7 @@ async fn route(store: &Store, api: &Api, request: &ApiGatewayProxyRequest) -> Re
 async fn main() -> Result<(), Error> {
     let runner = match std::env::var("SAGA_STATE_MACHINE_ARN") {
         Ok(arn) if !arn.is_empty() => {
-            Some(StateMachine { client: dynamo_saga::calls::state_machine_client().await, arn })
+            Some(StateMachine { client: dynamo_saga::call_log::state_machine_client().await, arn })
         }
         _ => None,
     };

@@ -19,7 +19,7 @@ async fn main() -> Result<(), Error> {
         Sweeper::from_vars(store, |k| std::env::var(k).ok()).map_err(|e| format!("configuration: {e}"))?;
     if let Ok(arn) = std::env::var("SAGA_STATE_MACHINE_ARN") {
         if !arn.is_empty() {
-            let client = dynamo_saga::calls::state_machine_client().await;
+            let client = dynamo_saga::call_log::state_machine_client().await;
             sweeper.state_machine = Some(StateMachine { client, arn });
         }
     }
@@ -34,7 +34,7 @@ async fn main() -> Result<(), Error> {
         }
         // The call's time less a margin, as a phase call keeps it (a deadline that is not a real one, as a local
         // Invoke API gives, leaves the phases' fallback).
-        let budget = dynamo_saga::step::Budget::before_deadline(event.context.deadline, Duration::from_secs(10));
+        let budget = dynamo_saga::lambda::Budget::before_deadline(event.context.deadline, Duration::from_secs(10));
         this.budget = budget.until.saturating_duration_since(std::time::Instant::now());
         match this.sweep().await {
             Ok(report) => Ok(serde_json::to_value(report).expect("serialisable")),

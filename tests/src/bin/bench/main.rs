@@ -174,7 +174,7 @@ struct MachineRow {
     #[serde(default)]
     lambda_usd: f64,
     /// Under the reference latency model: the same transaction run as the state machine runs it, each phase call as
-    /// its Lambda runs it (`step::handle`, in this process on a tracing client), its traced requests weighed by the
+    /// its Lambda runs it (`lambda::handle`, in this process on a tracing client), its traced requests weighed by the
     /// model plus [`Model::LAMBDA_CALL_MS`] for each call; and the same until the call that committed it.
     #[serde(default)]
     modelled_wall_ms: Option<f64>,
@@ -598,11 +598,11 @@ async fn machine(n: usize, bytes: usize) -> MachineRow {
     }
 }
 
-/// `n` updates run as the state machine runs them, each phase call as its Lambda runs it (`step::handle`) on a store
+/// `n` updates run as the state machine runs them, each phase call as its Lambda runs it (`lambda::handle`) on a store
 /// whose client traces its requests: (modelled wall time, modelled time to the end of the call that committed), each
 /// with [`Model::LAMBDA_CALL_MS`] for every call up to then.
 async fn machine_modelled(env: &Env, n: usize, bytes: usize) -> (f64, f64) {
-    use dynamo_saga::step::{handle, Budget, Phase};
+    use dynamo_saga::lambda::{handle, Budget, Phase};
     let body = prepare(env, Kind::Update, n, "smm", bytes).await;
     let tracer = Tracer::default();
     let store = traced_store(env, &tracer, default_in_flight());
@@ -1021,7 +1021,7 @@ async fn stage(st: &harness::stack::Stack, items: &[Value]) -> Staged {
     let mut size = 2;
     for a in items {
         let len = a.to_string().len() + 1;
-        if size + len > dynamo_saga::stage::MAX_CHUNK_BYTES {
+        if size + len > dynamo_saga::staging::MAX_CHUNK_BYTES {
             chunks.push(Vec::new());
             size = 2;
         }
@@ -1431,7 +1431,7 @@ fn throttled_markdown(rows: &[ThrottledRow]) -> String {
         "## Throttling\n\nUpdates of existing items in-process through `tools/ddb-proxy.mjs`, which answers a share of the write \
          requests with `ProvisionedThroughputExceededException` as a busy table does (a fixed share, whatever the rate), beside \
          the same through the proxy throttling none; median of 3 runs each. A throttled write is sent again after a short \
-         jittered wait, and the process halves its in-flight limit meanwhile (`shared/src/pace.rs`).\n\n\
+         jittered wait, and the process halves its in-flight limit meanwhile (`shared/src/dynamo/pace.rs`).\n\n\
          | actions | writes throttled | median, throttled (ms) | median, unthrottled (ms) | throttled vs unthrottled |\n\
          | ---: | ---: | ---: | ---: | ---: |\n",
     );
@@ -1580,7 +1580,7 @@ fn markdown(a: &Args, report: &Report, when: &str) -> String {
         a.item_bytes
     ));
     md.push_str(
-        "Capacity is billed by DynamoDB's documented rules from the sizes of the items each call touches (see `shared/src/billing.rs`): \
+        "Capacity is billed by DynamoDB's documented rules from the sizes of the items each call touches (see `shared/src/model/billing.rs`): \
          a standard write costs 1 write unit per started KB of the larger of the item before and after, a transactional write 2 per \
          started KB for every item including `ConditionCheck`, a strongly consistent read 1 read unit per started 4 KB (a missing \
          item 1). DynamoDB Local's own `ReturnConsumedCapacity` is right for non-transactional calls and low for transactions; ",
@@ -1608,7 +1608,7 @@ fn markdown(a: &Args, report: &Report, when: &str) -> String {
             stack (debug functions on DynamoDB Local: real Lambda and DynamoDB would be faster, so cheaper). Neither includes \
             the Lambda invocations or DynamoDB.\n\n");
         md.push_str(&format!("Modelled: the same updates run in this process as the state machine runs them, each phase call as its \
-            Lambda runs it (`step::handle`), the requests of every call traced and weighed by the reference model ({} ms a request, \
+            Lambda runs it (`lambda::handle`), the requests of every call traced and weighed by the reference model ({} ms a request, \
             {} ms an item), plus {} ms for each Lambda call through Step Functions (its round trip, beside its run time); and the \
             same until the end of the call that committed the transaction, from which committed reads see its values.\n\n",
             Model::REFERENCE.per_call_ms, Model::REFERENCE.per_item_ms, Model::LAMBDA_CALL_MS));

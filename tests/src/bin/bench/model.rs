@@ -1,7 +1,7 @@
 //! A model of a transaction's time through the state machine that counts CPU as well as round trips.
 //!
 //! N updates are run in this process as the state machine runs them, each phase call as its Lambda runs it
-//! (`step::handle`), at the template's defaults (fan-out, share size, in-flight limit), on a client that traces every
+//! (`lambda::handle`), at the template's defaults (fan-out, share size, in-flight limit), on a client that traces every
 //! request. For each phase call: its traced requests weighed by the reference latency model (the longest chain, as
 //! [`harness::trips::modelled_ms`]), this process's CPU time over the call, and the invocations that share its work.
 //! The call takes the larger of the chain and its CPU divided by those invocations, plus the Lambda round trips: one
@@ -84,7 +84,7 @@ fn fanned(cfg: &dynamo_saga::Config, batches: std::ops::Range<usize>) -> (f64, u
     let mut from = batches.start;
     while from < batches.end {
         let to = (from + cfg.step_batches()).min(batches.end);
-        let shares = dynamo_saga::share::split(cfg, from..to);
+        let shares = dynamo_saga::shares::split(cfg, from..to);
         largest += shares.iter().map(|s| s.len()).max().unwrap_or(0);
         shared += usize::from(shares.len() > 1);
         from = to;
@@ -97,7 +97,7 @@ fn fanned(cfg: &dynamo_saga::Config, batches: std::ops::Range<usize>) -> (f64, u
 
 /// `n` updates of `bytes`-byte items at fan-out `fan_out` (shares of at most `share_batches`).
 pub async fn measure(n: usize, bytes: usize, fan_out: usize, share_batches: usize) -> ModelRow {
-    use dynamo_saga::step::{handle, Budget, Phase};
+    use dynamo_saga::lambda::{handle, Budget, Phase};
     let env =
         Env::with(&format!("bench-model-{n}"), |c| dynamo_saga::Config { fan_out, share_batches, direct: false, ..c })
             .await;
@@ -215,7 +215,7 @@ pub fn markdown(rows: &[ModelRow], chunked: impl Fn(usize) -> Option<f64>) -> St
     let mut md = format!(
         "## A model with CPU\n\nThe round-trip model above leaves CPU out, and a large transaction's phases are CPU-bound. \
          Here N updates run in this process as the state machine runs them, each phase call as its Lambda runs it \
-         (`step::handle`), at the template's defaults: `PhaseFanOut` {}, shares of at most {} batches, {} requests in \
+         (`lambda::handle`), at the template's defaults: `PhaseFanOut` {}, shares of at most {} batches, {} requests in \
          flight in each invocation (in this one process, where the shares share one store, that many times the \
          fan-out). Each call is modelled as the larger of its traced requests' longest chain under the reference model \
          ({} ms a request, {} ms an item) and this process's CPU time over the call divided by the invocations working \
