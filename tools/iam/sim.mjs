@@ -320,7 +320,7 @@ const DOC = {
   cliStack: 'dynamo-saga --stack NAME (cli/src/stack.rs, cli/src/api.rs): DescribeStacks for the stack\'s outputs and parameters, then submit, status and resume through the stack\'s API (SigV4-signed execute-api requests), and sweep by invoking the stack\'s sweeper function',
   cliRead: 'dynamo-saga get (shared/src/drivers/read.rs, committed by default) with the caller\'s own credentials: the item, and for an item a transaction holds its header and request pages, the table\'s key schema',
   cliAudit: 'dynamo-saga audit without --clear (shared/src/drivers/audit.rs): the table\'s key schema, a scan of it, and the header of each transaction holding a lock',
-  cli: 'dynamo-saga submit --state-machine (cli/src/main.rs): begins the request in its own process (shared/src/drivers/start.rs, protocol/phase/begin.rs, protocol/one_call.rs; larger ones staged, shared/src/drivers/staging.rs), starts the execution, follows it with DescribeExecution and the status read',
+  cli: 'dynamo-saga submit --state-machine (cli/src/commands/submit.rs): begins the request in its own process (shared/src/drivers/start.rs, protocol/phase/begin.rs, protocol/one_call.rs; larger ones staged, shared/src/drivers/staging.rs), starts the execution, follows it with DescribeExecution and the status read',
 };
 
 function synthetic(cfg) {

@@ -1,0 +1,9 @@
+//! One module a command, each of one shape: its arguments (`Args`, which clap reads) and `exec`, which runs it and
+//! returns the exit code.
+
+pub mod audit;
+pub mod get;
+pub mod resume;
+pub mod status;
+pub mod submit;
+pub mod sweep;
