@@ -607,7 +607,8 @@ def report_figures(report):
     return f, unknown
 
 
-def write_report(out, raw_lines, commit, date, seconds, name, iam_calls=None, iam_output=None, artifacts=None):
+def write_report(out, raw_lines, commit, date, seconds, name, iam_calls=None, iam_output=None, artifacts=None,
+                 steps=None):
     lines = split_lines(raw_lines)
     text = [f"# Test report: commit {commit}, {date} UTC, {seconds:,} s ({name})", "",
             "What one run measured, written by `tools/test.sh` (`.local/test-report.md`) and published with "
@@ -637,6 +638,12 @@ def write_report(out, raw_lines, commit, date, seconds, name, iam_calls=None, ia
                         (f"; qemu and the arm64 loader alone: {loader:.1f} ms" if loader is not None else ""))
         else:
             text.append("- init on arm64")
+    if steps:
+        text += ["", "## Steps (wall time)", "",
+                 "What each step of the run took, in its order (`tools/steps.sh`); on 2 cores, a step's builds are most "
+                 "of it.", "", "| step | seconds |", "| --- | ---: |"]
+        text += [f"| {name} | {secs:,} |" for name, secs in steps]
+        text.append(f"| all steps | {sum(s for _, s in steps):,} |")
     with open(out, "w", encoding="utf-8") as fh:
         fh.write("\n".join(text) + "\n")
     return lines
@@ -1122,8 +1129,14 @@ def main_write_report(args):
         else:
             print(f"check_figures: {artifacts_path} is of commit {a.get('commit')}, not {commit}: "
                   f"the report leaves the release packages out", file=sys.stderr)
+    steps, steps_path = [], option(args, "--steps")
+    if steps_path and os.path.exists(steps_path):
+        for row in open(steps_path, encoding="utf-8").read().splitlines():
+            step_name, _, secs = row.rpartition("\t")
+            if step_name and secs.isdigit():
+                steps.append((step_name, int(secs)))
     write_report(out, raw, commit, option(args, "--date"), int(option(args, "--seconds", "0")),
-                 option(args, "--name", "tools/test.sh"), iam_calls, iam_output, artifacts)
+                 option(args, "--name", "tools/test.sh"), iam_calls, iam_output, artifacts, steps)
     rep, unknown = report_figures(parse_report(open(out, encoding="utf-8").read()))
     for u in unknown:
         print(f"check_figures: note: a report line no pattern of tools/check_figures.py reads: {u}", file=sys.stderr)

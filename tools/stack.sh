@@ -63,20 +63,20 @@ set_profile() {
 }
 
 # Builds the stack's binaries, and the test crate's binaries named (a program that drives the stack, such as demo), in
-# as few cargo calls as the profile allows: the functions, the Step Functions endpoint (a debug build) and the programs
-# named share one set of dependency features and so one build of the SDK. Built alone, the test crate asks a few
-# features fewer (serde's rc, tracing's log, ...) and cargo compiled the SDK a second time for it, about 3 minutes on
-# 2 cores.
+# as few cargo calls as the profile allows. The packages are the whole workspace's (`--workspace`, the binaries chosen
+# by name), so the dependencies get the features `cargo test --workspace` and `cargo clippy --workspace` give them and
+# one build of the SDK serves the stack and the tests: chosen by package (`-p saga-begin ...`), the CLI's credential
+# providers dropped out, and cargo compiled the SDK a second time for the stack, over 3 minutes on 2 cores.
 build() {
   local profile; set_profile
-  local bins=() tests=(-p dynamo-saga-tests --bin stepfunctions-local)
-  for f in "${functions[@]}"; do bins+=(-p "saga-$f" --bin "saga-$f"); done
+  local bins=() tests=(--bin stepfunctions-local)
+  for f in "${functions[@]}"; do bins+=(--bin "saga-$f"); done
   for b in "$@"; do tests+=(--bin "$b"); done
   if [ ${#profile[@]} -eq 0 ]; then
-    cargo build -q "${bins[@]}" "${tests[@]}"
+    cargo build -q --workspace "${bins[@]}" "${tests[@]}"
   else
-    cargo build -q "${profile[@]}" "${bins[@]}"
-    cargo build -q "${tests[@]}"
+    cargo build -q "${profile[@]}" --workspace "${bins[@]}"
+    cargo build -q --workspace "${tests[@]}"
   fi
 }
 

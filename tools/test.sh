@@ -7,9 +7,14 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 # When the run the report (.local/test-report.md) names began: .ci/run sets it, and SAGA_RUN_NAME, for the whole CI run.
 started=${SAGA_RUN_STARTED:-$(date +%s)}
+# Each step's wall time, for the report: .ci/run's file when it runs this, else this run's own.
+export SAGA_STEP_TIMES=${SAGA_STEP_TIMES:-$root/.local/step-times.tsv}
+mkdir -p "$root/.local"
+[ -n "${SAGA_RUN_STARTED:-}" ] || : >"$SAGA_STEP_TIMES"
+. tools/steps.sh
 command -v curl >/dev/null || { apt-get update -qq && apt-get install -y -qq curl >/dev/null; }
-tools/stack.sh install
-node --test tools/sfn-local.test.mjs
+step "local stack: install" tools/stack.sh install
+step "Step Functions runner's tests" node --test tools/sfn-local.test.mjs
 name="test-$$"
 # The figures the tests prove (crash scenarios, bad inputs, transfers), collected from every test binary.
 export SAGA_REPORT="$root/.local/report-$name.txt"
@@ -18,22 +23,29 @@ trap 'tools/stack.sh stop "$name"; tools/stack.sh stop "$name-mrsc"; rm -f "$SAG
 # The stack's limit on actions (tests/src/stack.rs TEST_MAX_ACTIONS): above the 10,000-action test, and low enough that
 # a request over it still fits a Lambda payload.
 # The stack is also stopped if this script is killed outright (its watchdog waits for this process).
-settings=$(SAGA_MAX_ACTIONS=12000 tools/stack.sh start "$name" $$)
+# The tests are built first, so the stack's functions are built with the dependencies' features the tests give them,
+# in the same build.
+step "build: tests, debug" cargo test --workspace --no-run
+settings=$(step "local stack: start" env SAGA_MAX_ACTIONS=12000 tools/stack.sh start "$name" $$)
 set -a; . "$settings"; set +a
-cargo test --workspace -- --test-threads 4
+step "suites" cargo test --workspace -- --test-threads 4
 # The differential, reads, contention and crash suites again as on multi-Region strongly consistent tables
 # (docs/deploy.md, "Several Regions"): each store configured for them and sending through the MRSC stand-in (tools/ddb-proxy.mjs
 # --mrsc), which refuses transactional calls and answers a share of the writes with ReplicatedWriteConflictException.
 # The crash matrix and the reads suite count the writes of a clean run and stop before each, so their stand-in answers
 # no conflicts (a write sent again is one more write: the count would not hold from one run to the next).
-SAGA_TEST_MULTI_REGION=strong cargo test --workspace --test parity --test contention -- --test-threads 4
-SAGA_TEST_MULTI_REGION=strong SAGA_TEST_CONFLICT=0 cargo test --workspace --test crash --test reads -- --test-threads 4
+step "MRSC mode: parity, contention" env SAGA_TEST_MULTI_REGION=strong \
+  cargo test --workspace --test parity --test contention -- --test-threads 4
+step "MRSC mode: crash, reads" env SAGA_TEST_MULTI_REGION=strong SAGA_TEST_CONFLICT=0 \
+  cargo test --workspace --test crash --test reads -- --test-threads 4
 # The suites of the state machine, the API, the events function, the sweeper and the CLI's stack again on a stack in
 # MRSC mode (MultiRegionConsistency STRONG): its functions send through an MRSC stand-in of their own, which answers 2%
 # of their writes with ReplicatedWriteConflictException, onto a DynamoDB Local of its own.
-mrsc_settings=$(SAGA_MULTI_REGION_CONSISTENCY=strong SAGA_MAX_ACTIONS=12000 tools/stack.sh start "$name-mrsc" $$)
+mrsc_settings=$(step "MRSC mode: local stack start" env SAGA_MULTI_REGION_CONSISTENCY=strong SAGA_MAX_ACTIONS=12000 \
+  tools/stack.sh start "$name-mrsc" $$)
 (set -a; . "$mrsc_settings"; set +a
-  SAGA_TEST_MULTI_REGION=strong cargo test --workspace --test e2e --test events --test sweeper --test cli -- --test-threads 4)
+  step "MRSC mode: stack suites" env SAGA_TEST_MULTI_REGION=strong \
+    cargo test --workspace --test e2e --test events --test sweeper --test cli -- --test-threads 4)
 mrsc_dir=$(sed -n 's/^STACK_DIR=//p' "$mrsc_settings")
 # The permission simulation (docs/iam.md) over every AWS call this run made: the functions', the state machine
 # runner's and the CLI's (the stack's SAGA_CALL_LOG), with the calls that never run locally. A denied call, or a held
@@ -54,13 +66,14 @@ LC_ALL=C sort "$SAGA_REPORT" | sed 's/^/  /'
 echo
 echo "Permission simulation (tools/iam-sim.sh) over $(wc -l <.local/iam/calls.jsonl) logged calls, and" \
   "$(wc -l <.local/iam/calls-mrsc.jsonl) of the stack in MRSC mode:"
-tools/iam-sim.sh "${iam_args[@]}" | tee .local/iam/simulation.txt
+step "permission simulation" bash -o pipefail -c 'tools/iam-sim.sh "$@" | tee .local/iam/simulation.txt' sh "${iam_args[@]}"
 # The report of this run: the figures above under a first line naming the commit, the UTC date and the wall time, with
 # the release packages when tools/check-artifacts.sh last ran on this commit. docs/testing.md says how it is published
 # as docs/test-report.md, which the docs quote.
 python3 tools/check_figures.py write-report --out .local/test-report.md --lines "$SAGA_REPORT" \
   --commit "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" --date "$(date -u +%F)" \
   --seconds $(($(date +%s) - started)) --name "${SAGA_RUN_NAME:-tools/test.sh}" \
-  --iam-log .local/iam/calls.jsonl --iam-output .local/iam/simulation.txt --artifacts .local/artifacts.json
+  --iam-log .local/iam/calls.jsonl --iam-output .local/iam/simulation.txt --artifacts .local/artifacts.json \
+  --steps "$SAGA_STEP_TIMES"
 echo
 echo "The report of this run: .local/test-report.md (python3 tools/check_figures.py publish-report .local/test-report.md)"
