@@ -422,9 +422,13 @@ SUITE_LINES = [
     (r"late lock write after the end \((?P<end>[a-z]+), items (?P<items>[a-z]+)\): landed after the end, cleared "
      r"(?P<boundS>\d+) s after it, (?P<read>\d+) items read",
      lambda d: "lateAfterEnd." + d.pop("end") + "." + d.pop("items")),
-    (r"late lock write of a Lock call that timed out, through the state machine: landed after the end, cleared by the "
-     r"execution's Revisit \((?P<cases>.*)\)",
+    (r"late lock write of a Lock call that timed out, through the state machine: landed after the end, the execution "
+     r"ended with its transaction, cleared by the stack's sweeper once due \((?P<cases>.*)\)",
      lambda d: "lateStateMachine"),
+    (r"lost answers through the state machine: (?P<lost>\d+) write answers lost of (?P<writes>\d+) writes, each "
+     r"landing up to (?P<lateS>\d+) s late; executions ended with their transactions \(median (?P<times>.*)\), every "
+     r"one all-or-nothing; (?P<visited>\d+) visited by the sweeper after the bound, audit clean",
+     lambda d: "lostAnswers"),
     (r"late lock write: delivered after its item was applied, before apply was recorded: (?P<adds>\d+) ADDs applied "
      r"once, the late lock cleared",
      lambda d: "lateLock"),
@@ -639,11 +643,17 @@ def write_report(out, raw_lines, commit, date, seconds, name, iam_calls=None, ia
         else:
             text.append("- init on arm64")
     if steps:
-        text += ["", "## Steps (wall time)", "",
-                 "What each step of the run took, in its order (`tools/steps.sh`); on 2 cores, a step's builds are most "
-                 "of it.", "", "| step | seconds |", "| --- | ---: |"]
-        text += [f"| {name} | {secs:,} |" for name, secs in steps]
-        text.append(f"| all steps | {sum(s for _, s in steps):,} |")
+        cores = os.cpu_count() or 1
+        text += ["", "## Steps", "",
+                 f"What each step of the run took, in its order (`tools/steps.sh`): its wall time, and the CPU time the "
+                 f"whole machine was busy meanwhile (every process, the servers the tests talk to included), of the "
+                 f"{cores} cores' {cores} seconds a second.", "",
+                 "| step | seconds | busy core-seconds | cores busy |", "| --- | ---: | ---: | ---: |"]
+        for name, secs, busy in steps:
+            text.append(f"| {name} | {secs:,} | {busy:,} | {busy / secs / cores:.0%} |" if secs else
+                        f"| {name} | {secs:,} | {busy:,} | - |")
+        wall, busy = sum(s[1] for s in steps), sum(s[2] for s in steps)
+        text.append(f"| all steps | {wall:,} | {busy:,} | {busy / max(wall, 1) / cores:.0%} |")
     with open(out, "w", encoding="utf-8") as fh:
         fh.write("\n".join(text) + "\n")
     return lines
@@ -1132,9 +1142,9 @@ def main_write_report(args):
     steps, steps_path = [], option(args, "--steps")
     if steps_path and os.path.exists(steps_path):
         for row in open(steps_path, encoding="utf-8").read().splitlines():
-            step_name, _, secs = row.rpartition("\t")
-            if step_name and secs.isdigit():
-                steps.append((step_name, int(secs)))
+            fields = row.split("\t")
+            if len(fields) == 3 and fields[1].isdigit() and fields[2].isdigit():
+                steps.append((fields[0], int(fields[1]), int(fields[2])))
     write_report(out, raw, commit, option(args, "--date"), int(option(args, "--seconds", "0")),
                  option(args, "--name", "tools/test.sh"), iam_calls, iam_output, artifacts, steps)
     rep, unknown = report_figures(parse_report(open(out, encoding="utf-8").read()))

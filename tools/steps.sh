@@ -1,13 +1,24 @@
-# Sourced by .ci/run and tools/test.sh: `step NAME COMMAND...` runs the command and appends its wall time in seconds
-# to SAGA_STEP_TIMES (a tab-separated NAME and seconds a line), which the test report lists, so a change sees what it
-# costs. It returns the command's status, also where `set -e` does not reach (inside `$(...)`).
+# Sourced by .ci/run and tools/test.sh: `step NAME COMMAND...` runs the command and appends its wall time and the
+# machine's busy CPU time meanwhile, in seconds, to SAGA_STEP_TIMES (NAME, wall seconds, busy core-seconds, tab-separated,
+# a line each), which the test report lists: what each step costs, and which leave the cores idle (busy below twice the
+# wall time on 2 cores). Busy time is the whole machine's (/proc/stat), so it counts the servers a step's tests talk
+# to (DynamoDB Local, the functions) and anything else that ran meanwhile. It returns the command's status, also where
+# `set -e` does not reach (inside `$(...)`).
 step() {
-  local name=$1 began status=0
+  local name=$1 began busy status=0
   shift
   began=$(date +%s)
+  busy=$(busy_seconds)
   "$@" || status=$?
   if [ -n "${SAGA_STEP_TIMES:-}" ]; then
-    printf '%s\t%s\n' "$name" "$(($(date +%s) - began))" >>"$SAGA_STEP_TIMES"
+    printf '%s\t%s\t%s\n' "$name" "$(($(date +%s) - began))" \
+      "$(awk -v a="$busy" -v b="$(busy_seconds)" 'BEGIN { printf "%.0f", b - a }')" >>"$SAGA_STEP_TIMES"
   fi
   return "$status"
+}
+
+# The seconds every core of the machine has spent busy since it booted: /proc/stat's first line, all but idle and
+# iowait, in clock ticks.
+busy_seconds() {
+  awk -v hz="$(getconf CLK_TCK)" '$1 == "cpu" { printf "%.1f\n", ($2 + $3 + $4 + $7 + $8 + $9) / hz; exit }' /proc/stat
 }

@@ -67,6 +67,17 @@ echo
 echo "Permission simulation (tools/iam-sim.sh) over $(wc -l <.local/iam/calls.jsonl) logged calls, and" \
   "$(wc -l <.local/iam/calls-mrsc.jsonl) of the stack in MRSC mode:"
 step "permission simulation" bash -o pipefail -c 'tools/iam-sim.sh "$@" | tee .local/iam/simulation.txt' sh "${iam_args[@]}"
+# The release build .ci/run started in the background (SAGA_RELEASE_BUILD_STATUS names the file its exit status goes to):
+# once it has ended, each function's package and bootstrap are checked, for the report.
+if [ -n "${SAGA_RELEASE_BUILD_STATUS:-}" ]; then
+  step "waiting for the release build" sh -c 'while [ ! -s "$1" ]; do sleep 5; done' sh "$SAGA_RELEASE_BUILD_STATUS"
+  if [ "$(cat "$SAGA_RELEASE_BUILD_STATUS")" != 0 ]; then
+    tail -n 50 .local/release-build.log >&2
+    echo "test: the release build for sam deploy failed (.local/release-build.log)" >&2
+    exit 1
+  fi
+  step "release packages (checked)" bash tools/check-artifacts.sh --no-build
+fi
 # The report of this run: the figures above under a first line naming the commit, the UTC date and the wall time, with
 # the release packages when tools/check-artifacts.sh last ran on this commit. docs/testing.md says how it is published
 # as docs/test-report.md, which the docs quote.
