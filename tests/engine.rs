@@ -551,7 +551,7 @@ async fn a_new_process_describes_each_table_once() {
     let process = || Store::new(env.client.clone(), (*env.store.cfg).clone());
     let locked = lock::lock(&process(), &id, 0).await.unwrap();
     assert!(locked.usage.writes >= 99, "{locked:?}");
-    assert!(locked.usage.calls <= locked.usage.writes + 8, "one DescribeTable and a few reads: {locked:?}");
+    assert!(locked.usage.calls <= locked.usage.writes + 8, "a DescribeTable of each table and a few reads: {locked:?}");
     let store = process();
     for b in 0..3 {
         lock::lock(&store, &id, b).await.unwrap();
@@ -560,7 +560,10 @@ async fn a_new_process_describes_each_table_once() {
     commit::commit(&store, &id).await.unwrap();
     let applied = apply::apply(&process(), &id, 0).await.unwrap();
     assert!(applied.usage.writes >= 99, "{applied:?}");
-    assert!(applied.usage.calls <= applied.usage.writes + 8, "one DescribeTable and a few reads: {applied:?}");
+    assert!(
+        applied.usage.calls <= applied.usage.writes + 8,
+        "a DescribeTable of each table and a few reads: {applied:?}"
+    );
 
     // However many ask at once, a store describes a table once; a table that is not there is an error to each.
     let cold = process();
@@ -616,4 +619,127 @@ async fn a_rollback_passes_the_batches_never_locked_in_one_step() {
         // batch locked and a few more, where a step a batch would take two calls for each of the 150.
         assert!(h.usage.calls < 2 * step as u64 + 40, "{:?}", h.usage);
     }
+}
+
+/// Workers of a fanned-out step that all answer the same: a share's answer as JSON, or, with none, `Throttled` (no
+/// invocation could be started for the share, as Lambda answers when the function's concurrency is used up).
+#[derive(Debug)]
+struct Workers(Option<serde_json::Value>);
+
+impl dynamo_saga::store::Workers for Workers {
+    fn run(
+        &self,
+        _share: serde_json::Value,
+    ) -> futures::future::BoxFuture<'static, Result<serde_json::Value, TxError>> {
+        let answer = self.0.clone().ok_or_else(|| TxError::Throttled("invoking the function: Rate Exceeded.".into()));
+        Box::pin(async move { answer })
+    }
+}
+
+fn throttled() -> std::sync::Arc<Workers> {
+    std::sync::Arc::new(Workers(None))
+}
+
+/// The transactions table's record of `id`'s header, as stored.
+async fn stored_header(
+    env: &Env,
+    id: &str,
+) -> Option<std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>> {
+    let got = env.client.get_item().table_name(&env.tx_table).set_key(Some(dynamo_saga::records::header_key(id)));
+    got.consistent_read(true).send().await.unwrap().item
+}
+
+/// 40 updates of one action a batch, steps of four shares of four batches: begun, and driven until `stop`.
+async fn forty_in_shares(name: &str, condition: Option<&str>) -> (Env, Vec<String>, String) {
+    let env =
+        Env::with(name, |c| dynamo_saga::Config { batch_size: 2, direct: false, fan_out: 4, share_batches: 4, ..c })
+            .await;
+    let (keys, items) = counters(&env, "k", 40, condition).await;
+    let begun = begin::submit_here(&env.store, &json!({ "TransactItems": items })).await.unwrap();
+    (env, keys, begun.transaction_id)
+}
+
+/// A share no worker could be started for runs in the step's own call, a piece at a time, and stops when the call's
+/// deadline has passed: the step records the batches before the first it left (lock, apply and rollback alike), and
+/// the next call goes on from there. Every item is written once.
+#[tokio::test]
+async fn a_share_run_here_for_want_of_a_worker_stops_at_the_calls_deadline() {
+    use dynamo_saga::phase::{apply, lock, resume::Step, rollback};
+    use std::time::{Duration, Instant};
+    let late = |env: &Env| env.store.with_workers(throttled()).with_deadline(Instant::now());
+    let early =
+        |env: &Env| env.store.with_workers(throttled()).with_deadline(Instant::now() + Duration::from_secs(120));
+    let header = |env: &Env, id: &str| {
+        let (store, id) = (env.store.clone(), id.to_string());
+        async move { dynamo_saga::records::read_header(&store, &Meter::default(), &id).await.unwrap() }
+    };
+
+    // Commit path: the first share (batches 0..4) runs here whole; the three throttled ones stop before their first
+    // piece, so lock and apply each record 4 batches, then a call with time left does the rest of the step here.
+    let (env, keys, id) = forty_in_shares("sharelate", None).await;
+    lock::lock(&late(&env), &id, 0).await.unwrap();
+    assert_eq!(header(&env, &id).await.locked, 4, "locked up to the first batch a throttled share left");
+    lock::lock(&early(&env), &id, 4).await.unwrap();
+    assert_eq!(header(&env, &id).await.locked, 20, "the next call locks the rest of its step, every share here");
+    harness::run_steps_until(&env.store, &id, |_, s| matches!(s, Step::Apply(_))).await;
+    apply::apply(&late(&env), &id, 0).await.unwrap();
+    assert_eq!(header(&env, &id).await.applied, 4, "applied up to the first batch a throttled share left");
+    for (i, k) in keys.iter().enumerate() {
+        let item = env.get(&env.a, json!({"pk": sv(k)})).await.unwrap();
+        let applied = item["n"] == nv(1) && item.get("_sagaLock").is_none();
+        assert_eq!(applied, i < 4, "{k}: {item}");
+    }
+    apply::apply(&early(&env), &id, 4).await.unwrap();
+    assert_eq!(header(&env, &id).await.applied, 20);
+    let (h, _) = harness::run_steps_until(&env.store, &id, |_, _| false).await;
+    assert_eq!(h.state, dynamo_saga::TxState::Committed);
+    for k in &keys {
+        assert_eq!(env.get(&env.a, json!({"pk": sv(k)})).await.unwrap(), json!({"pk": sv(k), "n": nv(1)}), "{k}");
+    }
+    env.assert_clean().await;
+
+    // Rollback path: the last action's condition fails, after the first step has locked 16 batches.
+    let (env, keys, id) = forty_in_shares("sharelaterb", Some("n < :one")).await;
+    env.put(&env.a, json!({"pk": sv(&keys[39]), "n": nv(5)})).await;
+    let (h, _) = harness::run_steps_until(&env.store, &id, |_, s| matches!(s, Step::Rollback(_))).await;
+    assert_eq!(h.state, dynamo_saga::TxState::RolledBack, "{h:?}");
+    assert!(h.lock_started >= 16, "{h:?}");
+    rollback::rollback(&late(&env), &id, 0, None).await.unwrap();
+    assert_eq!(header(&env, &id).await.restored, 4, "restored up to the first batch a throttled share left");
+    harness::run_steps_until(&env.store, &id, |_, _| false).await;
+    for (i, k) in keys.iter().enumerate() {
+        let n = if i == 39 { 5 } else { 0 };
+        assert_eq!(env.get(&env.a, json!({"pk": sv(k)})).await.unwrap(), json!({"pk": sv(k), "n": nv(n)}), "{k}");
+    }
+    env.assert_clean().await;
+}
+
+/// A worker that finds the transaction gone from the step's attempt (finished, or moved to another attempt) answers
+/// `Ended`; the apply or rollback step then writes nothing to the header, whoever moved the transaction on having it.
+#[tokio::test]
+async fn a_workers_ended_answer_leaves_the_header_untouched() {
+    use dynamo_saga::phase::{apply, resume::Step, rollback, Outcome};
+    let ended = |state: &str| std::sync::Arc::new(Workers(Some(json!({ "Ended": state }))));
+
+    let (env, keys, id) = forty_in_shares("shareended", None).await;
+    harness::run_steps_until(&env.store, &id, |_, s| matches!(s, Step::Apply(_))).await;
+    let before = stored_header(&env, &id).await;
+    let report = apply::apply(&env.store.with_workers(ended("COMMITTED")), &id, 0).await.unwrap();
+    assert_eq!(report.outcome, Outcome::Ended { state: dynamo_saga::TxState::Committed });
+    assert_eq!(stored_header(&env, &id).await, before, "apply's header untouched");
+    harness::run_steps_until(&env.store, &id, |_, _| false).await;
+    for k in &keys {
+        assert_eq!(env.get(&env.a, json!({"pk": sv(k)})).await.unwrap(), json!({"pk": sv(k), "n": nv(1)}), "{k}");
+    }
+    env.assert_clean().await;
+
+    let (env, keys, id) = forty_in_shares("shareendedrb", Some("n < :one")).await;
+    env.put(&env.a, json!({"pk": sv(&keys[39]), "n": nv(5)})).await;
+    harness::run_steps_until(&env.store, &id, |_, s| matches!(s, Step::Rollback(_))).await;
+    let before = stored_header(&env, &id).await;
+    let report = rollback::rollback(&env.store.with_workers(ended("ROLLED_BACK")), &id, 0, None).await.unwrap();
+    assert_eq!(report.outcome, Outcome::Ended { state: dynamo_saga::TxState::RolledBack });
+    assert_eq!(stored_header(&env, &id).await, before, "rollback's header untouched");
+    harness::run_steps_until(&env.store, &id, |_, _| false).await;
+    env.assert_clean().await;
 }

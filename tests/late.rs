@@ -314,3 +314,52 @@ async fn a_transaction_its_own_driver_ended_with_every_answer_is_not_visited_aga
     assert!(h.finished() && !h.needs_revisit() && h.revisit_at.is_none(), "{h:?}");
     env.assert_clean().await;
 }
+
+/// A write sent once (a lock write) that never left the client (no connection could be made: the endpoint listened
+/// only a moment later) is sent again, and its answer is known: nothing of unknown outcome, so nothing to flag. A lock
+/// write whose answer was lost after it was sent (the connection closed under it, the write delivered all the same: a
+/// tenth of them here) is of unknown outcome: the transaction is flagged for the visit.
+#[tokio::test]
+async fn a_write_that_never_left_the_client_is_sent_again_and_flags_nothing() {
+    use dynamo_saga::phase::lock;
+    use dynamo_saga::store::{Once, Written};
+    let env = Env::with("notsent", |c| dynamo_saga::Config { direct: false, ..c }).await;
+    seed(&env, "ns").await;
+    // A port nothing listens on until a moment later: every connection is refused until then.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let store = Store::from_conf(harness::conf_for(&format!("http://127.0.0.1:{port}")), (*env.store.cfg).clone());
+    let later = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        tokio::task::spawn_blocking(move || {
+            tokio::runtime::Handle::current().block_on(Proxy::start_args(&["--port", &port.to_string()]))
+        })
+        .await
+        .unwrap()
+    });
+    let write = store
+        .client
+        .update_item()
+        .table_name(&env.a)
+        .set_key(Some(item_from_json(&key("ns", 0)).unwrap()))
+        .update_expression("ADD n :one")
+        .expression_attribute_values(":one", aws_sdk_dynamodb::types::AttributeValue::N("1".into()));
+    let answer = store.update_once(&Meter::default(), write).await.expect("sent once the endpoint listens");
+    assert!(matches!(answer, Once::Known(Written::Done(_))), "{answer:?}");
+    let proxy = later.await.unwrap();
+    assert_eq!(proxy.stats().await["writes"], json!(1), "the write went out once, when it could");
+    assert_eq!(env.get(&env.a, key("ns", 0)).await.unwrap()["n"], nv(1));
+
+    // A lock step through a proxy that loses a tenth of the lock writes' answers, delivering each write at once.
+    let body = seed(&env, "lost").await;
+    let id = begin::submit(&env.store, &body, None, None).await.unwrap().transaction_id;
+    let lossy = Proxy::start_args(&["--lose", "0.1", "--lose-match", "_sagaLock"]).await;
+    let store = Store::from_conf(harness::conf_for(&lossy.url), (*env.store.cfg).clone());
+    lock::lock(&store, &id, 0).await.expect("locks");
+    let h = read_header(&env.store, &Meter::default(), &id).await.unwrap();
+    assert!(lossy.stats().await["lost"].as_u64().unwrap() > 0, "lock writes' answers lost");
+    assert!(h.late_writes, "a lock write of unknown outcome flags the transaction: {h:?}");
+    Coordinator::new(env.store.clone()).drive(&id).await.unwrap();
+    for i in 0..ACTIONS {
+        assert_eq!(env.get(&env.a, key("lost", i)).await.unwrap()["n"], nv(1), "lost-{i}");
+    }
+}

@@ -235,6 +235,55 @@ async fn global_tables_are_refused_where_they_cannot_be_driven_safely() {
     env.assert_clean().await;
 }
 
+/// The transactions table is held to the same rules as the tables a request names, once a process: a global table
+/// with multi-Region eventual consistency, on which two Regions could both take one header's condition, is refused
+/// unless this Region is the one named to drive transactions; one with strong consistency without the strong mode.
+/// The data tables here are of one Region; nothing is written for a refused request, and the check is one
+/// `DescribeTable` for the store, not one a request.
+#[tokio::test]
+async fn the_transactions_table_is_refused_where_it_cannot_be_driven_safely() {
+    let env = Env::new("mrec-tx").await;
+    let only_tx = ["--global-tables", env.tx_table.as_str()];
+    let eventual = Proxy::start_args(
+        &[&only_tx[..], &["--replicas", "us-east-1,eu-west-1", "--consistency", "EVENTUAL"]].concat(),
+    )
+    .await;
+    let strong_tx = Proxy::start_args(
+        &[&only_tx[..], &["--replicas", "us-east-1,us-east-2,us-west-2"], &["--consistency", "STRONG"]].concat(),
+    )
+    .await;
+    let body = counters(&env, "x", 2).await;
+    let before = env.snapshot().await;
+    let refused = |store: Store| {
+        let body = body.clone();
+        async move {
+            let e = Coordinator::new(store).run(&body).await.expect_err("refused");
+            assert_eq!(e.name(), "ValidationError", "{e}");
+            e.to_string()
+        }
+    };
+    let e = refused(through(&env, &eventual, |c| c)).await;
+    assert!(e.contains(&format!("table {:?}", env.tx_table)) && e.contains("multi-Region eventual"), "{e}");
+    let elsewhere = |c: Config| Config { eventual_region: Some("eu-west-1".into()), ..c };
+    let e = refused(through(&env, &eventual, elsewhere)).await;
+    assert!(e.contains(&format!("table {:?}", env.tx_table)) && e.contains("only eu-west-1"), "{e}");
+    let e = refused(through(&env, &strong_tx, |c| c)).await;
+    assert!(e.contains(&format!("table {:?}", env.tx_table)) && e.contains("strong consistency"), "{e}");
+    assert_eq!((env.snapshot().await, headers(&env).await), (before, 0), "nothing written for a refused request");
+
+    // Pinned to this Region, it is driven; the table is described once for the store, whatever the requests.
+    let here = through(&env, &eventual, |c| Config { eventual_region: Some("us-east-1".into()), ..c });
+    let described = || async { eventual.stats().await["describes"].as_u64().unwrap() };
+    let first = described().await;
+    Coordinator::new(here.clone()).run(&body).await.expect("driven from its one Region");
+    let once = described().await;
+    Coordinator::new(here).run(&counters(&env, "y", 2).await).await.expect("again");
+    assert_eq!(described().await, once, "no second DescribeTable of any table for the same store");
+    assert_eq!(once, first + 3, "each table described once: the transactions table and the two the request names");
+    assert_counted(&env, &body, 1).await;
+    env.assert_clean().await;
+}
+
 /// A transaction begun by the first protocol, which applies in fenced `TransactWriteItems` calls, is not driven in
 /// MRSC mode: the store refuses to send the call, saying why, and sends nothing.
 #[tokio::test]

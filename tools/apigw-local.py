@@ -21,6 +21,9 @@ Prints its base URL (http://127.0.0.1:PORT/STAGE) once listening; POST /transact
   authorization (userArn, caller, user, accountId, accessKey, sourceIp, userAgent); the function's answer
   (statusCode, headers, body, isBase64Encoded) is returned as it is. A function error answers 502 {"message":
   "Internal server error"}.
+- A request body that is UTF-8 text reaches the function as text; one that is not (bytes no text decoding accepts)
+  reaches it base64-encoded, with isBase64Encoded true, as API Gateway hands a Lambda proxy integration a payload it
+  cannot carry as text: the function gets the very bytes sent, and answers for them.
 - Not modelled: throttling, access logs, request validation, the 10 MB payload limit and the 29 s integration timeout.
 """
 
@@ -150,7 +153,10 @@ class Handler(BaseHTTPRequestHandler):
         who, refusal = verify(s.identities, self.command, url, headers, body)
         if who is None:
             return self.reply(403, {"message": refusal})
-        text = body.decode("utf-8", errors="strict") if body else None
+        try:
+            text, encoded = (body.decode("utf-8", errors="strict") if body else None), False
+        except UnicodeDecodeError:
+            text, encoded = base64.b64encode(body).decode("ascii"), True
         now = datetime.datetime.now(datetime.timezone.utc)
         event = {
             "resource": resource,
@@ -184,7 +190,7 @@ class Handler(BaseHTTPRequestHandler):
                 "apiId": "local",
             },
             "body": text,
-            "isBase64Encoded": False,
+            "isBase64Encoded": encoded,
         }
         invoke = urllib.request.Request(f"{s.lambda_url}/2015-03-31/functions/{binary}/invocations",
                                         data=json.dumps(event).encode(), method="POST",

@@ -7,7 +7,7 @@
 //   node tools/ddb-proxy.mjs --target http://127.0.0.1:8000 [--port 0] [--delay-ms 0] [--throttle 0.1]
 //        [--throttle-error ProvisionedThroughputExceededException|ThrottlingException] [--seed 1]
 //        [--mrsc] [--conflict 0.05] [--write-latency-ms 20] [--replicas us-east-1,us-east-2,us-west-2]
-//        [--consistency STRONG|EVENTUAL] [--parent-pid PID]
+//        [--consistency STRONG|EVENTUAL] [--global-tables T1,T2] [--lose 0.02] [--lose-match TEXT] [--late-ms 15000] [--idle-close-ms 3000] [--parent-pid PID]
 //   import { startProxy } from './ddb-proxy.mjs'
 //
 // As a stand-in for one Region's endpoint of a multi-Region strongly consistent (MRSC) global table, with --mrsc:
@@ -17,12 +17,20 @@
 // change of its item from another Region is, and every write waits --write-latency-ms more, the synchronous
 // replication to another Region. --replicas and --consistency make every DescribeTable answer describe a global
 // table (Replicas, MultiRegionConsistency; with --mrsc, STRONG unless said otherwise), so a client sees the kind of
-// table it writes. What it cannot show: real replication (every "Region" shares one DynamoDB Local), conflicts
+// table it writes; with --global-tables, only the tables it names. What it cannot show: real replication (every "Region" shares one DynamoDB Local), conflicts
 // caused by real concurrent writers in other Regions (they are drawn at random), reads served by a Region that lost
 // its quorum, and MRSC's own latency figures.
 //
+// Lost answers, as a network loses them: with --lose, a share of the write requests gets no answer at all (the
+// connection is closed under it, which the client sees as a connection closed before the message completed) and is
+// delivered to DynamoDB anyway, at a random moment up to --late-ms later (0: at once), as a request that reached the
+// service whose answer was lost; with --lose-match, only writes whose body contains that text. With --idle-close-ms, a request that comes on a connection idle for longer than that is
+// dropped with the connection, unanswered and not delivered: what a client meets that was not running while the
+// service closed its idle connection (a warm Lambda between invocations), and writes a request on it before it learns
+// of the close. POST /__proxy/set {"lose": P, "lateMs": M} changes the first two while the proxy runs.
+//
 // Prints its base URL once listening. GET /__proxy/stats answers {"requests", "writes", "throttled", "held",
-// "released", "conflicts", "refusedTransactions"} so far. Writes are PutItem, UpdateItem, DeleteItem, BatchWriteItem, TransactWriteItems and
+// "released", "conflicts", "refusedTransactions", "lost", "landedLate", "idleDropped", "describes"} so far. Writes are PutItem, UpdateItem, DeleteItem, BatchWriteItem, TransactWriteItems and
 // BatchExecuteStatement.
 //
 // A write can also be delivered late, as a network can deliver a request whose sender has given up on it:
@@ -76,14 +84,19 @@ function generator(seed) {
 
 export async function startProxy({
   target, port = 0, delayMs = 0, throttle = 0, throttleError = 'ProvisionedThroughputExceededException', seed = 1,
-  mrsc = false, conflict = 0, writeLatencyMs = 0, replicas = [], consistency = undefined,
+  mrsc = false, conflict = 0, writeLatencyMs = 0, replicas = [], consistency = undefined, lose = 0, lateMs = 0,
+  idleCloseMs = 0, globalTables = [], loseMatch = '',
 }) {
   if (!TYPES[throttleError]) throw new Error(`--throttle-error must be one of ${Object.keys(TYPES).join(', ')}`);
   const described = consistency ?? (mrsc ? 'STRONG' : replicas.length > 0 ? 'EVENTUAL' : undefined);
   if (described && !['STRONG', 'EVENTUAL'].includes(described)) throw new Error('--consistency must be STRONG or EVENTUAL');
   const upstream = new URL(target);
   const random = generator(seed);
-  const stats = { requests: 0, writes: 0, throttled: 0, held: 0, released: 0, conflicts: 0, refusedTransactions: 0 };
+  const stats = {
+    requests: 0, writes: 0, throttled: 0, held: 0, released: 0, conflicts: 0, refusedTransactions: 0, lost: 0,
+    landedLate: 0, idleDropped: 0, describes: 0,
+  };
+  const losses = { lose, lateMs };
   const answer = (res, status, text) => {
     res.writeHead(status, { 'content-type': 'application/x-amz-json-1.0', 'x-amzn-requestid': `proxy-${stats.requests}`, 'content-length': Buffer.byteLength(text) });
     res.end(text);
@@ -92,6 +105,7 @@ export async function startProxy({
   const asGlobal = (text) => {
     const out = JSON.parse(text);
     if (!out.Table) return text;
+    if (globalTables.length > 0 && !globalTables.includes(out.Table.TableName)) return text;
     const regions = replicas.length > 0 ? replicas : ['us-east-1', 'us-east-2', 'us-west-2'];
     out.Table.Replicas = regions.map((RegionName) => ({ RegionName, ReplicaStatus: 'ACTIVE' }));
     out.Table.MultiRegionConsistency = described;
@@ -113,6 +127,12 @@ export async function startProxy({
       res.end(JSON.stringify(value));
     };
     if (req.method === 'GET' && req.url === '/__proxy/stats') return reply(200, stats);
+    if (req.method === 'POST' && req.url === '/__proxy/set') {
+      const { lose: p = losses.lose, lateMs: m = losses.lateMs } = JSON.parse(body.toString() || '{}');
+      if (!(p >= 0 && p <= 1) || !(m >= 0)) return reply(400, { error: 'lose is a share from 0 to 1, lateMs a delay in ms' });
+      Object.assign(losses, { lose: p, lateMs: m });
+      return reply(200, losses);
+    }
     if (req.method === 'POST' && req.url === '/__proxy/hold') {
       const { match, count = 1, silent = false } = JSON.parse(body.toString() || '{}');
       if (!Array.isArray(match) || match.some((m) => typeof m !== 'string')) return reply(400, { error: 'match must be a list of strings' });
@@ -145,14 +165,40 @@ export async function startProxy({
   };
   const server = createServer((req, res) => {
     const chunks = [];
+    // When the connection last finished an answer, for --idle-close-ms.
+    const idleSince = req.socket.idleSince;
+    res.on('finish', () => {
+      req.socket.idleSince = Date.now();
+    });
     req.on('data', (c) => chunks.push(c));
     req.on('end', () => {
       const body = Buffer.concat(chunks);
       if (req.url.startsWith('/__proxy/')) return control(req, res, body);
+      if (idleCloseMs > 0 && idleSince !== undefined && Date.now() - idleSince > idleCloseMs) {
+        stats.idleDropped += 1;
+        return req.socket.destroy();
+      }
       const operation = String(req.headers['x-amz-target'] ?? '').split('.').pop();
       stats.requests += 1;
+      if (operation === 'DescribeTable') stats.describes += 1;
       const write = WRITES.has(operation);
       if (write) stats.writes += 1;
+      const losable = write && losses.lose > 0 && (loseMatch === '' || body.toString().includes(loseMatch));
+      if (losable && random() < losses.lose) {
+        stats.lost += 1;
+        req.socket.destroy();
+        const landing = { method: req.method, url: req.url, headers: req.headers };
+        return setTimeout(() => {
+          const out = forward(landing, (up) => {
+            up.resume();
+            up.on('end', () => {
+              stats.landedLate += 1;
+            });
+          });
+          out.on('error', () => {});
+          out.end(body);
+        }, random() * losses.lateMs);
+      }
       const text = write && holds.length > 0 ? body.toString() : '';
       const hold = holds.find((h) => h.count > 0 && h.match.every((m) => text.includes(m)));
       if (hold) {
@@ -219,6 +265,11 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       'write-latency-ms': { type: 'string', default: '0' },
       replicas: { type: 'string', default: '' },
       consistency: { type: 'string' },
+      'global-tables': { type: 'string', default: '' },
+      lose: { type: 'string', default: '0' },
+      'lose-match': { type: 'string', default: '' },
+      'late-ms': { type: 'string', default: '0' },
+      'idle-close-ms': { type: 'string', default: '0' },
       'parent-pid': { type: 'string' },
     },
   });
@@ -238,6 +289,11 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     writeLatencyMs: Number(values['write-latency-ms']),
     replicas: values.replicas ? values.replicas.split(',') : [],
     consistency: values.consistency,
+    globalTables: values['global-tables'] ? values['global-tables'].split(',') : [],
+    lose: Number(values.lose),
+    loseMatch: values['lose-match'],
+    lateMs: Number(values['late-ms']),
+    idleCloseMs: Number(values['idle-close-ms']),
   });
   process.stdout.write(`${proxy.url}\n`);
   // With --parent-pid, the proxy ends when that process does (a test process that never drops its proxy).

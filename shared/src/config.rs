@@ -4,13 +4,14 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::constants::{
-    DEFAULT_ATTEMPT_TIMEOUT_SECONDS, DEFAULT_OPERATION_TIMEOUT_SECONDS, DEFAULT_REVISIT_AFTER_SECONDS,
-    ENV_ALLOWED_TABLES, ENV_ATTEMPT_TIMEOUT_SECONDS, ENV_BATCH_SIZE, ENV_COMMITTED_READS, ENV_DEADLINE_SECONDS,
-    ENV_DIRECT, ENV_EVENTUAL_REGION, ENV_EXECUTION_WAITS, ENV_FAN_OUT, ENV_IN_FLIGHT, ENV_LEASE_SECONDS,
-    ENV_MAX_ACTIONS, ENV_MAX_DEADLINE_SECONDS, ENV_MAX_REQUEST_BYTES, ENV_METRICS_NAMESPACE, ENV_MULTI_REGION,
-    ENV_OPERATION_TIMEOUT_SECONDS, ENV_PRECOMMIT_CHECK, ENV_RETENTION_SECONDS, ENV_REVISIT_AFTER_SECONDS,
-    ENV_SHARE_BATCHES, ENV_TX_TABLE, EXECUTION_WAITS, LAMBDA_MEMORY_MB, MAX_DEADLINE_SECONDS, MAX_FAN_OUT,
-    MAX_TRANSACT_ACTIONS, MEMORY_BYTES_PER_REQUEST_BYTE, RUN_BATCHES,
+    DEFAULT_ATTEMPT_TIMEOUT_SECONDS, DEFAULT_IDLE_CONNECTION_SECONDS, DEFAULT_OPERATION_TIMEOUT_SECONDS,
+    DEFAULT_REVISIT_AFTER_SECONDS, ENV_ALLOWED_TABLES, ENV_ATTEMPT_TIMEOUT_SECONDS, ENV_BATCH_SIZE,
+    ENV_COMMITTED_READS, ENV_DEADLINE_SECONDS, ENV_DIRECT, ENV_EVENTUAL_REGION, ENV_EXECUTION_WAITS, ENV_FAN_OUT,
+    ENV_IDLE_CONNECTION_SECONDS, ENV_IN_FLIGHT, ENV_LEASE_SECONDS, ENV_MAX_ACTIONS, ENV_MAX_DEADLINE_SECONDS,
+    ENV_MAX_REQUEST_BYTES, ENV_METRICS_NAMESPACE, ENV_MULTI_REGION, ENV_OPERATION_TIMEOUT_SECONDS, ENV_PRECOMMIT_CHECK,
+    ENV_RETENTION_SECONDS, ENV_REVISIT_AFTER_SECONDS, ENV_SHARE_BATCHES, ENV_TX_TABLE, EXECUTION_WAITS,
+    LAMBDA_MEMORY_MB, MAX_DEADLINE_SECONDS, MAX_FAN_OUT, MAX_TRANSACT_ACTIONS, MEMORY_BYTES_PER_REQUEST_BYTE,
+    RUN_BATCHES,
 };
 use crate::error::TxError;
 
@@ -77,6 +78,14 @@ pub struct Config {
     /// visited again once this has passed since it finished, and whatever of it remains is removed. On AWS the bound is
     /// a lock pass's longest life (the lease) plus the five minutes DynamoDB accepts a signed request for (SigV4).
     pub revisit_after: Duration,
+    /// The longest a pooled connection to DynamoDB may sit idle and still carry a request
+    /// (`SAGA_IDLE_CONNECTION_SECONDS`, default 20); an older one is closed and the request goes on a new connection.
+    /// DynamoDB closes connections that sat idle, and a client that was not running meanwhile (a warm Lambda
+    /// function between invocations) finds out only when it writes a request on one: the request is lost with the
+    /// connection, and its answer with it. Kept below the service's idle close, a warm function's first request after
+    /// a pause opens a fresh connection instead. Only for stores whose client this library builds
+    /// ([`crate::Store::from_conf`], [`crate::Store::connect`]).
+    pub idle_connection: Duration,
     /// Whether the tables are multi-Region strongly consistent global tables (`SAGA_MULTI_REGION_CONSISTENCY`), where
     /// the protocol sends no `TransactWriteItems` ([`MultiRegion`]).
     pub multi_region: MultiRegion,
@@ -160,6 +169,7 @@ impl Config {
             attempt_timeout: Duration::from_secs(DEFAULT_ATTEMPT_TIMEOUT_SECONDS),
             operation_timeout: Duration::from_secs(DEFAULT_OPERATION_TIMEOUT_SECONDS),
             revisit_after: Duration::from_secs(DEFAULT_REVISIT_AFTER_SECONDS),
+            idle_connection: Duration::from_secs(DEFAULT_IDLE_CONNECTION_SECONDS),
             multi_region: MultiRegion::None,
             eventual_region: None,
         }
@@ -258,6 +268,9 @@ impl Config {
         }
         if let Some(n) = num(ENV_REVISIT_AFTER_SECONDS)? {
             c.revisit_after = Duration::from_secs(n);
+        }
+        if let Some(n) = num(ENV_IDLE_CONNECTION_SECONDS)? {
+            c.idle_connection = Duration::from_secs(n);
         }
         c.metrics_namespace = var(ENV_METRICS_NAMESPACE).map(|v| v.trim().to_string());
         c.max_request_bytes = match num(ENV_MAX_REQUEST_BYTES)? {

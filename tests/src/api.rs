@@ -39,8 +39,12 @@ pub const PAYMENTS: Caller = Caller {
 /// Sends `method path` (after the API's base: `/transactions`, `/transactions/{id}`, ...) with `body`, signed as
 /// `who`; the HTTP status and the JSON answer.
 pub async fn call(st: &Stack, who: Caller, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    call_bytes(st, who, method, path, body.map(|b| b.to_string().into_bytes()).unwrap_or_default()).await
+}
+
+/// [`call`] with a body of any bytes, as a client may send them (text or not).
+pub async fn call_bytes(st: &Stack, who: Caller, method: &str, path: &str, body: Vec<u8>) -> (u16, Value) {
     let url = format!("{}{path}", st.api);
-    let body = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
     let identity = Credentials::new(who.access_key, who.secret, None, None, "tests").into();
     let params = aws_sigv4::sign::v4::SigningParams::builder()
         .identity(&identity)

@@ -40,9 +40,9 @@ impl Proxy {
         Proxy { child, url: line.trim().to_string() }
     }
 
-    /// `{"requests", "writes", "throttled", "held", "released"}` so far.
+    /// `{"requests", "writes", "throttled", "held", "released", "lost", "landedLate", "idleDropped", ...}` so far.
     pub async fn stats(&self) -> Value {
-        self.control("GET", "stats", None).await
+        stats_of(&self.url).await
     }
 
     /// The proxy's process id.
@@ -67,14 +67,29 @@ impl Proxy {
     }
 
     async fn control(&self, method: &str, what: &str, body: Option<Value>) -> Value {
-        let mut curl = Command::new("curl");
-        curl.args(["-s", "-X", method, &format!("{}/__proxy/{what}", self.url)]);
-        if let Some(b) = body {
-            curl.args(["-H", "content-type: application/json", "-d", &b.to_string()]);
-        }
-        let out = curl.output().expect("curl");
-        serde_json::from_slice(&out.stdout).expect("the proxy's answer")
+        control(&self.url, method, what, body)
     }
+}
+
+/// The stats of the proxy at `url` (one a stack started for its functions: [`crate::stack::Stack::stand_in`]).
+pub async fn stats_of(url: &str) -> Value {
+    control(url, "GET", "stats", None)
+}
+
+/// Makes the proxy at `url` lose the answers of a share `lose` of the writes, each delivered to DynamoDB up to
+/// `late_ms` later (`tools/ddb-proxy.mjs --lose --late-ms`).
+pub async fn lose_answers(url: &str, lose: f64, late_ms: u64) -> Value {
+    control(url, "POST", "set", Some(serde_json::json!({"lose": lose, "lateMs": late_ms})))
+}
+
+fn control(url: &str, method: &str, what: &str, body: Option<Value>) -> Value {
+    let mut curl = Command::new("curl");
+    curl.args(["-s", "-X", method, &format!("{url}/__proxy/{what}")]);
+    if let Some(b) = body {
+        curl.args(["-H", "content-type: application/json", "-d", &b.to_string()]);
+    }
+    let out = curl.output().expect("curl");
+    serde_json::from_slice(&out.stdout).expect("the proxy's answer")
 }
 
 impl Drop for Proxy {

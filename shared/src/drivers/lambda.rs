@@ -6,9 +6,9 @@
 //!
 //! Output: `{"TransactionId", "Step", "Batch", "Batches", "Actions", "State", "Attempts", "Waits", "WaitSeconds"?,
 //! "Contention"?}`, where `Step` names the next Task (`Lock`, `Save`, `Apply`, `Commit`, `Complete`, `Rollback`,
-//! `Release`), `Wait` (another transaction holds a lock: wait `WaitSeconds`, then Lock again with `Contention`),
-//! `Revisit` (the transaction has finished and may have had a write in flight: wait until `RevisitAt`, then call the
-//! Release function again with `"Revisit": true`), or `Finished`.
+//! `Release`), `Wait` (another transaction holds a lock: wait `WaitSeconds`, then Lock again with `Contention`), or
+//! `Finished`. An execution ends when its transaction does: a transaction that may still have a write in flight when
+//! it ends is visited by the sweeper once none can land ([`crate::protocol::phase::revisit`]).
 //!
 //! `Waits` counts the lock waits of this execution: every Task passes it on, and a call that answers `Wait` adds one.
 //! When it reaches [`crate::Config::execution_waits`] the transaction is cancelled as a wait past `LockWaitSeconds`
@@ -117,9 +117,10 @@ struct PhaseInput {
     waits: u32,
     #[serde(default)]
     abort: bool,
-    /// The Revisit Task's call of the Release function: the visit for writes that landed after the end.
-    #[serde(default)]
-    revisit: bool,
+    /// The Revisit Task's call of the Release function, from an execution started under an earlier definition of the
+    /// state machine, which waited for the visit: the visit is now the sweeper's, and the call answers as Release.
+    #[serde(default, rename = "Revisit")]
+    _revisit: bool,
     #[serde(default)]
     error: Option<Value>,
 }
@@ -144,10 +145,6 @@ pub struct StepOutput {
     pub wait_seconds: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contention: Option<Waiting>,
-    /// With `Step` `Revisit`: when the finished transaction is visited again for writes that may land after its end
-    /// (RFC 3339, whole seconds, UTC), which the state machine waits for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub revisit_at: Option<String>,
 }
 
 impl StepOutput {
@@ -174,18 +171,6 @@ impl StepOutput {
             waits,
             wait_seconds: None,
             contention: None,
-            revisit_at: None,
-        }
-    }
-
-    /// The Step `Revisit`: the transaction has finished, and the state machine waits until `at_ms` and calls the
-    /// Release function again to visit it ([`crate::protocol::phase::revisit`]).
-    fn revisit(h: &Header, at_ms: u64, waits: u32) -> Self {
-        let at = aws_smithy_types::DateTime::from_secs(at_ms.div_ceil(1000) as i64);
-        StepOutput {
-            step: "Revisit".into(),
-            revisit_at: Some(at.fmt(aws_smithy_types::date_time::Format::DateTime).expect("a time after 1970 formats")),
-            ..StepOutput::at(h, Step::Finished, waits)
         }
     }
 }
@@ -209,7 +194,8 @@ pub async fn handle_share(store: &Store, input: &Value) -> Result<Value, TxError
 
 /// Handles one Task invocation of `phase`.
 pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) -> Result<StepOutput, TxError> {
-    let mut revisit = false;
+    // A share this call runs itself for want of a worker stops when the call must stop starting steps.
+    let store = &store.with_deadline(budget.until);
     let (tx_id, contention, waits) = if phase == Phase::Begin {
         let (tx_id, waits) = begin_or_pick_up(store, input).await?;
         (tx_id, None, waits)
@@ -230,7 +216,6 @@ pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) 
                 rollback::rollback(store, &input.transaction_id, 0, Some(&why)).await?;
             }
         }
-        revisit = input.revisit;
         (input.transaction_id, input.contention, input.waits)
     };
     let tx_id = tx_id.as_str();
@@ -240,19 +225,18 @@ pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) 
     loop {
         let (h, step) = resume::resume_written(store, tx_id).await?;
         if phase == Phase::Release && (steps > 0 || step == Step::Finished) {
-            if let Some(namespace) =
-                store.cfg.metrics_namespace.as_deref().filter(|_| steps > 0 && step == Step::Finished)
-            {
-                // This call finished the transaction: its one metrics line (a repeated Release finds it finished).
-                println!("{}", crate::protocol::metrics::record(&h, namespace, crate::model::value::now_ms()));
-            }
-            if let (Step::Finished, Some(at_ms)) = (step, h.revisit_at.filter(|_| waits_to_revisit(&h))) {
-                let h = if revisit { revisit_when_due(store, h, at_ms, budget).await? } else { h };
-                if let Some(at_ms) = h.revisit_at {
-                    return Ok(StepOutput::revisit(&h, at_ms, waits));
+            if steps > 0 && step == Step::Finished {
+                // This call finished the transaction: its one metrics line and end event (a repeated Release finds it
+                // finished).
+                let now = crate::model::value::now_ms();
+                if let Some(namespace) = store.cfg.metrics_namespace.as_deref() {
+                    println!("{}", crate::protocol::metrics::record(&h, namespace, now));
                 }
-                return released(&h, step, waits);
+                store.announce(crate::protocol::metrics::end_event(&h, now)).await;
             }
+            // A transaction that may have a write still in flight (`Header::needs_revisit`) stays in the index's
+            // `revisit#` partitions for the sweeper, which visits it once no such write can land: the execution ends
+            // with the transaction, whoever waits on it learning the outcome now.
             return released(&h, step, waits);
         }
         if !phase.owns(step) || steps >= budget.max_steps || (steps > 0 && budget.left().is_zero()) {
@@ -300,24 +284,6 @@ pub async fn handle(store: &Store, phase: Phase, input: &Value, budget: Budget) 
     }
 }
 
-/// Whether the execution driving `h` makes the visit for writes that land after its end itself: a Standard one, which
-/// may wait that long. An Express execution (5 minutes at most) leaves it to the sweeper, as any other driver does.
-fn waits_to_revisit(h: &Header) -> bool {
-    h.execution_arn.as_deref().is_some_and(|arn| !crate::drivers::sweeper::is_express(arn))
-}
-
-/// The Revisit Task's work: the visit, once due (waiting for it within this call's budget when it is near); returns the
-/// header as the visit left it, which no longer names a time when the visit was made.
-async fn revisit_when_due(store: &Store, h: Header, at_ms: u64, budget: Budget) -> Result<Header, TxError> {
-    let early = Duration::from_millis(at_ms.saturating_sub(crate::model::value::now_ms()));
-    if early > budget.left() {
-        return Ok(h);
-    }
-    tokio::time::sleep(early).await;
-    crate::protocol::phase::revisit::revisit_from(store, Meter::default(), h.clone()).await?;
-    records::read_header(store, &Meter::default(), &h.id).await
-}
-
 /// Release ends the execution: a committed transaction finishes, a rolled-back one fails with its reasons
 /// (`TransactionCanceled`) or, when no action is to blame, `TransactionAborted`.
 fn released(h: &Header, step: Step, waits: u32) -> Result<StepOutput, TxError> {
@@ -353,7 +319,7 @@ async fn begin_or_pick_up(store: &Store, input: &Value) -> Result<(String, u32),
             _ => None,
         };
         let begun = begin::submit(store, request, arn, id.as_deref()).await?;
-        begun.emit_metrics(store);
+        begun.report_end(store).await;
         return Ok((begun.transaction_id, 0));
     };
     let (h, _) = resume::resume(store, id).await?;

@@ -11,6 +11,11 @@
 //! state machine's retry), as when the step's own process dies: its writes are then of unknown outcome, which lock
 //! already handles (the next pass takes the items over, the transaction is visited after its end).
 //!
+//! A share no worker could be started for (the function's concurrency used up) runs in the step's own process, a few
+//! batches at a time while the store's deadline allows ([`Store::deadline`]): the step then records the batches
+//! before the first one left undone, and its next call goes on from there, rather than running past the Lambda's
+//! deadline and being killed with nothing recorded.
+//!
 //! A share crosses to a worker as JSON (`{"Share": {...}}`), and its result comes back as JSON.
 
 use futures::future::join_all;
@@ -59,6 +64,25 @@ impl Share {
             }
         }
     }
+
+    /// The same share of the step, holding the batches of `part` only.
+    fn of(&self, part: std::ops::Range<usize>) -> Share {
+        let mut share = self.clone();
+        match &mut share {
+            Share::Lock { from, to, .. } | Share::Apply { from, to, .. } | Share::Rollback { from, to, .. } => {
+                (*from, *to) = (part.start, part.end);
+            }
+        }
+        share
+    }
+}
+
+/// What the shares of a step came to: each share's result (a share run here piece by piece gives one for each piece
+/// it ran), and, when a share run here stopped for the store's deadline, the first batch it left undone.
+#[derive(Debug)]
+pub struct Shared<R> {
+    pub results: Vec<R>,
+    pub stopped_at: Option<usize>,
 }
 
 /// The shares of the step over `run` (at most [`Config::step_batches`](crate::config::Config::step_batches) batches):
@@ -82,29 +106,74 @@ pub fn split(cfg: &crate::config::Config, run: std::ops::Range<usize>) -> Vec<st
 
 /// Runs `shares` side by side and gives each one's result, in order: the first with `here` in this process, the
 /// others by the store's workers when it has them, otherwise with `here` too. A share a worker could not be started
-/// for (the function's concurrency used up: `Throttled`) runs here instead. The step fails with the first share's
-/// error, once every share has ended.
-pub(crate) async fn side_by_side<T, F, Fut>(store: &Store, shares: Vec<Share>, here: F) -> Result<Vec<T>, TxError>
+/// for (the function's concurrency used up: `Throttled`) runs here instead, a few batches at a time while the store's
+/// deadline allows ([`Shared::stopped_at`]). The step fails with the first share's error, once every share has ended.
+pub(crate) async fn side_by_side<R, F, Fut>(store: &Store, shares: Vec<Share>, here: F) -> Result<Shared<R>, TxError>
 where
-    T: DeserializeOwned,
+    R: DeserializeOwned,
     F: Fn(Share) -> Fut,
-    Fut: std::future::Future<Output = Result<T, TxError>>,
+    Fut: std::future::Future<Output = Result<R, TxError>>,
 {
     let here = &here;
     let runs = shares.into_iter().enumerate().map(|(i, share)| async move {
-        let Some(workers) = store.workers().filter(|_| i > 0) else { return here(share).await };
+        let Some(workers) = store.workers().filter(|_| i > 0) else {
+            return Ok(Shared { results: vec![here(share).await?], stopped_at: None });
+        };
         let sent = serde_json::to_value(&share).map_err(|e| TxError::Internal(format!("a share: {e}")))?;
         match workers.run(serde_json::json!({ "TransactionId": share.transaction_id(), "Share": sent })).await {
-            Ok(v) => serde_json::from_value(v).map_err(|e| TxError::Internal(format!("a share's result: {e}"))),
+            Ok(v) => {
+                let result =
+                    serde_json::from_value(v).map_err(|e| TxError::Internal(format!("a share's result: {e}")))?;
+                Ok(Shared { results: vec![result], stopped_at: None })
+            }
             Err(TxError::Throttled(why)) => {
                 tracing::warn!(tx_id = share.transaction_id(), %why, "no worker for a share: running it here");
-                here(share).await
+                in_pieces(store, share, here).await
             }
             Err(e) => Err(e),
         }
     });
-    join_all(runs).await.into_iter().collect()
+    let mut all = Shared { results: Vec::new(), stopped_at: None };
+    for shared in join_all(runs).await {
+        let shared = shared?;
+        all.results.extend(shared.results);
+        all.stopped_at = match (all.stopped_at, shared.stopped_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+    Ok(all)
 }
+
+/// Runs `share` here, [`PIECE_BATCHES`] of the step's shares' batches at a time (as many writes in flight as a whole
+/// share has), until it is done or the store's deadline has passed; then the first batch it left undone.
+async fn in_pieces<R, F, Fut>(store: &Store, share: Share, here: F) -> Result<Shared<R>, TxError>
+where
+    F: Fn(Share) -> Fut,
+    Fut: std::future::Future<Output = Result<R, TxError>>,
+{
+    let batches = share.batches();
+    let size = (store.cfg.share_batches / PIECE_BATCHES).max(1);
+    let mut results = Vec::new();
+    let mut from = batches.start;
+    while from < batches.end {
+        if store.deadline().is_some_and(|d| std::time::Instant::now() >= d) {
+            tracing::warn!(
+                tx_id = share.transaction_id(),
+                batch = from,
+                "the call's time is up: the rest of the step is left for its next call"
+            );
+            return Ok(Shared { results, stopped_at: Some(from) });
+        }
+        let to = (from + size).min(batches.end);
+        results.push(here(share.of(from..to)).await?);
+        from = to;
+    }
+    Ok(Shared { results, stopped_at: None })
+}
+
+/// A share run in the step's own process goes a quarter of the step's share size at a time.
+const PIECE_BATCHES: usize = 4;
 
 /// Runs a step over the batches of `run` in shares side by side ([`split`], [`side_by_side`]): `share` makes the share
 /// of some batches for a worker, `here` runs some batches in this process. A run too small to share runs whole here.
@@ -113,7 +182,7 @@ pub(crate) async fn in_shares<T, S, F, Fut>(
     run: std::ops::Range<usize>,
     share: S,
     here: F,
-) -> Result<Vec<Done<T>>, TxError>
+) -> Result<Shared<Done<T>>, TxError>
 where
     T: DeserializeOwned,
     S: Fn(std::ops::Range<usize>) -> Share,
@@ -122,7 +191,7 @@ where
 {
     let parts = split(&store.cfg, run.clone());
     if parts.len() < 2 {
-        return Ok(vec![Done::Done(here(run).await?)]);
+        return Ok(Shared { results: vec![Done::Done(here(run).await?)], stopped_at: None });
     }
     let here = &here;
     side_by_side(
@@ -131,6 +200,17 @@ where
         |s| async move { here(s.batches()).await.map(Done::Done) },
     )
     .await
+}
+
+impl<T> Shared<Done<T>> {
+    /// The state the transaction had left for, when a share found it gone: the step's fold then writes nothing, for
+    /// whoever moved the transaction on has the header.
+    pub fn ended(&self) -> Option<TxState> {
+        self.results.iter().find_map(|d| match d {
+            Done::Ended(state) => Some(*state),
+            Done::Done(_) => None,
+        })
+    }
 }
 
 /// What a worker answers for a share: its result, or the state the transaction had left for, which ends the share

@@ -47,6 +47,7 @@ impl Store {
 
     /// Unconditional puts and deletes of many records of one table, 25 per call, retrying unprocessed ones.
     pub async fn batch_write(&self, m: &Meter, table: &str, requests: Vec<WriteRequest>) -> Result<(), TxError> {
+        self.admitted(m, table).await?;
         for chunk in requests.chunks(25) {
             let mut pending = chunk.to_vec();
             let mut tries = 0u32;
@@ -93,6 +94,7 @@ impl Store {
 
     /// Every record of one transaction whose sort key starts with `prefix` (Query, paginated).
     pub async fn query_prefix(&self, m: &Meter, tx_id: &str, prefix: &str) -> Result<Vec<Item>, TxError> {
+        self.admitted(m, &self.cfg.tx_table).await?;
         let mut out = Vec::new();
         let mut start: Option<Item> = None;
         loop {

@@ -39,6 +39,8 @@ impl Store {
         Self {
             client,
             workers: None,
+            announcer: None,
+            deadline: None,
             once,
             cfg: Arc::new(cfg),
             caches: Arc::default(),
@@ -62,11 +64,27 @@ impl Store {
     /// client also logs its calls ([`crate::dynamo::call_log`]).
     pub fn from_conf(conf: aws_sdk_dynamodb::config::Builder, cfg: Config) -> Self {
         let pace = Pace::new(cfg.concurrency);
-        let mut conf = Self::with_retries(conf).timeout_config(Self::timeouts(&cfg)).interceptor(Watch(pace.clone()));
+        let mut conf = Self::with_retries(conf)
+            .timeout_config(Self::timeouts(&cfg))
+            .http_client(Self::http_client(&cfg))
+            .interceptor(Watch(pace.clone()));
         if let Some(log) = crate::dynamo::call_log::CallLog::from_env() {
             conf = conf.interceptor(log);
         }
         Self::paced(Client::from_conf(conf.build()), cfg, pace)
+    }
+
+    /// The HTTP client [`Store::from_conf`] gives its client: the SDK's own (hyper, rustls on aws-lc-rs), whose pool
+    /// lets a connection sit idle for [`Config::idle_connection`] at most. A request never goes on a connection older
+    /// than that, so a warm Lambda function's first request after a pause opens a fresh connection rather than
+    /// writing on one the service has closed meanwhile, losing the request and its answer.
+    pub fn http_client(cfg: &Config) -> aws_sdk_dynamodb::config::SharedHttpClient {
+        aws_smithy_http_client::Builder::new()
+            .pool_idle_timeout(cfg.idle_connection)
+            .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
+                aws_smithy_http_client::tls::rustls_provider::CryptoMode::AwsLc,
+            ))
+            .build_https()
     }
 
     /// `conf` with the retries [`Store::from_conf`] gives its client: [`Store::retry_config`], without the SDK's retry

@@ -61,7 +61,8 @@ pub enum Transacted {
 enum Sent {
     Done(Option<Item>, Vec<ConsumedCapacity>),
     ConditionFailed(Option<Item>),
-    /// Refused before DynamoDB carried it out (throttled, or in the way of a DynamoDB transaction): safe to send again.
+    /// Refused before DynamoDB carried it out (throttled, in the way of a DynamoDB transaction, or never sent: the
+    /// connection could not be made or was found closed): safe to send again.
     Refused(TxError),
     /// No answer that says whether it was carried out ([`Once::Unknown`]).
     Unknown(String),
@@ -99,6 +100,7 @@ macro_rules! single_write {
         Box::pin($req.send()).await
     };
     ($store:expr, $m:expr, $req:expr, $key:expr, $op:literal, $condition_failed:path, $once:tt) => {{
+        let table = $req.get_table_name().clone().unwrap_or_default();
         let send = async {
             let req = $req
                 .return_consumed_capacity(aws_sdk_dynamodb::types::ReturnConsumedCapacity::Total)
@@ -120,7 +122,7 @@ macro_rules! single_write {
                 Err(e) => Sent::Failed(map_err($op, e)),
             }
         };
-        $store.single_write($m, $key, send).await
+        $store.single_write($m, &table, $key, send).await
     }};
 }
 
@@ -132,6 +134,11 @@ pub struct Store {
     pub client: Client,
     /// Where shares of a fanned-out step run besides this process (see [`Workers`]).
     workers: Option<Arc<dyn Workers>>,
+    /// Where the end of each transaction a call of this process ends is announced ([`Announce`]), when anywhere.
+    announcer: Option<Arc<dyn Announce>>,
+    /// When the call this store works for must have its answer ready (a Lambda invocation's deadline less a margin):
+    /// a share run in this process stops there ([`crate::protocol::shares`]).
+    deadline: Option<std::time::Instant>,
     /// [`Store::client`] with no retries, for the writes sent once.
     once: Client,
     pub cfg: Arc<Config>,
@@ -148,6 +155,13 @@ pub struct Store {
 pub trait Workers: std::fmt::Debug + Send + Sync {
     /// Runs `share` and gives its result, or the error it ended with.
     fn run(&self, share: serde_json::Value) -> futures::future::BoxFuture<'static, Result<serde_json::Value, TxError>>;
+}
+
+/// Where a process announces each transaction it ended (a Lambda function of the stack: one EventBridge event each,
+/// `functions/common`). The detail is the drivers' ([`crate::protocol::metrics::end_event`]).
+pub trait Announce: std::fmt::Debug + Send + Sync {
+    /// Announces one transaction's end; an error is the caller's to log, the transaction's outcome stands.
+    fn announce(&self, detail: serde_json::Value) -> futures::future::BoxFuture<'static, Result<(), TxError>>;
 }
 
 impl std::fmt::Debug for Store {
@@ -184,6 +198,33 @@ impl Store {
         self.workers.as_ref()
     }
 
+    /// A copy of this store that announces the end of each transaction it ends by `announcer`.
+    pub fn with_announcer(&self, announcer: Arc<dyn Announce>) -> Store {
+        Store { announcer: Some(announcer), ..self.clone() }
+    }
+
+    /// Announces that this process ended the transaction whose end event is `detail`, when the store has an
+    /// announcer: at most once for each, from the call that ended it. A failure is logged and left: the transaction's
+    /// outcome is in its header, which the status reads whatever became of the event.
+    pub async fn announce(&self, detail: serde_json::Value) {
+        let Some(announcer) = &self.announcer else { return };
+        let tx_id = detail["TransactionId"].as_str().unwrap_or_default().to_string();
+        if let Err(e) = announcer.announce(detail).await {
+            tracing::error!(tx_id, error = %e, "the transaction's end event was not sent");
+        }
+    }
+
+    /// A copy of this store for one call that must answer by `deadline`: the shares of a step it runs in this process
+    /// for want of a worker stop there, and the step records what was done ([`crate::protocol::shares`]).
+    pub fn with_deadline(&self, deadline: std::time::Instant) -> Store {
+        Store { deadline: Some(deadline), ..self.clone() }
+    }
+
+    /// The deadline of the call this store works for ([`Store::with_deadline`]), when it has one.
+    pub fn deadline(&self) -> Option<std::time::Instant> {
+        self.deadline
+    }
+
     #[cfg(feature = "internals")]
     /// A copy of this store that runs every share in this process: what a worker runs its own share with.
     pub(crate) fn without_workers(&self) -> Store {
@@ -213,6 +254,26 @@ impl Store {
     pub async fn schema(&self, m: &Meter, table: &str) -> Result<Arc<TableSchema>, TxError> {
         let cell = self.caches.schema_cell(table);
         cell.get_or_try_init(|| async { self.describe(m, table).await.map(Arc::new) }).await.cloned()
+    }
+
+    /// Checks, once per store, that transactions may be driven on the transactions table from here, as
+    /// [`Store::schema`] checks each table a request names ([`crate::model::schema::Replication::admits`]): before any
+    /// request reads or writes it. On a global table with multi-Region eventual consistency two Regions could both take
+    /// one header's condition, so it is refused unless this Region is the one `SAGA_EVENTUAL_CONSISTENCY_REGION`
+    /// names; one with strong consistency needs `SAGA_MULTI_REGION_CONSISTENCY=strong`. One `DescribeTable` a process.
+    pub(crate) async fn admitted(&self, m: &Meter, table: &str) -> Result<(), TxError> {
+        if table != self.cfg.tx_table {
+            return Ok(());
+        }
+        match self.schema(m, table).await {
+            Ok(_) => Ok(()),
+            // Not a bad request but a store set up wrong: the error its first read or write would have met.
+            Err(TxError::Validation(v)) if v.message.ends_with("does not exist") => Err(TxError::DynamoDb {
+                op: "DescribeTable",
+                message: format!("ResourceNotFoundException: the transactions table {table:?} does not exist"),
+            }),
+            Err(e) => Err(e),
+        }
     }
 
     /// Describes a table for [`Store::schema`], keeping its indexes for billing.
@@ -249,6 +310,7 @@ impl Store {
     }
 
     async fn get_with(&self, m: &Meter, table: &str, key: Item, consistent: bool) -> Result<Option<Item>, TxError> {
+        self.admitted(m, table).await?;
         self.check_alive()?;
         let out = self
             .client
@@ -273,6 +335,7 @@ impl Store {
         keys: Vec<Item>,
         consistent: bool,
     ) -> Result<Vec<Item>, TxError> {
+        self.admitted(m, table).await?;
         let mut found = Vec::with_capacity(keys.len());
         for chunk in keys.chunks(100) {
             let mut pending = Some(
@@ -390,9 +453,11 @@ impl Store {
     async fn single_write(
         &self,
         m: &Meter,
+        table: &str,
         key: (String, Item),
         send: impl std::future::Future<Output = Sent>,
     ) -> Result<Answer, TxError> {
+        self.admitted(m, table).await?;
         self.before_write()?;
         let keys = [key];
         let before = self.probe(&keys).await?;
@@ -437,6 +502,7 @@ impl Store {
                     .into(),
             ));
         }
+        self.admitted(m, &self.cfg.tx_table).await?;
         let mut tries = 0u32;
         let keys = self.transact_keys(&req).await?;
         loop {

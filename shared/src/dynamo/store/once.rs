@@ -45,8 +45,9 @@ where
 }
 
 /// What the error of a write sent once says of it: refused before it was carried out (a client error: throttling, a
-/// conflict with a DynamoDB transaction or with another Region's write, a request DynamoDB rejects), or of unknown
-/// outcome (a server error, a timeout, a connection that broke).
+/// conflict with a DynamoDB transaction or with another Region's write, a request DynamoDB rejects; or a request that
+/// never left the client, [`never_sent`]), or of unknown outcome (a server error, a timeout, a connection that broke
+/// after the request was written).
 pub(super) fn sent_once<E: ProvideErrorMetadata + std::fmt::Debug>(
     op: &'static str,
     e: SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>,
@@ -63,8 +64,32 @@ pub(super) fn sent_once<E: ProvideErrorMetadata + std::fmt::Debug>(
             _ => Sent::Failed(map_err(op, e)),
         },
         SdkError::ConstructionFailure(_) => Sent::Failed(map_err(op, e)),
+        _ if never_sent(&e) => Sent::Refused(map_err(op, e)),
         _ => Sent::Unknown(format!("{op}: {}", map_err(op, e))),
     }
+}
+
+/// Whether a request that failed in dispatch never left the client, so that nothing of it can land: no connection
+/// could be made (a refused or timed-out connect, a failed TLS handshake: hyper-util's connect error), or the
+/// connection was found closed before the request was written (hyper's error for a request dropped before it was
+/// ever processed, or for a connection whose task had ended). Every other failure may come after DynamoDB received
+/// the request: a connection closed before the whole answer came (hyper's `IncompleteMessage`, what a warm Lambda
+/// meets on a pooled connection the service closed), a reset or read error, a timeout. Those answers are lost, not
+/// their requests.
+pub(crate) fn never_sent<E, R>(e: &SdkError<E, R>) -> bool {
+    let SdkError::DispatchFailure(d) = e else { return false };
+    let Some(connector) = d.as_connector_error() else { return false };
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(connector);
+    while let Some(err) = next {
+        if err.downcast_ref::<hyper_util::client::legacy::Error>().is_some_and(|h| h.is_connect()) {
+            return true;
+        }
+        if let Some(h) = err.downcast_ref::<hyper::Error>() {
+            return h.is_canceled() || h.is_closed();
+        }
+        next = err.source();
+    }
+    false
 }
 
 impl Store {

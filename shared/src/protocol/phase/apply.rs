@@ -142,7 +142,12 @@ async fn apply_committed(store: &Store, m: Meter, h: Header, batch: usize, finis
     }
     let plan = crate::protocol::stored_request::read_plan(store, &m, &h.id).await?;
     let run = super::run_from(&store.cfg, batch, h.batches);
-    let refused = apply_shares(store, &m, &h, &plan, run.clone()).await?;
+    let ApplyRun { refused, ended, stopped_at } = apply_shares(store, &m, &h, &plan, run.clone()).await?;
+    if let Some(state) = ended {
+        // A worker found the transaction gone from this attempt (finished, or another attempt's): whoever moved it on
+        // has the header, which this step leaves untouched.
+        return Ok(Report::new(Outcome::Ended { state }, &m));
+    }
     if let Some((batch, action, message)) = refused.first() {
         for (_, action, message) in &refused {
             tracing::error!(tx_id = %h.id, action, message, "DynamoDB refused to apply a committed write; the item stays locked");
@@ -154,10 +159,13 @@ async fn apply_committed(store: &Store, m: Meter, h: Header, batch: usize, finis
         crate::protocol::records::note_refusal(store, &m, &h, *batch, action, &message).await?;
         return Err(TxError::ApplyRejected { tx_id: h.id.clone(), action: action.clone(), message });
     }
-    let ended = if finish && super::end::with_apply(&h, run.end) {
+    // A share run here for want of a worker may have stopped for the call's deadline: the batches before the first
+    // it left are recorded, and the next call applies from there (an item applied already is passed over).
+    let end = stopped_at.unwrap_or(run.end);
+    let ended = if finish && end == run.end && super::end::with_apply(&h, run.end) {
         super::end::finish_applied(store, &m, &h).await?
     } else {
-        progress(store, &m, &h, H_APPLIED, run.end).await?
+        progress(store, &m, &h, H_APPLIED, end).await?
     };
     Ok(Report::new(ended.unwrap_or(Outcome::Done), &m))
 }
@@ -173,15 +181,23 @@ pub struct Applied {
     usage: Option<crate::dynamo::store::Usage>,
 }
 
+/// What the shares of an apply step came to: the writes DynamoDB refused, the state a share found the transaction
+/// had left for, and the first batch a share run here left undone for the call's deadline.
+struct ApplyRun {
+    refused: Vec<Refusal>,
+    ended: Option<TxState>,
+    stopped_at: Option<usize>,
+}
+
 /// Applies and unlocks every item of the batches of `run` of the committed transaction `h` (protocol 2), in shares side
-/// by side ([`crate::protocol::shares`]); the writes DynamoDB refused.
+/// by side ([`crate::protocol::shares`]).
 async fn apply_shares(
     store: &Store,
     m: &Meter,
     h: &Header,
     plan: &crate::model::plan::Plan,
     run: std::ops::Range<usize>,
-) -> Result<Vec<Refusal>, TxError> {
+) -> Result<ApplyRun, TxError> {
     let shares = |r: std::ops::Range<usize>| Share::Apply {
         transaction_id: h.id.clone(),
         attempt: h.attempt,
@@ -192,8 +208,9 @@ async fn apply_shares(
         Ok(Applied { refused: apply_run(store, m, h, plan, r).await?, usage: None })
     })
     .await?;
+    let ended = done.ended();
     let mut refused = Vec::new();
-    for d in done {
+    for d in done.results {
         if let Done::Done(a) = d {
             refused.extend(a.refused);
             if let Some(u) = a.usage {
@@ -201,7 +218,7 @@ async fn apply_shares(
             }
         }
     }
-    Ok(refused)
+    Ok(ApplyRun { refused, ended, stopped_at: done.stopped_at })
 }
 
 /// Applies and unlocks every item of the batches of `run`, all at once: the writes DynamoDB refused.

@@ -44,7 +44,16 @@ pub async fn rollback(store: &Store, tx_id: &str, batch: usize, why: Option<&Dec
     if h.commits_first() && batch < h.lock_started {
         // Protocol 2: nothing but locks was written, so each item is let go of as it is, a step of shares at a time.
         let end = super::run_end(&store.cfg, batch, h.batches).min(h.lock_started);
-        release_shares(store, &m, &h, batch..end).await?;
+        let end = match release_shares(store, &m, &h, batch..end).await? {
+            Released::Ended(state) => {
+                // A worker found the transaction gone from this attempt: whoever moved it on has the header.
+                return Ok(Report::new(Outcome::Ended { state }, &m));
+            }
+            // A share run here for want of a worker stopped for the call's deadline: the batches before the first
+            // it left are recorded, and the next call goes on from there.
+            Released::Until(stopped) => stopped,
+            Released::All => end,
+        };
         let restored = if end == h.batches { end } else { end.max(batch + 1) };
         return finish_step(store, &m, &h, restored).await;
     }
@@ -94,8 +103,23 @@ async fn finish_step(store: &Store, m: &Meter, h: &Header, restored: usize) -> R
     Ok(Report::new(outcome, m))
 }
 
+/// What the shares of a rollback step came to.
+enum Released {
+    /// Every batch of the step let go of.
+    All,
+    /// The batches before this one: a share run here stopped there for the call's deadline.
+    Until(usize),
+    /// A share found the transaction had left this attempt, for this state.
+    Ended(TxState),
+}
+
 /// Lets go of every item of the batches of `run` that `h`'s attempt holds (protocol 2), in shares side by side.
-async fn release_shares(store: &Store, m: &Meter, h: &Header, run: std::ops::Range<usize>) -> Result<(), TxError> {
+async fn release_shares(
+    store: &Store,
+    m: &Meter,
+    h: &Header,
+    run: std::ops::Range<usize>,
+) -> Result<Released, TxError> {
     let plan = crate::protocol::stored_request::read_plan(store, m, &h.id).await?;
     let shares = |r: std::ops::Range<usize>| Share::Rollback {
         transaction_id: h.id.clone(),
@@ -109,12 +133,17 @@ async fn release_shares(store: &Store, m: &Meter, h: &Header, run: std::ops::Ran
         Ok(None::<Usage>)
     })
     .await?;
-    for d in done {
+    let ended = done.ended();
+    for d in &done.results {
         if let Done::Done(Some(u)) = d {
-            m.add(&u);
+            m.add(u);
         }
     }
-    Ok(())
+    Ok(match (ended, done.stopped_at) {
+        (Some(state), _) => Released::Ended(state),
+        (None, Some(stopped)) => Released::Until(stopped),
+        (None, None) => Released::All,
+    })
 }
 
 /// Lets go of every item of the batches of `run`, all at once.

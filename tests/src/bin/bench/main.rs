@@ -19,6 +19,7 @@
 //! the state machine; and 16 transfers of 2 to 150 accounts, beyond native, by dynamo-saga both ways: transfers
 //! committed per second and the time each took to end.
 
+mod lost;
 mod model;
 mod mrsc;
 mod per_request;
@@ -376,6 +377,8 @@ struct Args {
     small_only: bool,
     /// Run only MRSC mode beside the single-Region protocol ([`mrsc`]).
     mrsc_only: bool,
+    /// Run only lost answers through the state machine ([`lost`]), on a stack of its own.
+    lost_only: bool,
     /// Measure nothing: write the report again from the last run's JSON (after a change to how it is written).
     render_only: bool,
 }
@@ -401,10 +404,11 @@ fn args() -> Args {
         cpu_runs: 9,
         small_only: false,
         mrsc_only: false,
+        lost_only: false,
         render_only: false,
     };
     let mut it = std::env::args().skip(1);
-    let usage = "usage: bench [--sizes 10,100,1000,10000] [--kinds update,upsert,insert,delete,check] [--item-bytes 940] [--java-library-max N] [--in-flight 16,64,256] [--out DIR] [--functions-only | --contention-only | --largest-only [--largest-actions 100000] | --seal-only [--seal-actions 100000] | --reads-only | --revisit-only | --cpu-only [--cpu-runs 9] | --small-only | --mrsc-only | --render-only | --keep-largest]";
+    let usage = "usage: bench [--sizes 10,100,1000,10000] [--kinds update,upsert,insert,delete,check] [--item-bytes 940] [--java-library-max N] [--in-flight 16,64,256] [--out DIR] [--functions-only | --contention-only | --largest-only [--largest-actions 100000] | --seal-only [--seal-actions 100000] | --reads-only | --revisit-only | --cpu-only [--cpu-runs 9] | --small-only | --mrsc-only | --lost-only | --render-only | --keep-largest]";
     while let Some(flag) = it.next() {
         let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value\n{usage}"));
         match flag.as_str() {
@@ -437,6 +441,7 @@ fn args() -> Args {
             "--cpu-only" => a.cpu_only = true,
             "--cpu-runs" => a.cpu_runs = value().parse().expect("a number of runs"),
             "--small-only" => a.small_only = true,
+            "--lost-only" => a.lost_only = true,
             "--mrsc-only" => a.mrsc_only = true,
             "--render-only" => a.render_only = true,
             "--seal-actions" => a.seal_actions = value().parse().expect("a number of actions"),
@@ -1684,6 +1689,9 @@ fn markdown(a: &Args, report: &Report, when: &str) -> String {
     if !report.mrsc.is_empty() {
         md.push_str(&mrsc::markdown(&report.mrsc));
     }
+    if !report.lost.is_empty() {
+        md.push_str(&lost::markdown(&report.lost));
+    }
     if !report.engine.is_empty() {
         md.push_str(&engine_markdown(report));
     }
@@ -1919,6 +1927,9 @@ struct Report {
     /// MRSC mode beside the single-Region protocol ([`mrsc`]).
     #[serde(default)]
     mrsc: Vec<mrsc::MrscRow>,
+    /// Lost answers through the state machine ([`lost`]).
+    #[serde(default)]
+    lost: Vec<lost::LostRow>,
 }
 
 /// DynamoDB Local's CPU per item written by each kind of write call, on 2,000 items of `--item-bytes` (none when this
@@ -2214,6 +2225,7 @@ async fn main() {
         || a.cpu_only
         || a.small_only
         || a.mrsc_only
+        || a.lost_only
         || a.render_only;
     let mut report = if only {
         let text = std::fs::read_to_string(&json_path).unwrap_or_else(|e| {
@@ -2257,6 +2269,7 @@ async fn main() {
             model: Vec::new(),
             small_requests: Vec::new(),
             mrsc: Vec::new(),
+            lost: Vec::new(),
         }
     };
     if a.cpu_only || !only {
@@ -2269,6 +2282,10 @@ async fn main() {
     if a.mrsc_only || !only {
         let sizes: Vec<usize> = a.sizes.iter().copied().filter(|n| *n <= 10_000).collect();
         report.mrsc = mrsc::measure(&sizes, a.item_bytes).await;
+    }
+    if a.lost_only || !only {
+        let sizes = [10, 250, 1000];
+        report.lost = lost::measure(&sizes, a.item_bytes, 5).await;
     }
     if a.reads_only {
         report.committed_reads = measure_reads(&a).await;
@@ -2292,6 +2309,10 @@ async fn main() {
         _ if a.revisit_only => format!("{} (the visit for late writes on {now})", report.written),
         _ if a.cpu_only => format!("{} (CPU per request and the model with CPU on {now})", report.written),
         _ if a.small_only => format!("{} (small requests on {now})", report.written),
+        _ if a.lost_only => match report.when.strip_suffix(')').filter(|w| w.contains(" (")) {
+            Some(earlier) => format!("{earlier}; lost answers on {now})"),
+            None => format!("{} (lost answers on {now})", report.written),
+        },
         // Beside the sections an earlier run of one section measured, which the report keeps.
         _ if a.mrsc_only => match report.when.strip_suffix(')').filter(|w| w.contains(" (")) {
             Some(earlier) => format!("{earlier}; MRSC mode on {now})"),

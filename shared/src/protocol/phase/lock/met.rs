@@ -21,6 +21,9 @@ pub(super) struct Met {
     pub(super) superseded: bool,
     /// A lock write had no answer that says whether DynamoDB carried it out: it may land later.
     pub(super) unknown: bool,
+    /// The first batch a share run here for want of a worker left for the call's deadline
+    /// ([`crate::protocol::shares::Shared::stopped_at`]).
+    pub(super) stopped_at: Option<usize>,
 }
 
 /// [`Met`] as a share's result crosses from a worker (`share`): items in DynamoDB JSON, and what the worker's

@@ -111,7 +111,7 @@ pub(crate) async fn lock_from(store: &Store, m: Meter, h: Header, batch: usize) 
     };
     let mut met = Met::default();
     lock_shares(store, &m, &h, &plan, run.clone(), pass, &mut met).await?;
-    let Met { failed, refused, mut contention, taken, superseded, unknown } = met;
+    let Met { failed, refused, mut contention, taken, superseded, unknown, stopped_at } = met;
     if superseded {
         // A later pass holds the lock phase and takes these items over: leave them to it. A pause first, so that two
         // drivers of one transaction do not keep taking it from each other.
@@ -125,8 +125,9 @@ pub(crate) async fn lock_from(store: &Store, m: Meter, h: Header, batch: usize) 
         return Ok(Report::new(outcome, &m));
     }
     // The batches before the first one that met another transaction's lock are locked whole: the run after the wait
-    // starts there.
-    let done = contention.iter().map(|c| c.batch).min().unwrap_or(run.end);
+    // starts there. So are those before the first batch a share run here for want of a worker left for the call's
+    // deadline: the next call goes on from there.
+    let done = contention.iter().map(|c| c.batch).chain(stopped_at).min().unwrap_or(run.end);
     if done > batch && batch > 0 {
         beat_parent(store, &m, &h).await?;
     }
@@ -438,7 +439,8 @@ async fn lock_shares(
         Ok(mine.wire(None))
     })
     .await?;
-    for d in done {
+    met.stopped_at = done.stopped_at;
+    for d in done.results {
         match d {
             shares::Done::Done(w) => met.absorb(m, w)?,
             // The transaction left this attempt while the share ran: leave what the step did to whoever moved it.
