@@ -24,13 +24,13 @@ async fn commits_250_actions_through_the_state_machine() {
     assert_committed(&ex, 250, 3);
     assert_mixed_committed(&env, "t", 250).await;
     env.assert_clean().await;
-    // Each phase call does every batch it can: Begin, Lock, Save, Commit, Apply, Complete, Release; and Revisit when a
-    // lock write's answer was lost (the connection closed under it), which the header records.
+    // Each phase call does every batch it can: Begin, Lock, Save, Commit, Apply, Complete, Release; a lock write's
+    // answer lost (the connection closed under it) is recorded on the header and leaves the visit to the sweeper,
+    // never to the execution, which ends with the transaction.
     let id = ex.output["TransactionId"].as_str().unwrap();
     let h = dynamo_saga::records::read_header(&env.store, &Meter::default(), id).await.unwrap();
-    let revisited = ex.state_entries.get("Revisit").copied().unwrap_or(0);
-    assert_eq!(revisited, u64::from(h.late_writes), "visited again exactly when a write's answer was lost: {h:?}");
-    assert_eq!(ex.task_calls, 7 + revisited, "{ex:?}");
+    assert_eq!(h.needs_revisit(), h.revisit_pending() || h.revisited_at.is_some(), "flagged exactly then: {h:?}");
+    assert_eq!(ex.task_calls, 7, "{ex:?}");
 }
 
 #[tokio::test]
@@ -987,11 +987,12 @@ async fn a_refused_write_is_shown_by_the_status_api_and_resumed_through_the_api_
 
 /// A Lock call dies with a lock write in flight (its Lambda timed out: the write is held and lands once the
 /// transaction has finished), the state machine retries Lock, and the transaction commits, or rolls back on a failed
-/// condition. The late write lands after that end, on an item the transaction no longer holds; the execution waits
-/// out the stack's bound (`SAGA_REVISIT_AFTER_SECONDS`) after Release, visits the transaction again and removes it:
-/// every item as committed, or as it was byte for byte, with no `_saga*` attribute.
+/// condition. The late write lands after that end, on an item the transaction no longer holds; the execution ends
+/// with the transaction all the same, and once the stack's bound (`SAGA_REVISIT_AFTER_SECONDS`) has passed the stack's
+/// sweeper visits the transaction and removes the late write: every item as committed, or as it was byte for byte,
+/// with no `_saga*` attribute.
 #[tokio::test]
-async fn a_lock_write_of_a_timed_out_lock_call_that_lands_after_the_end_is_cleared_by_the_execution() {
+async fn a_lock_write_of_a_timed_out_lock_call_that_lands_after_the_end_is_cleared_by_the_sweeper() {
     let env = Env::on_stack("smlate").await;
     let st = stack().await;
     let n = 150;
@@ -1042,9 +1043,23 @@ async fn a_lock_write_of_a_timed_out_lock_call_that_lands_after_the_end_is_clear
         } else {
             assert_eq!(ex.error.as_deref(), Some("TransactionCanceled"), "{ex:?}");
         }
-        assert_eq!(ex.state_entries.get("Revisit"), Some(&1), "visited again after Release: {ex:?}");
         let h = dynamo_saga::records::read_header(&env.store, &Meter::default(), &id).await.unwrap();
-        assert!(h.revisit_at.is_none() && h.revisited_at.is_some(), "{h:?}");
+        assert!(h.finished() && h.needs_revisit(), "ended, and flagged for the visit: {h:?}");
+        // The stack's scheduled sweeper, once the bound has passed (it finishes nothing still for less than an hour).
+        let h = 'visited: {
+            for _ in 0..60 {
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                let report =
+                    st.invoke("saga-sweeper", &json!({"OlderThanSeconds": 3600})).await.expect("the sweeper runs");
+                assert_eq!(report["Failed"], json!([]), "{report}");
+                let h = dynamo_saga::records::read_header(&env.store, &Meter::default(), &id).await.unwrap();
+                if h.revisited_at.is_some() {
+                    break 'visited h;
+                }
+            }
+            panic!("the sweeper did not visit {id} within a minute of its end");
+        };
+        assert!(h.revisit_at.is_none(), "{h:?}");
         assert_eq!(h.revisit_cleared, 1, "the late lock write landed after the end, and was cleared");
         let after = env.scan(&env.a).await;
         let mine = |m: &std::collections::BTreeMap<String, Value>| {
@@ -1059,8 +1074,9 @@ async fn a_lock_write_of_a_timed_out_lock_call_that_lands_after_the_end_is_clear
     }
     env.assert_clean().await;
     harness::report(
-        "late lock write of a Lock call that timed out, through the state machine: landed after the end, cleared by \
-         the execution's Revisit (commit, rollback, and rollback of puts: an item that held only a lock)",
+        "late lock write of a Lock call that timed out, through the state machine: landed after the end, the execution \
+         ended with its transaction, cleared by the stack's sweeper once due (commit, rollback, and rollback of puts: an \
+         item that held only a lock)",
     );
 }
 
@@ -1103,6 +1119,36 @@ async fn a_phase_meeting_records_of_a_format_it_does_not_know_stops_with_a_named
     // Back to what this version wrote, the transaction runs to its end.
     let ex = st.execute(&json!({ "TransactionId": id })).await;
     assert_committed(&ex, 150, 2);
+    env.assert_clean().await;
+}
+
+/// A body that is not UTF-8 text, as a client may send one, reaches the API function as API Gateway hands it over
+/// (base64-encoded, the bytes as sent) and is refused 400 with a message: no execution, nothing written.
+#[tokio::test]
+async fn a_body_that_is_not_text_is_refused_through_the_api() {
+    use harness::api::{call, call_bytes, LOCAL};
+    let env = Env::on_stack("apibytes").await;
+    let st = stack().await;
+    let sfn = st.sfn_client();
+    let executions = || async {
+        let out = sfn.list_executions().state_machine_arn(harness::sfn_api::STATE_MACHINE_ARN).send().await.unwrap();
+        out.executions().len()
+    };
+    let (code, created) = call(st, LOCAL, "POST", "/transactions/staged", Some(&json!({}))).await;
+    assert_eq!(code, 201, "{created}");
+    let chunk = format!("/transactions/staged/{}/chunks/0", created["TransactionId"].as_str().unwrap());
+    let before = (executions().await, env.snapshot().await);
+    // A request whose item value carries a byte no UTF-8 text has (a Latin-1 "é"), and bytes that are no text at all.
+    let latin1 = format!(r#"{{"TransactItems": [{{"Put": {{"TableName": "{}", "Item": {{"pk": {{"S": "caf"#, env.a);
+    let latin1 = [latin1.as_bytes(), &[0xE9], br#""}}}}]}"#].concat();
+    for (method, path) in [("POST", "/transactions"), ("POST", "/transactions/staged"), ("PUT", chunk.as_str())] {
+        for body in [latin1.clone(), vec![0xFF, 0xFE, 0x00, 0x7B]] {
+            let (code, out) = call_bytes(st, LOCAL, method, path, body).await;
+            assert_eq!((code, out["__type"].as_str()), (400, Some("ValidationError")), "{method} {path}: {out}");
+            assert!(out["message"].as_str().unwrap().contains("not UTF-8"), "{out}");
+        }
+    }
+    assert_eq!((executions().await, env.snapshot().await), before, "no execution started, nothing written");
     env.assert_clean().await;
 }
 
@@ -1198,4 +1244,132 @@ async fn api_callers_write_only_the_tables_they_are_entitled_to() {
     assert!(out["message"].as_str().unwrap().contains("signature"), "{out}");
     mine.assert_clean().await;
     other.assert_clean().await;
+}
+
+/// The clients docs/clients.md shows, in Python (`clients/python`, botocore's signer) and Node
+/// (`clients/node`, the SDK's SigV4 signer), run against the local stack's API as a service would call it: a request
+/// of 10 puts (one call), one of 250 (staged, then an execution), each followed to its end by polling; the first sent
+/// again ends `ROLLED_BACK` with a reason for each action; a bad id is refused 400; and the event entry each builds is
+/// run by the events function as EventBridge delivers it.
+#[tokio::test]
+async fn the_python_and_node_clients_run_against_the_stack() {
+    let env = Env::on_stack("clients").await;
+    let st = stack().await;
+    let root = harness::root();
+    let python = root.join(".local/venv/bin/python");
+    for (lang, program, prefix) in [
+        ("python", vec![python.display().to_string(), "clients/python/example.py".to_string()], "py"),
+        ("node", vec!["node".to_string(), "clients/node/example.mjs".to_string()], "js"),
+    ] {
+        let out = tokio::process::Command::new(&program[0])
+            .args(&program[1..])
+            .current_dir(&root)
+            .env("API_URL", format!("{}/transactions", st.api))
+            .env("TABLE", &env.a)
+            .envs([("AWS_REGION", "us-east-1"), ("AWS_ACCESS_KEY_ID", "local"), ("AWS_SECRET_ACCESS_KEY", "local")])
+            .env_remove("AWS_PROFILE")
+            .output()
+            .await
+            .unwrap_or_else(|e| panic!("{lang}: {e}"));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{lang} example failed: {stderr}");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{lang}: {e}: {stderr}"));
+        for (name, actions) in [("small", 10), ("large", 250)] {
+            let f = &v[name]["final"];
+            assert_eq!((f["State"].as_str(), f["Finished"].as_bool()), (Some("COMMITTED"), Some(true)), "{lang}: {v}");
+            assert_eq!(f["Actions"], json!(actions), "{lang}: {f}");
+        }
+        assert!(v["large"]["started"]["ExecutionArn"].is_string(), "{lang}: staged and run by an execution: {v}");
+        let again = &v["again"];
+        assert_eq!(again["State"], "ROLLED_BACK", "{lang}: {again}");
+        let reasons = again["Cancellation"]["CancellationReasons"].as_array().expect("a reason for each action");
+        assert_eq!(reasons.len(), 10);
+        assert!(reasons.iter().all(|r| r["Code"] == "ConditionalCheckFailed"), "{lang}: {again}");
+        assert_eq!(v["refused"], json!({"status": 400, "type": "ValidationError"}), "{lang}");
+        // The entry, as the rule delivers it to the events function: `detail` is the entry's Detail, parsed.
+        let entry = &v["event"];
+        assert_eq!(
+            (entry["Source"].as_str(), entry["DetailType"].as_str()),
+            (Some("dynamo-saga"), Some("TransactWriteItems"))
+        );
+        let detail: Value = serde_json::from_str(entry["Detail"].as_str().unwrap()).unwrap();
+        let delivered = json!({"version": "0", "id": format!("clients-{lang}-{}", std::process::id()),
+            "detail-type": entry["DetailType"], "source": entry["Source"], "account": "000000000000",
+            "time": "2026-01-01T00:00:00Z", "region": "us-east-1", "resources": [], "detail": detail});
+        let answer = st.invoke("saga-events", &delivered).await.expect("the events function runs the entry");
+        assert_eq!(st.settled(&answer).await["State"], "COMMITTED", "{lang}: {answer}");
+        let items = env.scan(&env.a).await;
+        for (tag, n) in [("small", 10), ("large", 250), ("event", 3)] {
+            let mine = items.keys().filter(|k| k.contains(&format!("{prefix}-{tag}-"))).count();
+            assert_eq!(mine, n, "{lang}: {tag}");
+        }
+    }
+    env.assert_clean().await;
+}
+
+/// Each transaction the stack ends is announced by one EventBridge event on the default bus (source `dynamo-saga`,
+/// detail-type `Transaction Ended`), sent by the function that ended it: Release for one the state machine ran
+/// (committed, or rolled back with the failed action named), the API and events functions for a request they carried
+/// out in one call. A rule on moto's bus delivers them to a queue, read here.
+#[tokio::test]
+async fn each_transaction_the_stack_ends_is_announced_by_one_event() {
+    let env = Env::on_stack("endevents").await;
+    let st = stack().await;
+    let (_, committed) = harness::workload::counters(&env, "ec-", 250, None).await;
+    let ex = st.execute(&json!({ "TransactItems": committed })).await;
+    assert_committed(&ex, 250, 3);
+    let committed_id = ex.output["TransactionId"].as_str().unwrap().to_string();
+    let (keys, mut refused) = harness::workload::counters(&env, "er-", 150, Some("n = :zero")).await;
+    env.put(&env.a, json!({"pk": sv(&keys[149]), "n": nv(3)})).await;
+    for a in &mut refused {
+        a["Update"]["ExpressionAttributeValues"][":zero"] = nv(0);
+    }
+    let ex = st.execute(&json!({ "TransactItems": refused })).await;
+    assert_eq!(ex.error.as_deref(), Some("TransactionCanceled"), "{ex:?}");
+    let refused_id = ex.cancellation().unwrap()["TransactionId"].as_str().unwrap().to_string();
+    let put = |pk: &str| json!({"Put": {"TableName": env.a, "Item": {"pk": sv(pk)}}});
+    let body = json!({"TransactItems": [put("e-api-1"), put("e-api-2")]}).to_string();
+    let answer = st.invoke("saga-stage", &harness::api::event("POST", "/transactions", json!({}), Some(body))).await;
+    let answer: Value = serde_json::from_str(answer.unwrap()["body"].as_str().unwrap()).unwrap();
+    let api_id = st.settled(&answer).await["TransactionId"].as_str().unwrap().to_string();
+    let delivered = json!({"version": "0", "id": format!("end-events-{}", std::process::id()),
+        "detail-type": "TransactWriteItems", "source": "dynamo-saga", "account": "000000000000",
+        "time": "2026-01-01T00:00:00Z", "region": "us-east-1", "resources": [],
+        "detail": {"TransactItems": [put("e-ev-1")]}});
+    let answer = st.invoke("saga-events", &delivered).await.expect("the events function runs it");
+    let events_id = st.settled(&answer).await["TransactionId"].as_str().unwrap().to_string();
+
+    let ids = [committed_id.clone(), refused_id.clone(), api_id.clone(), events_id.clone()];
+    let events = st.end_events(&ids).await;
+    for id in &ids {
+        let got = events.get(id).unwrap_or_else(|| panic!("no end event for {id}: {events:?}"));
+        assert_eq!(got.len(), 1, "one event for {id}: {got:?}");
+        let e = &got[0];
+        assert_eq!((e["source"].as_str(), e["detail-type"].as_str()), (Some("dynamo-saga"), Some("Transaction Ended")));
+    }
+    let detail = |id: &str| events[id][0]["detail"].clone();
+    let c = detail(&committed_id);
+    assert_eq!(
+        (c["State"].as_str(), c["Actions"].as_u64(), c["Batches"].as_u64()),
+        (Some("COMMITTED"), Some(250), Some(3))
+    );
+    assert!(c["ExecutionArn"].is_string() && c["Usage"]["WriteUnits"].as_f64().unwrap() > 0.0, "{c}");
+    assert_eq!(events[&committed_id][0]["resources"], json!([c["ExecutionArn"]]), "the execution is the resource");
+    let r = detail(&refused_id);
+    assert_eq!(r["State"], "ROLLED_BACK", "{r}");
+    let cancellation = &r["Cancellation"];
+    assert_eq!(cancellation["FailedActions"], json!(1), "{r}");
+    assert_eq!(cancellation["Reasons"][0]["Index"], json!(149), "{r}");
+    assert_eq!(cancellation["Reasons"][0]["Code"], "ConditionalCheckFailed", "{r}");
+    for (id, actions) in [(&api_id, 2), (&events_id, 1)] {
+        let d = detail(id);
+        assert_eq!((d["State"].as_str(), d["Actions"].as_u64()), (Some("COMMITTED"), Some(actions)), "{d}");
+        if harness::one_call() {
+            assert_eq!(d["Batches"], json!(0), "carried out in one call: {d}");
+            assert!(d.get("ExecutionArn").is_none(), "carried out in one call, with no execution: {d}");
+        } else {
+            assert!(d["ExecutionArn"].is_string(), "in MRSC mode, through an execution: {d}");
+        }
+    }
+    env.assert_clean().await;
 }

@@ -23,16 +23,20 @@
 # neither starts nor stops), SAGA_STACK_REGION (the functions' AWS_REGION, default us-east-1) and
 # SAGA_MULTI_REGION_CONSISTENCY=strong (the functions in MRSC mode, each DynamoDB request of theirs through an MRSC
 # stand-in, tools/ddb-proxy.mjs --mrsc, answering SAGA_STACK_CONFLICT of the writes, default 0.02, with
-# ReplicatedWriteConflictException; its URL is the settings' SAGA_DYNAMODB_STAND_IN).
+# ReplicatedWriteConflictException; its URL is the settings' SAGA_DYNAMODB_STAND_IN). SAGA_STACK_PROXY puts the
+# functions' DynamoDB requests through tools/ddb-proxy.mjs with those options in any mode (lost answers that land late,
+# connections dropped after an idle close: `--lose 0.02 --late-ms 15000 --idle-close-ms 3000`), the same
+# SAGA_DYNAMODB_STAND_IN; SAGA_REVISIT_AFTER_SECONDS (default 3) and SAGA_IDLE_CONNECTION_SECONDS pass to the functions.
 # SAGA_STACK_PROFILE=release runs the functions as optimised builds (target/release, without fault injection) instead
 # of debug builds: the benchmark measures time and memory per call that way.
-# A stack's settings: DYNAMODB_ENDPOINT, LAMBDA_ENDPOINT, SAGA_TABLE (the transactions table the functions use; the
-# caller creates it), SAGA_FAULT_FILE (debug builds: see functions/common), SAGA_MAX_ACTIONS, STACK_DIR, and
+# A stack's settings: DYNAMODB_ENDPOINT, LAMBDA_ENDPOINT, SAGA_TABLE (the transactions table the functions use, which
+# the stack creates when it is not there), SAGA_FAULT_FILE (debug builds: see functions/common), SAGA_MAX_ACTIONS, STACK_DIR, and
 # SFN_ENDPOINT with SAGA_STATE_MACHINE_ARN: a Step Functions endpoint (target/debug/stepfunctions-local) whose
 # StartExecution runs the real definition against this stack, which the functions (the API's POST /transactions, the
 # sweeper) are given as theirs; API_URL, the API's base (POST API_URL/transactions), signed with an access key of
 # STACK_DIR/identities.json (access key `local` is the IAM user arn:aws:iam::000000000000:user/local); MOTO_ENDPOINT;
-# DEAD_LETTER_QUEUE_URL, the events function's queue there.
+# DEAD_LETTER_QUEUE_URL, the events function's queue there; END_EVENTS_QUEUE_URL, a queue there that a rule on
+# moto's default bus fills with every end event the functions send (SAGA_END_EVENT_BUS, default `default`).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -49,6 +53,8 @@ install() {
   "$venv/bin/python" -c 'import moto.server, samtranslator, yaml' 2>/dev/null \
     || "$venv/bin/pip" install -q 'moto[server]' aws-sam-translator pyyaml
   bash tools/sfn-local-install.sh
+  # The Node client the tests run (docs/clients.md), at the versions of its lock file.
+  [ -d clients/node/node_modules ] || (cd clients/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 }
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -63,13 +69,13 @@ set_profile() {
 }
 
 # Builds the stack's binaries, and the test crate's binaries named (a program that drives the stack, such as demo), in
-# as few cargo calls as the profile allows. The packages are the whole workspace's (`--workspace`, the binaries chosen
-# by name), so the dependencies get the features `cargo test --workspace` and `cargo clippy --workspace` give them and
-# one build of the SDK serves the stack and the tests: chosen by package (`-p saga-begin ...`), the CLI's credential
-# providers dropped out, and cargo compiled the SDK a second time for the stack, over 3 minutes on 2 cores.
+# as few cargo calls as the profile allows, with the features `cargo test --workspace` gives the dependencies: the
+# packages are the whole workspace's (`--workspace`, the binaries chosen by name), as they are for the `cargo run` of
+# `cargo lambda watch` (the workspace's default members, which are every crate but the tests'), so one debug build of
+# the SDK and the library serves the tests, this build and the watcher.
 build() {
   local profile; set_profile
-  local bins=() tests=(--bin stepfunctions-local)
+  local bins=() tests=(--bin stepfunctions-local --bin dynamo-saga)
   for f in "${functions[@]}"; do bins+=(--bin "saga-$f"); done
   for b in "$@"; do tests+=(--bin "$b"); done
   if [ ${#profile[@]} -eq 0 ]; then
@@ -95,13 +101,17 @@ start() {
     echo "$ddb_port" >"$dir/dynamodb.port"
   fi
   local region=${SAGA_STACK_REGION:-us-east-1} mode=${SAGA_MULTI_REGION_CONSISTENCY:-none} functions_ddb=$ddb
-  if [ "$mode" = strong ]; then
-    nohup node tools/ddb-proxy.mjs --target "$ddb" --mrsc --conflict "${SAGA_STACK_CONFLICT:-0.02}" \
+  local proxy_args=()
+  [ "$mode" = strong ] && proxy_args+=(--mrsc --conflict "${SAGA_STACK_CONFLICT:-0.02}")
+  # shellcheck disable=SC2206 # the proxy's options, word by word
+  [ -n "${SAGA_STACK_PROXY:-}" ] && proxy_args+=($SAGA_STACK_PROXY)
+  if [ ${#proxy_args[@]} -gt 0 ]; then
+    nohup node tools/ddb-proxy.mjs --target "$ddb" "${proxy_args[@]}" \
       >"$dir/stand-in.url" 2>"$dir/stand-in.log" &
     echo $! >"$dir/stand-in.pid"
     for _ in $(seq 1 100); do [ -s "$dir/stand-in.url" ] && break; sleep 0.1; done
     functions_ddb=$(head -n 1 "$dir/stand-in.url")
-    [ -n "$functions_ddb" ] || { echo "stack: the MRSC stand-in did not start; see $dir/stand-in.log" >&2; exit 1; }
+    [ -n "$functions_ddb" ] || { echo "stack: the DynamoDB stand-in did not start; see $dir/stand-in.log" >&2; exit 1; }
   fi
   lambda_port=$(tools/free-port.sh)
   local sfn_port; sfn_port=$(tools/free-port.sh)
@@ -110,11 +120,21 @@ start() {
   echo $! >"$dir/moto.pid"
   for _ in $(seq 1 100); do port_busy "$moto_port" && break; sleep 0.1; done
   port_busy "$moto_port" || { echo "stack: moto's server did not start; see $dir/moto.log" >&2; exit 1; }
-  local dlq
-  dlq=$(AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local "$venv/bin/python" -c '
-import sys, boto3
-sqs = boto3.client("sqs", endpoint_url=sys.argv[1], region_name="us-east-1")
-print(sqs.create_queue(QueueName="saga-events-dead-letters")["QueueUrl"])' "http://127.0.0.1:$moto_port")
+  # The events function's dead-letter queue; and each transaction's end event (SAGA_END_EVENT_BUS: the functions put
+  # them on moto's default bus), which a rule there delivers to a queue of its own for the tests to read.
+  local queues dlq end_events
+  queues=$(AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local "$venv/bin/python" -c '
+import json, sys, boto3
+sqs = boto3.client("sqs", endpoint_url=sys.argv[1], region_name=sys.argv[2])
+events = boto3.client("events", endpoint_url=sys.argv[1], region_name=sys.argv[2])
+dlq = sqs.create_queue(QueueName="saga-events-dead-letters")["QueueUrl"]
+ended = sqs.create_queue(QueueName="saga-end-events")["QueueUrl"]
+arn = sqs.get_queue_attributes(QueueUrl=ended, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+events.put_rule(Name="saga-end-events", EventPattern=json.dumps(
+    {"source": ["dynamo-saga"], "detail-type": ["Transaction Ended"]}))
+events.put_targets(Rule="saga-end-events", Targets=[{"Id": "queue", "Arn": arn}])
+print(dlq, ended)' "http://127.0.0.1:$moto_port" "$region")
+  read -r dlq end_events <<<"$queues"
   # What IAM knows of the access keys that sign requests to the local API: the tests' and the CLI's own key, and two
   # services' roles for the entitlement tests.
   cat >"$dir/identities.json" <<EOF
@@ -128,7 +148,7 @@ print(sqs.create_queue(QueueName="saga-events-dead-letters")["QueueUrl"])' "http
   "AccountId": "000000000000"}]
 EOF
   local sfn_arn=arn:aws:states:$region:000000000000:stateMachine:dynamo-saga-local stand_in=""
-  if [ "$mode" = strong ]; then stand_in=$functions_ddb; fi
+  if [ ${#proxy_args[@]} -gt 0 ]; then stand_in=$functions_ddb; fi
   cat >"$dir/functions.env" <<EOF
 AWS_REGION=$region
 AWS_ACCESS_KEY_ID=local
@@ -140,12 +160,15 @@ SAGA_ALLOWED_TABLES=${SAGA_ALLOWED_TABLES:-Orders,Inventory,shop,t-*}
 SAGA_LEASE_SECONDS=${SAGA_LEASE_SECONDS:-30}
 SAGA_MAX_ACTIONS=${SAGA_MAX_ACTIONS:-100000}
 SAGA_REVISIT_AFTER_SECONDS=${SAGA_REVISIT_AFTER_SECONDS:-3}
+SAGA_IDLE_CONNECTION_SECONDS=${SAGA_IDLE_CONNECTION_SECONDS:-20}
 SAGA_FAN_OUT=${SAGA_FAN_OUT:-3}
 SAGA_SHARE_BATCHES=${SAGA_SHARE_BATCHES:-1}
 AWS_ENDPOINT_URL_LAMBDA=http://127.0.0.1:$lambda_port
 SAGA_FAULT_FILE=$dir/fault
 AWS_ENDPOINT_URL_SFN=http://127.0.0.1:$sfn_port
 AWS_ENDPOINT_URL_SQS=http://127.0.0.1:$moto_port
+AWS_ENDPOINT_URL_EVENTBRIDGE=http://127.0.0.1:$moto_port
+SAGA_END_EVENT_BUS=${SAGA_END_EVENT_BUS-default}
 SAGA_DEAD_LETTER_QUEUE_URL=$dlq
 SAGA_CALLER_ENTITLEMENTS="${SAGA_CALLER_ENTITLEMENTS:-arn:aws:iam::*:user/*=*;event:*:dynamo-saga=*;arn:aws:iam::000000000000:role/orders-service=t-ent-orders-*;event:000000000000:dynamo-saga.orders=t-ent-orders-*}"
 SAGA_STATE_MACHINE_ARN=$sfn_arn
@@ -155,6 +178,10 @@ RUST_LOG=${RUST_LOG:-warn}
 EOF
   # The binaries are built first, by the same cargo the tests use, so the watcher finds them up to date.
   build
+  # The transactions table the functions use, as the template creates it (`dynamo-saga create-table`; one that exists is
+  # left as it is), without time to live: DynamoDB Local deletes a record the moment its retention passes.
+  AWS_REGION=$region AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_ENDPOINT_URL_DYNAMODB=$ddb \
+    target/debug/dynamo-saga --table "${SAGA_TABLE:-saga-transactions}" create-table --no-ttl >/dev/null
   local profile; set_profile
   PATH="$venv/bin:$PATH" nohup "$venv/bin/cargo-lambda" lambda watch --ignore-changes -q "${profile[@]}" \
     --invoke-address 127.0.0.1 --invoke-port "$lambda_port" --concurrency 32 --env-file "$dir/functions.env" \
@@ -198,6 +225,7 @@ SAGA_STATE_MACHINE_ARN=$sfn_arn
 SAGA_CALL_LOG=$dir/calls.jsonl
 MOTO_ENDPOINT=http://127.0.0.1:$moto_port
 DEAD_LETTER_QUEUE_URL=$dlq
+END_EVENTS_QUEUE_URL=$end_events
 SAGA_DYNAMODB_STAND_IN=$stand_in
 EOF
   (set -a; . "$dir/settings"; set +a

@@ -22,7 +22,7 @@ use std::io::Write;
 use clap::{CommandFactory, Parser, Subcommand};
 use clap_complete::Shell;
 
-use commands::{audit, get, resume, status, submit, sweep};
+use commands::{audit, create_table, get, resume, status, submit, sweep};
 use context::{missing_table_hint, Ctx, Failure};
 use dynamo_saga::constants::ENV_TX_TABLE;
 
@@ -59,6 +59,7 @@ enum Command {
     Resume(resume::Args),
     Sweep(sweep::Args),
     Audit(audit::Args),
+    CreateTable(create_table::Args),
     /// Print a completion script for a shell.
     Completions {
         /// bash, elvish, fish, powershell or zsh.
@@ -85,6 +86,7 @@ async fn run(cli: Cli) -> Result<i32, Failure> {
         Command::Resume(args) => resume::exec(&ctx, args).await,
         Command::Sweep(args) => sweep::exec(&ctx, args).await,
         Command::Audit(args) => audit::exec(&ctx, args).await,
+        Command::CreateTable(args) => create_table::exec(&ctx, args).await,
         Command::Completions { .. } => unreachable!("answered above"),
     }
 }
@@ -113,3 +115,6 @@ async fn main() {
     let _ = std::io::stdout().flush();
     std::process::exit(code);
 }
+
+#[cfg(test)]
+mod tests;

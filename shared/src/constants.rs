@@ -170,7 +170,6 @@ pub const ATTR_EXPIRES_AT: &str = "expiresAt";
 /// Header: partition key of the sparse index of open transactions; removed when the transaction finishes.
 pub const H_OPEN_SHARD: &str = "openShard";
 /// Name of the sparse global secondary index (partition key [`H_OPEN_SHARD`], sort key [`H_UPDATED_AT`]).
-#[cfg(feature = "internals")]
 pub const OPEN_INDEX: &str = "open-transactions";
 /// Number of partitions of the open-transactions index, so that many open transactions do not share one key.
 pub const OPEN_SHARDS: u32 = 8;
@@ -266,6 +265,12 @@ pub const ENV_REVISIT_AFTER_SECONDS: &str = "SAGA_REVISIT_AFTER_SECONDS";
 /// A lock pass's longest life (the default lease, 30 s), SigV4's five minutes, and a minute and a half for clocks and
 /// a request's own time.
 pub const DEFAULT_REVISIT_AFTER_SECONDS: u64 = 420;
+/// Seconds a pooled connection to DynamoDB may sit idle and still be used for a request
+/// ([`crate::config::Config::idle_connection`]; default [`DEFAULT_IDLE_CONNECTION_SECONDS`]).
+pub const ENV_IDLE_CONNECTION_SECONDS: &str = "SAGA_IDLE_CONNECTION_SECONDS";
+/// Well under the minute after which clients that sat idle (a warm Lambda between invocations) find their pooled
+/// connection closed by the service.
+pub const DEFAULT_IDLE_CONNECTION_SECONDS: u64 = 20;
 /// Which callers of the API and which EventBridge senders may name which of the allowed tables
 /// ([`crate::drivers::entitlements`]); unset or empty: every caller may name every allowed table.
 #[cfg(feature = "internals")]

@@ -122,7 +122,8 @@
 //!   on items (`item_attrs`), the request and its validation (`request`), a table's schema (`schema`), lock order and
 //!   batches (`plan`), and the capacity DynamoDB bills (`billing`).
 //! - `dynamo`: talking to AWS: every DynamoDB call (`store`), writes in flight (`pace`, `lanes`), the SDK's types as
-//!   the request ([`sdk`]), and the log of AWS calls for the permission simulation (`call_log`).
+//!   the request ([`sdk`]), the log of AWS calls for the permission simulation (`call_log`), and the transactions
+//!   table created from code ([`tables`]).
 //! - `protocol`: the transaction's records (`records`), the phases (`phase`), the `Parent` lock (`parent`), letting go
 //!   of a lock (`unlock`), the stored request (`stored_request`), shares of a fanned-out step (`shares`), DynamoDB's
 //!   verdict on writes asked without writing (`judge`), the one-call path (`one_call`) and each finished
@@ -164,7 +165,7 @@ pub use {drivers::*, dynamo::*, model::*, protocol::*};
 pub use dynamo_saga_expressions::{eval, expr};
 
 pub use drivers::{audit, coordinator, read, start, status};
-pub use dynamo::sdk;
+pub use dynamo::{sdk, tables};
 
 pub use config::Config;
 pub use coordinator::{Committed, Coordinator, TransactWriteItems};

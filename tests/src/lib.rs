@@ -22,13 +22,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
-    ProjectionType, ScalarAttributeType,
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
 };
 use aws_sdk_dynamodb::Client;
 use dynamo_saga::constants::{
-    ATTR_TOMBSTONE, H_ACTIONS, H_FINISHED_AT, H_OPEN_SHARD, H_REASONS, H_RETRY, H_STATE, H_UPDATED_AT, OPEN_INDEX,
-    QUEUE_PREFIX, RESERVED_PREFIX, SK_HEADER, TX_PK, TX_SK,
+    ATTR_TOMBSTONE, H_ACTIONS, H_FINISHED_AT, H_REASONS, H_RETRY, H_STATE, QUEUE_PREFIX, RESERVED_PREFIX, SK_HEADER,
+    TX_PK, TX_SK,
 };
 use dynamo_saga::records::Decision;
 use dynamo_saga::value::{item_from_json, item_to_json, Item};
@@ -42,6 +41,11 @@ static COUNTER: AtomicU32 = AtomicU32::new(0);
 pub fn root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
 }
+
+/// The library page's examples (docs/library.md), compiled as this crate's doc tests: the page cannot drift from the
+/// library's API.
+#[doc = include_str!("../../docs/library.md")]
+pub mod library_page {}
 
 /// The DynamoDB Local endpoint for this run.
 pub async fn endpoint() -> String {
@@ -183,6 +187,12 @@ impl Env {
     /// An environment on the local stack's DynamoDB, sharing the transactions table its Lambda functions use.
     pub async fn on_stack(name: &str) -> Env {
         let st = stack::stack().await;
+        Self::build(st.client(), Some(st.tx_table.clone()), name, |c| c).await
+    }
+
+    /// An environment on the DynamoDB of `st`, a stack the test started itself, sharing the transactions table its
+    /// functions use.
+    pub async fn on_stack_of(st: &stack::Stack, name: &str) -> Env {
         Self::build(st.client(), Some(st.tx_table.clone()), name, |c| c).await
     }
 
@@ -510,32 +520,9 @@ pub async fn drop_index(client: &Client, table: &str, index: &str) {
 
 /// The transactions table as `template.yaml` defines it: `id` + `sk`, and the sparse open-transactions index.
 pub async fn create_tx_table(client: &Client, name: &str) {
-    let key = |n: &str, t: KeyType| KeySchemaElement::builder().attribute_name(n).key_type(t).build().unwrap();
-    let def = |n: &str, t: ScalarAttributeType| {
-        AttributeDefinition::builder().attribute_name(n).attribute_type(t).build().unwrap()
-    };
-    client
-        .create_table()
-        .table_name(name)
-        .billing_mode(BillingMode::PayPerRequest)
-        .key_schema(key(TX_PK, KeyType::Hash))
-        .key_schema(key(TX_SK, KeyType::Range))
-        .attribute_definitions(def(TX_PK, ScalarAttributeType::S))
-        .attribute_definitions(def(TX_SK, ScalarAttributeType::S))
-        .attribute_definitions(def(H_OPEN_SHARD, ScalarAttributeType::S))
-        .attribute_definitions(def(H_UPDATED_AT, ScalarAttributeType::N))
-        .global_secondary_indexes(
-            GlobalSecondaryIndex::builder()
-                .index_name(OPEN_INDEX)
-                .key_schema(key(H_OPEN_SHARD, KeyType::Hash))
-                .key_schema(key(H_UPDATED_AT, KeyType::Range))
-                .projection(Projection::builder().projection_type(ProjectionType::KeysOnly).build())
-                .build()
-                .unwrap(),
-        )
-        .send()
-        .await
-        .unwrap();
+    // No time to live: DynamoDB Local would delete a record the moment its retention passed.
+    let created = dynamo_saga::tables::create_transactions_table(client, name, false).await.expect("creates the table");
+    assert_eq!(created, dynamo_saga::tables::Created::Created, "{name} existed already");
 }
 
 /// One action of a request (DynamoDB JSON, as `TransactWriteItems` takes it) as the SDK's `TransactWriteItem`, for

@@ -33,8 +33,13 @@ pub struct Stack {
     pub api: String,
     /// moto's server: SQS and CloudFormation.
     pub moto: String,
+    /// The `tools/ddb-proxy.mjs` the functions send their DynamoDB requests through, when they have one (an MRSC
+    /// stand-in, or `SAGA_STACK_PROXY`'s).
+    pub stand_in: Option<String>,
     /// The events function's dead-letter queue, at moto's server.
     pub dead_letter_queue: String,
+    /// The queue a rule on moto's default bus fills with the end event of every transaction the functions end.
+    pub end_events: String,
 }
 
 /// The most actions a transaction may have on a stack the tests start: above the 10,000-action test, and low enough
@@ -58,9 +63,11 @@ pub async fn stack() -> &'static Stack {
                     "API_URL",
                     "MOTO_ENDPOINT",
                     "DEAD_LETTER_QUEUE_URL",
+                    "END_EVENTS_QUEUE_URL",
                 ]
                 .iter()
                 .map(|k| (k.to_string(), std::env::var(k).unwrap_or_else(|_| panic!("{k} is not set"))))
+                .chain(std::env::var("SAGA_DYNAMODB_STAND_IN").ok().map(|u| ("SAGA_DYNAMODB_STAND_IN".to_string(), u)))
                 .collect(),
                 Err(_) => tokio::task::spawn_blocking(start_own).await.unwrap(),
             };
@@ -89,18 +96,25 @@ pub struct Region {
 
 impl Region {
     pub async fn start(name: &str, region: &str, tx_table: &str) -> Region {
-        let ddb = crate::endpoint().await;
-        let (name, region, tx_table) =
-            (format!("{name}-{}", std::process::id()), region.to_string(), tx_table.to_string());
         let vars = [
-            ("SAGA_STACK_DYNAMODB", ddb),
-            ("SAGA_STACK_REGION", region),
+            ("SAGA_STACK_REGION", region.to_string()),
             ("SAGA_MULTI_REGION_CONSISTENCY", "strong".to_string()),
-            ("SAGA_TABLE", tx_table),
+            ("SAGA_TABLE", tx_table.to_string()),
         ];
+        Self::start_with(name, &vars).await
+    }
+
+    /// A stack of this process's on this run's DynamoDB Local, started with `vars` (`tools/stack.sh`'s settings: its
+    /// transactions table, a proxy for its functions' requests, ...). Stopped when dropped.
+    pub async fn start_with(name: &str, vars: &[(&str, String)]) -> Region {
+        let ddb = crate::endpoint().await;
+        let name = format!("{name}-{}", std::process::id());
+        let vars: Vec<(String, String)> = std::iter::once(("SAGA_STACK_DYNAMODB".to_string(), ddb))
+            .chain(vars.iter().map(|(k, v)| (k.to_string(), v.clone())))
+            .collect();
         let started = name.clone();
         let settings = tokio::task::spawn_blocking(move || {
-            let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
             start_named(&started, &vars)
         })
         .await
@@ -349,6 +363,8 @@ impl Stack {
             api: settings["API_URL"].clone(),
             moto: settings["MOTO_ENDPOINT"].clone(),
             dead_letter_queue: settings["DEAD_LETTER_QUEUE_URL"].clone(),
+            end_events: settings["END_EVENTS_QUEUE_URL"].clone(),
+            stand_in: settings.get("SAGA_DYNAMODB_STAND_IN").filter(|u| !u.is_empty()).cloned(),
         }
     }
 
@@ -386,6 +402,33 @@ impl Stack {
             .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
             .build();
         aws_sdk_sqs::Client::from_conf(conf)
+    }
+
+    /// The end events of the transactions `ids` (every one received for each, in order), read off the end-events queue
+    /// within a minute. Every message read is taken off the queue: only this reads it.
+    pub async fn end_events(&self, ids: &[String]) -> std::collections::BTreeMap<String, Vec<Value>> {
+        let sqs = self.sqs_client();
+        let mut found: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::time::Instant::now() < deadline && ids.iter().any(|id| !found.contains_key(id)) {
+            let got = sqs
+                .receive_message()
+                .queue_url(&self.end_events)
+                .max_number_of_messages(10)
+                .wait_time_seconds(1)
+                .send()
+                .await
+                .expect("ReceiveMessage");
+            for m in got.messages() {
+                let event: Value = serde_json::from_str(m.body().unwrap_or("null")).unwrap_or(Value::Null);
+                if let Some(id) = event["detail"]["TransactionId"].as_str().filter(|id| ids.iter().any(|i| i == id)) {
+                    found.entry(id.to_string()).or_default().push(event.clone());
+                }
+                let handle = m.receipt_handle().unwrap_or_default();
+                sqs.delete_message().queue_url(&self.end_events).receipt_handle(handle).send().await.expect("delete");
+            }
+        }
+        found
     }
 
     /// The message the events function's dead-letter queue holds for the event with id `event_id`, taken off it: its

@@ -126,10 +126,14 @@ async function readLogs(paths) {
         if (typeof r.action !== 'string' || !/^[a-z0-9-]+:[A-Za-z0-9]+$/.test(r.action) || typeof r.resource !== 'string') {
           throw new InputError(`${path}:${i}: a request needs "action" (service:Action) and "resource"`);
         }
-        const k = `${o.principal}\u0000${r.action}\u0000${r.resource}`;
+        // The condition keys of a request IAM reads from its content (PutEvents' events:source, events:detail-type).
+        if (r.context !== undefined && (typeof r.context !== 'object' || r.context === null || Array.isArray(r.context))) {
+          throw new InputError(`${path}:${i}: a request's "context" is an object of condition keys`);
+        }
+        const k = `${o.principal}\u0000${r.action}\u0000${r.resource}\u0000${JSON.stringify(r.context ?? {})}`;
         const c = seen.get(k);
         if (c) c.count++;
-        else seen.set(k, { principal: o.principal, action: r.action, resource: r.resource, operation: o.operation, where: `${path}:${i}`, count: 1 });
+        else seen.set(k, { principal: o.principal, action: r.action, resource: r.resource, operation: o.operation, where: `${path}:${i}`, count: 1, ...(r.context ? { context: r.context } : {}) });
       }
     }
   }

@@ -2,6 +2,7 @@
 //! returns the exit code.
 
 pub mod audit;
+pub mod create_table;
 pub mod get;
 pub mod resume;
 pub mod status;

@@ -7,16 +7,17 @@ use dynamo_saga::{Coordinator, TxError};
 use crate::context::{Ctx, Failure};
 use crate::output::{print_json, print_status};
 
-/// Carry an open transaction on to its end: in this process, or in a new execution of the state machine when one
-/// is given (or SAGA_STATE_MACHINE_ARN is set). After ApplyRejected, mend what `status` shows as refused first.
+/// Carry an open transaction on to its end: through a stack's API (--stack or SAGA_STACK), in a new execution of a
+/// state machine (--state-machine or SAGA_STATE_MACHINE_ARN), or in this process (--in-process); one of them is
+/// required. After ApplyRejected, mend what `status` shows as refused first.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The transaction id.
     pub id: String,
-    /// Start a new execution of this state machine (default: SAGA_STATE_MACHINE_ARN) and return.
+    /// Start a new execution of this state machine and return (without a stack: SAGA_STATE_MACHINE_ARN).
     #[arg(long, value_name = "ARN", conflicts_with = "in_process")]
     pub state_machine: Option<String>,
-    /// Drive it in this process even when a state machine is set.
+    /// Drive it in this process, with your own access to the tables, even when a stack or state machine is set.
     #[arg(long)]
     pub in_process: bool,
 }

@@ -10,16 +10,17 @@ use crate::api::Api;
 use crate::context::{Ctx, Failure};
 use crate::output::{follow, print_status, Reader};
 
-/// Validate and start a transaction and follow it to its end: through Step Functions (--state-machine or
-/// SAGA_STATE_MACHINE_ARN), or in this process with --in-process; one of them is required.
+/// Validate and start a transaction and follow it to its end: through a stack's API (--stack or SAGA_STACK), through a
+/// state machine (--state-machine or SAGA_STATE_MACHINE_ARN), or in this process (--in-process); one of them is
+/// required.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// TransactWriteItems JSON (`-` reads stdin).
     pub file: String,
-    /// The state machine to run it (default: SAGA_STATE_MACHINE_ARN).
+    /// The state machine to run it, the request begun in this process (without a stack: SAGA_STATE_MACHINE_ARN).
     #[arg(long, value_name = "ARN", conflicts_with = "in_process")]
     pub state_machine: Option<String>,
-    /// Drive it in this process even when a state machine is set.
+    /// Drive it in this process, with your own access to the tables, even when a stack or state machine is set.
     #[arg(long)]
     pub in_process: bool,
     /// Start it and report its status without following it.

@@ -60,10 +60,69 @@ pub fn init_logs() {
         .init();
 }
 
-/// The store, from the `SAGA_*` environment variables and the standard AWS configuration chain.
+/// The store, from the `SAGA_*` environment variables and the standard AWS configuration chain; with
+/// `SAGA_END_EVENT_BUS`, one that announces each transaction it ends there ([`EndEvents`]).
 pub async fn store_from_env() -> Result<Store, Error> {
     let cfg = Config::from_env().map_err(|e| format!("configuration: {e}"))?;
-    Ok(Store::connect(cfg).await)
+    let store = Store::connect(cfg).await;
+    Ok(match Box::pin(EndEvents::from_env()).await {
+        Some(events) => store.with_announcer(std::sync::Arc::new(events)),
+        None => store,
+    })
+}
+
+/// The event bus each transaction's end event goes to (the template's `EndEvents`: `default`); unset or empty: none.
+pub const ENV_END_EVENT_BUS: &str = "SAGA_END_EVENT_BUS";
+/// The end event's source and detail-type.
+pub const END_EVENT_SOURCE: &str = "dynamo-saga";
+pub const END_EVENT_DETAIL_TYPE: &str = "Transaction Ended";
+
+/// The end of each transaction a call of this function ends, as one EventBridge event on the bus
+/// [`ENV_END_EVENT_BUS`] names: source [`END_EVENT_SOURCE`], detail-type [`END_EVENT_DETAIL_TYPE`], the transaction's
+/// execution as its resource, and `dynamo_saga::metrics::end_event` as its detail. Sent once, by the call that ends
+/// the transaction; one PutEvents refuses after the client's retries is logged, not sent again.
+#[derive(Debug)]
+pub struct EndEvents {
+    client: aws_sdk_eventbridge::Client,
+    bus: String,
+}
+
+impl EndEvents {
+    pub async fn from_env() -> Option<EndEvents> {
+        let bus = std::env::var(ENV_END_EVENT_BUS).ok().filter(|b| !b.trim().is_empty())?;
+        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let mut conf = aws_sdk_eventbridge::config::Builder::from(&sdk);
+        if let Some(log) = dynamo_saga::call_log::CallLog::from_env() {
+            conf = conf.interceptor(log);
+        }
+        Some(EndEvents { client: aws_sdk_eventbridge::Client::from_conf(conf.build()), bus })
+    }
+}
+
+impl dynamo_saga::store::Announce for EndEvents {
+    fn announce(&self, detail: Value) -> futures::future::BoxFuture<'static, Result<(), TxError>> {
+        let (client, bus) = (self.client.clone(), self.bus.clone());
+        Box::pin(async move {
+            let entry = aws_sdk_eventbridge::types::PutEventsRequestEntry::builder()
+                .event_bus_name(bus)
+                .source(END_EVENT_SOURCE)
+                .detail_type(END_EVENT_DETAIL_TYPE)
+                .set_resources(detail["ExecutionArn"].as_str().map(|arn| vec![arn.to_string()]))
+                .detail(detail.to_string())
+                .build();
+            let failed = |message: String| TxError::Internal(format!("PutEvents: {message}"));
+            let out = client
+                .put_events()
+                .entries(entry)
+                .send()
+                .await
+                .map_err(|e| failed(aws_sdk_eventbridge::error::DisplayErrorContext(&e).to_string()))?;
+            match out.entries().first().and_then(|e| e.error_code()) {
+                None if out.failed_entry_count() == 0 => Ok(()),
+                code => Err(failed(format!("the entry was refused: {}", code.unwrap_or("no error code")))),
+            }
+        })
+    }
 }
 
 /// Runs the Lambda runtime loop for one phase. Lock, Apply and Rollback with `SAGA_FAN_OUT` above 1 run the shares of

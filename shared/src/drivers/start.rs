@@ -99,7 +99,7 @@ pub async fn start(store: &Store, sm: &StateMachine, body: &Value) -> Result<Sta
         Some(_) => return Err(TxError::invalid(None, "TransactionId must be a string")),
         None => {
             let begun = begin::submit(store, body, None, None).await?;
-            begun.emit_metrics(store);
+            begun.report_end(store).await;
             if let Some(h) = begun.header.as_deref().filter(|h| h.finished()) {
                 return Ok(Started::ended(h));
             }

@@ -1,12 +1,14 @@
 //! The AWS calls a process makes, as IAM sees them: with `SAGA_CALL_LOG` naming a file, every DynamoDB, Step
-//! Functions and SQS request the clients [`CallLog`] is added to send appends one JSON line to it, naming the principal
+//! Functions, SQS and EventBridge request the clients [`CallLog`] is added to send appends one JSON line to it, naming the principal
 //! (the Lambda function's name, or `caller` for a process that is not a Lambda), the operation and each action and
 //! resource IAM authorizes for it. The permission simulation (`tools/iam-sim.mjs`) evaluates those lines against the
 //! policies the template deploys. Without the variable nothing is recorded and the clients carry no interceptor.
 //!
 //! A line: `{"principal": "saga-lock", "service": "dynamodb", "operation": "UpdateItem",
 //! "requests": [{"action": "dynamodb:UpdateItem", "resource": "table/orders"}]}`, where `resource` is the part of the
-//! ARN after the account (`table/T`, `table/T/index/I`, `stateMachine:NAME`, `execution:NAME:ID`, a queue's name).
+//! ARN after the account (`table/T`, `table/T/index/I`, `stateMachine:NAME`, `execution:NAME:ID`, a queue's name,
+//! `event-bus/NAME`). A `PutEvents` request also carries the condition keys IAM sees (`context`: `events:source` and
+//! `events:detail-type`, the values of its entries).
 
 use std::collections::HashSet;
 use std::io::Write;
@@ -46,6 +48,7 @@ impl CallLog {
             s if s.starts_with("DynamoDB") => ("dynamodb", dynamodb_requests(operation, &body)),
             s if s.starts_with("AWSStepFunctions") => ("states", states_requests(operation, &body)),
             "AmazonSQS" => ("sqs", sqs_requests(operation, &body)),
+            "AWSEvents" => ("events", events_requests(operation, &body)),
             _ => return Ok(()),
         };
         self.write(json!({"principal": self.principal, "service": service, "operation": operation,
@@ -158,6 +161,27 @@ fn states_requests(operation: &str, body: &Value) -> Vec<Value> {
 fn sqs_requests(operation: &str, body: &Value) -> Vec<Value> {
     let name = body["QueueUrl"].as_str().and_then(|u| u.rsplit('/').next()).unwrap_or("*");
     vec![request(format!("sqs:{operation}"), name.to_string())]
+}
+
+fn events_requests(operation: &str, body: &Value) -> Vec<Value> {
+    let entries = body["Entries"].as_array().cloned().unwrap_or_default();
+    let bus =
+        |e: &Value| e["EventBusName"].as_str().unwrap_or("default").rsplit('/').next().unwrap_or("default").to_string();
+    let buses: std::collections::BTreeSet<String> = entries.iter().map(bus).collect();
+    let values = |k: &str| -> Vec<String> {
+        let set: std::collections::BTreeSet<String> =
+            entries.iter().filter_map(|e| e[k].as_str().map(str::to_string)).collect();
+        set.into_iter().collect()
+    };
+    let context = json!({"events:source": values("Source"), "events:detail-type": values("DetailType")});
+    buses
+        .into_iter()
+        .map(|b| {
+            let mut r = request(format!("events:{operation}"), format!("event-bus/{b}"));
+            r["context"] = context.clone();
+            r
+        })
+        .collect()
 }
 
 /// A Step Functions client from the standard configuration chain, recording its calls when `SAGA_CALL_LOG` is set.

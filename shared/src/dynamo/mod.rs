@@ -1,6 +1,6 @@
 //! Talking to AWS: the store (every DynamoDB call, its caches, its meter and its clients), how many writes a process
-//! keeps in flight (pacing and lanes), the SDK's request types as the model's, and the log of calls for the
-//! permission simulation. Nothing here knows a transaction's records or steps.
+//! keeps in flight (pacing and lanes), the SDK's request types as the model's, the log of calls for the permission
+//! simulation, and the transactions table created from code. Nothing here knows a transaction's records or steps.
 //!
 //! May use: the crate root, model.
 
@@ -9,3 +9,4 @@ pub mod lanes;
 pub mod pace;
 pub mod sdk;
 pub mod store;
+pub mod tables;

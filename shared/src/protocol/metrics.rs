@@ -1,5 +1,6 @@
-//! Per-transaction metrics in CloudWatch Embedded Metric Format (EMF): one JSON log line per finished transaction,
-//! which CloudWatch Logs turns into metrics without any API call or permission.
+//! What is reported of each finished transaction: its metrics in CloudWatch Embedded Metric Format (EMF), one JSON log
+//! line which CloudWatch Logs turns into metrics without any API call or permission ([`record`]), and the detail of its
+//! end event ([`end_event`]).
 //!
 //! The Release function writes the line when its call is the one that finished the transaction (a repeated Release
 //! finds it finished and writes nothing, so each transaction counts once; a call that dies between its finishing
@@ -90,6 +91,47 @@ pub fn record(h: &Header, namespace: &str, now_ms: u64) -> Value {
         line["ExecutionArn"] = json!(arn);
     }
     line
+}
+
+/// The most failed actions an end event names: an event holds 256 KB, a transaction any number of actions.
+pub const END_EVENT_REASONS: usize = 100;
+
+/// The detail of the event announcing that `h` has ended ([`crate::dynamo::store::Announce`]): its id, state, sizes,
+/// attempts, timings and capacity, its execution and token when it has them, and for a rolled-back one the cancellation:
+/// its message, the parent's reason, and the first [`END_EVENT_REASONS`] failed actions (`Index`, `Code`, `Message`;
+/// `FailedActions` counts them all).
+pub fn end_event(h: &Header, now_ms: u64) -> Value {
+    let finished = h.finished_at.unwrap_or(now_ms);
+    let mut detail = json!({
+        "TransactionId": h.id,
+        "State": h.state.as_str(),
+        "Actions": h.actions,
+        "Batches": h.batches,
+        "Attempts": h.attempt as u64 + 1,
+        "CreatedAtMs": h.created_at,
+        "FinishedAtMs": finished,
+        "DurationMs": finished.saturating_sub(h.created_at),
+        "Usage": {"Calls": h.usage.calls, "WriteUnits": h.usage.write_units, "ReadUnits": h.usage.read_units},
+    });
+    if let Some(arn) = &h.execution_arn {
+        detail["ExecutionArn"] = json!(arn);
+    }
+    if let Some(token) = &h.client_request_token {
+        detail["ClientRequestToken"] = json!(token);
+    }
+    if let Some(c) = h.cancellation() {
+        let failed: Vec<Value> = c
+            .failed()
+            .take(END_EVENT_REASONS)
+            .map(|(i, r)| json!({"Index": i, "Code": r.code, "Message": r.message}))
+            .collect();
+        let mut cancellation = json!({"Message": c.message, "FailedActions": c.failed().count(), "Reasons": failed});
+        if let Some(p) = &c.parent_cancellation_reason {
+            cancellation["ParentReason"] = json!({"Code": p.code, "Message": p.message});
+        }
+        detail["Cancellation"] = cancellation;
+    }
+    detail
 }
 
 #[cfg(test)]

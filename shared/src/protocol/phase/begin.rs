@@ -328,16 +328,17 @@ fn header_item(
 }
 
 impl Begun {
-    /// Prints the metrics line (CloudWatch EMF, [`crate::protocol::metrics`]) of a transaction this run carried out in
-    /// one call, with the capacity that call consumed, when metrics are on: such a transaction never reaches the
-    /// Release function, which writes every other one's.
-    pub fn emit_metrics(&self, store: &Store) {
-        let (Some(namespace), Some(h)) = (store.cfg.metrics_namespace.as_deref(), &self.header) else { return };
-        if !self.ended_here {
-            return;
+    /// Reports the end of a transaction this run carried out in one call, with the capacity that call consumed: its
+    /// metrics line (CloudWatch EMF, [`crate::protocol::metrics`]) when metrics are on, and its end event when the
+    /// store announces ends ([`Store::announce`]). Such a transaction never reaches the Release function, which reports
+    /// every other one's.
+    pub async fn report_end(&self, store: &Store) {
+        let Some(h) = self.header.as_deref().filter(|_| self.ended_here) else { return };
+        let h = records::Header { usage: self.usage, ..h.clone() };
+        if let Some(namespace) = store.cfg.metrics_namespace.as_deref() {
+            println!("{}", crate::protocol::metrics::record(&h, namespace, now_ms()));
         }
-        let h = records::Header { usage: self.usage, ..(**h).clone() };
-        println!("{}", crate::protocol::metrics::record(&h, namespace, now_ms()));
+        store.announce(crate::protocol::metrics::end_event(&h, now_ms())).await;
     }
 }
 
