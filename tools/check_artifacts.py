@@ -178,7 +178,7 @@ def main():
     with open(os.path.join(ROOT, "template.yaml")) as f:
         template = yaml_parse(f.read())
     functions = {
-        name: r["Metadata"]["BuildProperties"]["Binary"]
+        name: r["Properties"]["Handler"]
         for name, r in template["Resources"].items()
         if r["Type"] == "AWS::Serverless::Function"
     }
@@ -189,6 +189,12 @@ def main():
         if isinstance(m, dict) and "Ref" in m:
             m = template["Parameters"][m["Ref"]]["Default"]
         return int(m)
+
+    # Where sam build put each function's package: functions with one build definition share a directory
+    # (<first function>-Shared), which the built template's CodeUri names.
+    with open(os.path.join(BUILD, "template.yaml")) as f:
+        built = yaml_parse(f.read())
+    code = {name: os.path.join(BUILD, built["Resources"][name]["Properties"]["CodeUri"]) for name in functions}
 
     memory = {name: memory_of(r) for name, r in template["Resources"].items() if r["Type"] == "AWS::Serverless::Function"}
     ddb = boto3.client("dynamodb", endpoint_url=args.dynamodb, region_name="us-east-1",
@@ -201,6 +207,8 @@ def main():
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "TZ")}
         env.update({
             "AWS_LAMBDA_RUNTIME_API": api.address,
+            # Every package holds the same bootstrap; the function's Handler says which function it is.
+            "_HANDLER": functions[function],
             "AWS_LAMBDA_FUNCTION_NAME": function,
             "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(memory[function]),
             "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
@@ -212,7 +220,7 @@ def main():
             "AWS_ACCESS_KEY_ID": "local",
             "AWS_SECRET_ACCESS_KEY": "local",
             "AWS_ENDPOINT_URL_DYNAMODB": args.dynamodb,
-            "LAMBDA_TASK_ROOT": os.path.join(BUILD, function),
+            "LAMBDA_TASK_ROOT": code[function],
             "SAGA_TABLE": TX_TABLE,
             "SAGA_ALLOWED_TABLES": "Orders,Inventory",
             # The events function starts executions and sends refused events to a queue: neither is reached here
@@ -225,13 +233,13 @@ def main():
 
     def invoke(function, ev):
         """One cold start answering `ev`; the init time is the least of the cold starts measured for it."""
-        bootstrap = os.path.join(BUILD, function, "bootstrap")
+        bootstrap = os.path.join(code[function], "bootstrap")
         api = RuntimeApi()
         return api.run(wrap + [bootstrap], env_for(function, api), ev)
 
     # 1. Package sizes.
     for function in sorted(functions):
-        bootstrap = os.path.join(BUILD, function, "bootstrap")
+        bootstrap = os.path.join(code[function], "bootstrap")
         if not os.path.exists(bootstrap):
             failures.append(f"{function}: no {bootstrap}; run sam build first")
             continue

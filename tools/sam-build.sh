@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the SAM application as `sam deploy` ships it: every function a release build for arm64 (provided.al2023),
 # through SAM's rust-cargolambda build method (cargo-lambda cross-compiles with zig). Offline apart from crates.io
-# and PyPI; no Docker. Prints each function's bootstrap size at the end.
-#   tools/sam-build.sh            (a cold build takes 10-25 minutes on 2 cores)
+# and PyPI; no Docker. Every function's package holds the one binary saga-functions (functions/all), which runs the
+# function its Handler names; sam build makes one directory for each group of functions with the same build metadata.
+# Prints the bootstrap's size at the end.
+#   tools/sam-build.sh            (a cold build takes about 5 minutes on 2 cores)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -17,7 +19,7 @@ export PATH="$venv/bin:$PATH" SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=${AWS_DEFAU
 # rust-cargolambda is still a beta build method, so no release stops at a prompt.
 sam build
 echo
-echo "function bootstrap sizes (release, arm64):"
+echo "bootstrap sizes (release, arm64):"
 for f in .aws-sam/build/*/bootstrap; do
   printf '  %-20s %s bytes\n' "$(basename "$(dirname "$f")")" "$(stat -c %s "$f")"
 done

@@ -456,7 +456,6 @@ def resolve(sam, config, parameters):
         "symbols": {},
     }
     res = cfn["Resources"]
-    sam_res = sam["Resources"]
 
     def symbol(value, name):
         if isinstance(value, str):
@@ -480,7 +479,9 @@ def resolve(sam, config, parameters):
             symbol(r.getatt(logical, "Arn"), f"${{{logical}.Arn}}")
         elif t == "AWS::Lambda::Function":
             p = r.eval(props)
-            binary = sam_res.get(logical, {}).get("Metadata", {}).get("BuildProperties", {}).get("Binary")
+            # The function's name in the local stack: its Handler, the binary cargo lambda watch runs for it (the
+            # deployed package's bootstrap holds them all and runs the one its Handler names).
+            binary = p.get("Handler")
             role = spec["Properties"]["Role"]["Fn::GetAtt"][0]
             log_group = p.get("LoggingConfig", {}).get("LogGroup") or f"/aws/lambda/{r.name_of(logical)}"
             out["functions"][logical] = {

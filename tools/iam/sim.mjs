@@ -28,7 +28,7 @@
 //
 // A call log line: {"principal": "saga-lock", "service": "dynamodb", "operation": "UpdateItem",
 //   "requests": [{"action": "dynamodb:UpdateItem", "resource": "table/t-abc"}]}
-// principal: a function's binary (its template Metadata.BuildProperties.Binary), "state-machine" (the state machine's
+// principal: a function's binary in the local stack (its template Handler), "state-machine" (the state machine's
 // role invoking a Task's function), or "caller" (the library or CLI in a user's process, held to the docs' policies
 // "caller-in-process", "caller-state-machine" and "caller-stack" together). resource: the ARN after the account (an SQS queue: its
 // name); the service, partition, Region and account are added (arn:aws:<service of the action>:<Region>:<account>:

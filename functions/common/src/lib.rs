@@ -1,4 +1,5 @@
-//! What every phase Lambda shares. Each function's `main.rs` is one call to [`serve`] with its phase.
+//! What every phase Lambda shares. Each phase function's `main.rs` is one call to [`serve`] with its phase, and so is
+//! its arm of `saga-functions` (functions/all), the binary SAM deploys for every function.
 //!
 //! - Configuration (`SAGA_*` environment variables) and the DynamoDB client are built once per cold start.
 //! - Logs are JSON lines, each invocation in a span carrying the Lambda request id and the transaction id.

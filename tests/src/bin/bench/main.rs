@@ -784,7 +784,8 @@ async fn committed_reads(env: &Env, n: usize, way: dynamo_saga::config::Committe
     }
 }
 
-/// Each function's `MemorySize` (MB) and `Timeout` (s) in `template.yaml`, by binary name: its own, else the Globals';
+/// Each function's `MemorySize` (MB) and `Timeout` (s) in `template.yaml`, by its Handler (the name of the binary the
+/// local stack runs for it): its own, else the Globals';
 /// a `!Ref` to a parameter is that parameter's default.
 fn deployed_settings() -> std::collections::BTreeMap<String, (u64, u64)> {
     let text = std::fs::read_to_string(harness::root().join("template.yaml")).expect("template.yaml");
@@ -813,7 +814,7 @@ fn deployed_settings() -> std::collections::BTreeMap<String, (u64, u64)> {
         if in_globals {
             memory = value(line, "MemorySize:").unwrap_or(memory);
             timeout = value(line, "Timeout:").unwrap_or(timeout);
-        } else if let Some(bin) = line.trim().strip_prefix("Binary:") {
+        } else if let Some(bin) = line.trim().strip_prefix("Handler:") {
             current = Some((bin.trim().to_string(), None, None));
         } else if let Some(c) = current.as_mut() {
             c.1 = value(line, "MemorySize:").or(c.1);
