@@ -1114,7 +1114,8 @@ async fn functions() -> Vec<FunctionRow> {
     let mut rows = Vec::new();
     for f in names {
         let bin = format!("saga-{f}");
-        let zip = root.join("target/lambda").join(&bin).join("bootstrap.zip");
+        // Every function deploys the one binary saga-functions, which runs the function its Handler names.
+        let zip = root.join("target/lambda/saga-functions/bootstrap.zip");
         let debug = root.join("target/debug").join(&bin);
         rows.push(FunctionRow {
             function: bin.clone(),
