@@ -452,7 +452,8 @@ function synthetic(cfg) {
   const table = (t) => arnOf(cfg, 'dynamodb', `table/${t}`);
   const user = cfg.allowedTables.map((t) => t.replace('*', 'sample'));
   const cliCalls = [
-    ['dynamodb:DescribeTable', user.map(table)],
+    // The transactions table's replication, checked once a process (Store::admitted), and each table's key schema.
+    ['dynamodb:DescribeTable', [tx, ...user.map(table)]],
     ['dynamodb:BatchGetItem', user.map(table)],
     ['dynamodb:PutItem', [tx, ...user.map(table)]],
     ['dynamodb:UpdateItem', user.map(table)],
@@ -476,7 +477,7 @@ function synthetic(cfg) {
     for (const action of ['dynamodb:GetItem', 'dynamodb:DescribeTable']) add('caller-read', action, t, DOC.cliRead);
     for (const action of ['dynamodb:DescribeTable', 'dynamodb:Scan']) add('caller-read', action, t, DOC.cliAudit);
   }
-  for (const action of ['dynamodb:GetItem', 'dynamodb:BatchGetItem']) add('caller-read', action, tx, DOC.cliRead);
+  for (const action of ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:DescribeTable']) add('caller-read', action, tx, DOC.cliRead);
   add('caller-read', 'dynamodb:GetItem', tx, DOC.cliAudit);
   return calls;
 }
