@@ -1307,6 +1307,38 @@ async fn the_python_and_node_clients_run_against_the_stack() {
     env.assert_clean().await;
 }
 
+/// docs/cli.md's `curl` command, run by `sh` as the page writes it: the API, signed by curl's own SigV4, carries out a
+/// small request at once, and the same request again ends rolled back with the action's reason.
+#[tokio::test]
+async fn the_api_answers_the_curl_command_of_docs_cli_md() {
+    let env = Env::on_stack("curl").await;
+    let st = stack().await;
+    let page = std::fs::read_to_string(harness::root().join("docs/cli.md")).expect("docs/cli.md");
+    let url = "\"$API_URL/transactions\"";
+    let start = page.find("\ncurl ").expect("a curl command in docs/cli.md") + 1;
+    let command = &page[start..start + page[start..].find(url).expect("its URL") + url.len()];
+    let mut answers = Vec::new();
+    for _ in 0..2 {
+        let out = tokio::process::Command::new("sh")
+            .args(["-c", command])
+            .env("API_URL", &st.api)
+            .env("TABLE", &env.a)
+            .output()
+            .await
+            .expect("curl runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{command}: {stderr}");
+        answers.push(serde_json::from_slice::<Value>(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}")));
+    }
+    let (first, again) = (&answers[0], &answers[1]);
+    assert_eq!((first["State"].as_str(), first["Finished"].as_bool()), (Some("COMMITTED"), Some(true)), "{first}");
+    assert!(first["TransactionId"].is_string(), "{first}");
+    assert_eq!((again["State"].as_str(), again["Finished"].as_bool()), (Some("ROLLED_BACK"), Some(true)), "{again}");
+    assert_eq!(again["Cancellation"]["CancellationReasons"][0]["Code"], "ConditionalCheckFailed", "{again}");
+    assert_eq!(env.scan(&env.a).await.keys().filter(|k| k.contains("curl-1")).count(), 1);
+    env.assert_clean().await;
+}
+
 /// Each transaction the stack ends is announced by one EventBridge event on the default bus (source `dynamo-saga`,
 /// detail-type `Transaction Ended`), sent by the function that ended it: Release for one the state machine ran
 /// (committed, or rolled back with the failed action named), the API and events functions for a request they carried
