@@ -25,7 +25,14 @@ trap 'tools/stack.sh stop "$name"; tools/stack.sh stop "$name-mrsc"; rm -f "$SAG
 # The stack is also stopped if this script is killed outright (its watchdog waits for this process).
 # The tests are built first, so the stack's functions are built with the dependencies' features the tests give them,
 # in the same build.
-step "build: tests, debug" cargo test --workspace --no-run
+# Clippy lints the workspace's crates as this build compiles them (clippy-driver as the workspace's compiler wrapper,
+# `cargo clippy`'s own mechanism): any clippy warning fails the build, and no second build checks the dependencies
+# again. Every later build of this run (the local stack's functions, the suites) has the same environment, so it
+# reuses this one.
+RUSTC_WORKSPACE_WRAPPER=$(rustup which clippy-driver)
+CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
+export RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
+step "build: tests, debug, and clippy" cargo test --workspace --no-run
 settings=$(step "local stack: start" env SAGA_MAX_ACTIONS=12000 tools/stack.sh start "$name" $$)
 set -a; . "$settings"; set +a
 step "suites" cargo test --workspace -- --test-threads 4
@@ -67,10 +74,9 @@ echo
 echo "Permission simulation (tools/iam-sim.sh) over $(wc -l <.local/iam/calls.jsonl) logged calls, and" \
   "$(wc -l <.local/iam/calls-mrsc.jsonl) of the stack in MRSC mode:"
 step "permission simulation" bash -o pipefail -c 'tools/iam-sim.sh "$@" | tee .local/iam/simulation.txt' sh "${iam_args[@]}"
-# The release build .ci/run started in the background (SAGA_RELEASE_BUILD_STATUS names the file its exit status goes to):
-# once it has ended, each function's package and bootstrap are checked, for the report.
+# The release build .ci/run ran before this script (SAGA_RELEASE_BUILD_STATUS names the file its exit status went to):
+# each function's package and bootstrap are checked, for the report.
 if [ -n "${SAGA_RELEASE_BUILD_STATUS:-}" ]; then
-  step "waiting for the release build" sh -c 'while [ ! -s "$1" ]; do sleep 5; done' sh "$SAGA_RELEASE_BUILD_STATUS"
   if [ "$(cat "$SAGA_RELEASE_BUILD_STATUS")" != 0 ]; then
     tail -n 50 .local/release-build.log >&2
     echo "test: the release build for sam deploy failed (.local/release-build.log)" >&2
