@@ -1405,3 +1405,116 @@ async fn each_transaction_the_stack_ends_is_announced_by_one_event() {
     }
     env.assert_clean().await;
 }
+
+/// Snapshot reads through the API (`POST /transactions/reads`, IAM-authorized): a bank of 120 accounts summed while
+/// transfers run has its total in every answer; a caller entitled to read a table only (`read:` in
+/// `CallerEntitlements`) reads it, and is refused a write to it and a read of a table it is not entitled to; a bad
+/// request is a 400 naming the item; an answer over what a Lambda function may answer API Gateway with is refused,
+/// naming the limit.
+#[tokio::test]
+async fn snapshot_reads_through_the_api_have_the_bank_total_and_follow_read_entitlements() {
+    use harness::api::{call, LOCAL, ORDERS};
+    use harness::bank::{self, Driver, Params};
+    let st = stack().await;
+    let gets = |table: &str, keys: Vec<String>| {
+        let items: Vec<Value> =
+            keys.iter().map(|k| json!({"Get": {"TableName": table, "Key": {"pk": sv(k)}}})).collect();
+        json!({ "TransactItems": items })
+    };
+    // Rounds of transfers, each on a bank of its own, until two reads have answered while transfers ran (a read the
+    // transfers keep changing is cancelled with TransactionConflict).
+    let (mut answered, mut conflicts, mut committed, mut rounds) = (0, 0, 0, 0);
+    let mut env = None;
+    while answered < 2 {
+        assert!(rounds < 8, "{answered} answers, {conflicts} conflicts in {rounds} rounds");
+        rounds += 1;
+        let bank_env = Env::on_stack(&format!("snapapi{rounds}")).await;
+        let p = Params {
+            driver: Driver::Library,
+            accounts: 120,
+            workers: 3,
+            transfers_per_worker: 4,
+            min_k: 2,
+            max_k: 110,
+            plain_writers: 0,
+            deadline_seconds: 120,
+            seed: 5 + rounds,
+        };
+        bank::seed(&bank_env, &p).await;
+        let body = gets(&bank_env.a, (0..p.accounts).map(bank::acct).collect());
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let reader = async {
+            let (mut answered, mut conflicts) = (0, 0);
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let (code, out) = call(st, LOCAL, "POST", "/transactions/reads", Some(&body)).await;
+                match code {
+                    200 => {
+                        let total: i64 = out["Responses"]
+                            .as_array()
+                            .expect("Responses")
+                            .iter()
+                            .map(|r| r["Item"]["bal"]["N"].as_str().expect("a balance").parse::<i64>().unwrap())
+                            .sum();
+                        assert_eq!(total, bank::START_BALANCE * p.accounts as i64, "an answer saw part of a transfer");
+                        answered += 1;
+                    }
+                    400 if out["__type"] == "TransactionCanceled" => {
+                        assert!(out["CancellationReasons"].as_array().is_some_and(|r| r.len() == p.accounts), "{out}");
+                        conflicts += 1;
+                    }
+                    _ => panic!("POST /transactions/reads answered {code}: {out}"),
+                }
+            }
+            (answered, conflicts)
+        };
+        let transfers = async {
+            let o = bank::run(&bank_env, &p).await;
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            o
+        };
+        let (o, (a, c)) = tokio::join!(transfers, reader);
+        bank::check(&bank_env, &p, &o).await;
+        (answered, conflicts, committed) = (answered + a, conflicts + c, committed + o.committed);
+        env = Some(bank_env);
+    }
+    let env = env.expect("a round ran");
+
+    // Read entitlements: the orders service may read the ledger tables (`read:t-ent-ledger-*`), not write them.
+    let ledger = Env::on_stack("ent-ledger").await;
+    ledger.put(&ledger.a, json!({"pk": sv("l-1"), "v": nv(3)})).await;
+    let (code, out) =
+        call(st, ORDERS, "POST", "/transactions/reads", Some(&gets(&ledger.a, vec!["l-1".into(), "l-2".into()]))).await;
+    assert_eq!(code, 200, "{out}");
+    assert_eq!(out["Responses"], json!([{"Item": {"pk": sv("l-1"), "v": nv(3)}}, {}]));
+    let write = json!({"TransactItems": [{"Put": {"TableName": ledger.a, "Item": {"pk": sv("l-2")}}}]});
+    let (code, out) = call(st, ORDERS, "POST", "/transactions", Some(&write)).await;
+    assert_eq!((code, out["__type"].as_str()), (403, Some("AccessDenied")), "{out}");
+    let (code, out) = call(st, ORDERS, "POST", "/transactions/reads", Some(&gets(&env.a, vec![bank::acct(0)]))).await;
+    assert_eq!((code, out["__type"].as_str()), (403, Some("AccessDenied")), "{out}");
+    assert!(out["message"].as_str().unwrap().contains("may not read table"), "{out}");
+
+    // A bad request names the item; nothing is read.
+    let bad = json!({"TransactItems": [{"Get": {"TableName": env.a, "Key": {"pk": sv("a")}}}, {"Get": {"TableName": env.a, "Key": {"pk": nv(1)}}}]});
+    let (code, out) = call(st, LOCAL, "POST", "/transactions/reads", Some(&bad)).await;
+    assert_eq!((code, out["__type"].as_str()), (400, Some("ValidationError")), "{out}");
+    assert!(out["message"].as_str().unwrap().contains("TransactItems[1].Get: Key"), "{out}");
+
+    // 20 items of 350 KB: 7 MB, over the 6 MB a function may answer API Gateway with.
+    let big = "x".repeat(350 * 1024);
+    harness::put_all(
+        &env.client,
+        &env.b,
+        (0..20).map(|i| json!({"pk": sv(&format!("big-{i}")), "sk": nv(0), "f": sv(&big)})),
+    )
+    .await;
+    let items: Vec<Value> = (0..20)
+        .map(|i| json!({"Get": {"TableName": env.b, "Key": {"pk": sv(&format!("big-{i}")), "sk": nv(0)}}}))
+        .collect();
+    let (code, out) = call(st, LOCAL, "POST", "/transactions/reads", Some(&json!({ "TransactItems": items }))).await;
+    assert_eq!((code, out["__type"].as_str()), (400, Some("ValidationError")), "{out}");
+    assert!(out["message"].as_str().unwrap().contains("over the 6291456"), "{out}");
+    env.assert_clean().await;
+    harness::report(format!(
+        "snapshot reads through the API: {answered} answers of a 120-account bank while {committed} transfers committed ({rounds} rounds), each with the bank's total ({conflicts} cancelled by TransactionConflict); read-only entitlements, bad requests and answers over 6 MB refused"
+    ));
+}

@@ -4,34 +4,15 @@
 //! only to hold a lock. Writers outside the protocol that use the unlocked condition never overwrite a locked item.
 
 use dynamo_saga::config::CommittedReads;
-use dynamo_saga::constants::{ATTR_LOCK, T_TX};
+use dynamo_saga::constants::ATTR_LOCK;
 use dynamo_saga::read::{self, Isolation};
-use dynamo_saga::records::{read_header, token_key, TxState};
+use dynamo_saga::records::{read_header, TxState};
 use dynamo_saga::store::Meter;
 use dynamo_saga::value::{item_from_json, item_to_json};
 use dynamo_saga::{Coordinator, TxError};
+use harness::small::{items, request, state_of};
 use harness::{nv, sv, Env};
 use serde_json::{json, Value};
-
-/// Each item of the transaction: key, value before, value after (None: absent).
-fn items(tag: &str) -> Vec<(String, Option<i64>, Option<i64>)> {
-    vec![
-        (format!("{tag}-upd"), Some(1), Some(9)),
-        (format!("{tag}-del"), Some(1), None),
-        (format!("{tag}-new"), None, Some(7)),
-        (format!("{tag}-chk"), Some(1), Some(1)),
-    ]
-}
-
-fn request(env: &Env, tag: &str) -> Value {
-    let key = |k: &str| json!({"pk": sv(&format!("{tag}-{k}"))});
-    json!({"ClientRequestToken": tag, "TransactItems": [
-        {"Update": {"TableName": env.a, "Key": key("upd"), "UpdateExpression": "SET v = :v", "ExpressionAttributeValues": {":v": nv(9)}}},
-        {"Delete": {"TableName": env.a, "Key": key("del"), "ConditionExpression": "attribute_exists(pk)"}},
-        {"Put": {"TableName": env.a, "Item": {"pk": sv(&format!("{tag}-new")), "v": nv(7)}, "ConditionExpression": "attribute_not_exists(pk)"}},
-        {"ConditionCheck": {"TableName": env.a, "Key": key("chk"), "ConditionExpression": "v = :one", "ExpressionAttributeValues": {":one": nv(1)}}},
-    ]})
-}
 
 async fn seed(env: &Env, tag: &str) {
     for (k, before, _) in items(tag) {
@@ -66,26 +47,6 @@ async fn read_all(env: &Env, tag: &str, isolation: Isolation) -> Vec<Option<i64>
         assert_eq!(&found, v, "BatchGetItem and GetItem disagree on {k:?}");
     }
     one_by_one
-}
-
-/// The state of the transaction a `ClientRequestToken` started, if it got as far as its header.
-async fn state_of(env: &Env, token: &str) -> Option<TxState> {
-    let rec = env
-        .client
-        .get_item()
-        .table_name(&env.tx_table)
-        .set_key(Some(token_key(token)))
-        .consistent_read(true)
-        .send()
-        .await
-        .unwrap()
-        .item?;
-    let id = rec.get(T_TX).and_then(|v| v.as_s().ok()).cloned()?;
-    match read_header(&env.store, &Meter::default(), &id).await {
-        Ok(h) => Some(h.state),
-        Err(TxError::NotFound(_)) => None,
-        Err(e) => panic!("{e}"),
-    }
 }
 
 /// The protocol: the request's 4 actions run through it, one call turned off.

@@ -12,8 +12,9 @@
 # the visit for late writes, --cpu-only for CPU per request (the CLI's submit --in-process beside tests/src/bin/bare.rs,
 # --cpu-runs runs each, default 9) and the model with CPU, --small-only for the orchestration of small requests (the
 # API and events functions, 10 updates), --mrsc-only for MRSC mode beside the single-Region protocol, --lost-only for
-# lost answers through the state machine (a stack of its own, the template's RevisitAfterSeconds); --largest-only does the same for the largest transaction the
-# template allows (--largest-actions, default 100,000 updates), staged through the API function and run through the
+# lost answers through the state machine (a stack of its own, the template's RevisitAfterSeconds), --snapshot-only for
+# snapshot reads beside TransactGetItems, BatchGetItem and read locks, and under writes; --largest-only does the same
+# for the largest transaction the template allows (--largest-actions, default 100,000 updates), staged through the API function and run through the
 # state machine on a stack of optimised function builds (SAGA_STACK_PROFILE=release), with each function's call times,
 # CPU time and peak memory; --seal-only stages and seals the largest request the API function takes (--seal-actions,
 # default 100,000 inserts of --item-bytes bytes), on the same kind of stack, for tools/check_api_timeout.py. A full run
@@ -32,7 +33,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --lambda) lambda=1 ;;
     --functions-only) only=1; args+=("$1") ;;
-    --contention-only | --reads-only | --revisit-only | --cpu-only | --small-only | --mrsc-only | --lost-only) args+=("$1"); section_only=1 ;;
+    --contention-only | --reads-only | --revisit-only | --cpu-only | --small-only | --mrsc-only | --lost-only | --snapshot-only) args+=("$1"); section_only=1 ;;
     --cpu-runs) args+=("$1" "${2:?--cpu-runs needs a number}"); shift ;;
     --largest-only) largest_only=1 ;;
     --seal-only) largest_only=1; largest_args+=("--seal-only") ;;

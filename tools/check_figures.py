@@ -443,6 +443,23 @@ SUITE_LINES = [
     (r"shop \((?P<way>[^)]+)\): (?P<orders>\d+) concurrent orders for (?P<units>\d+) units: (?P<filled>\d+) wholly "
      r"filled, (?P<refused>\d+) refused by their own condition, (?P<sold>\d+) units sold once each, (?P<s>[\d.]+) s",
      lambda d: "shop." + _slug_way(d.pop("way"))),
+    (r"snapshot reads: (?P<answered>\d+) snapshots of a (?P<accounts>\d+)-account bank while (?P<transfers>\d+) "
+     r"transfers of (?P<minK>\d+)-(?P<maxK>\d+) accounts committed \((?P<rounds>\d+) rounds\), each with the bank's "
+     r"total \((?P<conflicts>\d+) cancelled by TransactionConflict, at most (?P<passes>\d+) passes\)",
+     lambda d: "snapshot.bank"),
+    (r"snapshot reads: a 4-action transaction \(update, delete, insert, check\) stopped between every two of its "
+     r"(?P<writes>\d+) writes, read all before or all after at each: (?P<states>.*)",
+     lambda d: "snapshot.stops"),
+    (r"snapshot reads: a 1,000-update transaction stopped at (?P<points>\d+) of its (?P<writes>\d+) writes, read all "
+     r"before or all after at each \((?P<states>.*)\)",
+     lambda d: "snapshot.large"),
+    (r"snapshot reads: 1,000 items of about 1 KB read in (?P<passes>\d+) passes, (?P<calls>\d+) calls, "
+     r"(?P<readUnits>[\d.]+) read units \(native TransactGetItems: 2 an item\)",
+     lambda d: "snapshot.cost"),
+    (r"snapshot reads through the API: (?P<answered>\d+) answers of a (?P<accounts>\d+)-account bank while "
+     r"(?P<transfers>\d+) transfers committed \((?P<rounds>\d+) rounds\), each with the bank's total "
+     r"\((?P<conflicts>\d+) cancelled by TransactionConflict\); read-only entitlements, bad requests and answers over 6 MB refused",
+     lambda d: "snapshot.api"),
     (r"status API during a (?P<actions>\d+)-action transaction: (?P<reads>\d+) reads while it ran, (?P<states>\d+) "
      r"distinct progress states",
      lambda d: "statusApi"),
@@ -470,7 +487,7 @@ SUITE_LINES = [
 LINE_STARTS = ["10,000 actions through the state machine", "Begin carrying a request", "bad input through",
                "committed reads (", "concurrency: ", "crash crash-", "crash recovered by", "killed driver then sweep",
                "late lock write after the end", "late lock write of a Lock call", "parity with native",
-               "refusal catalogue through", "shop (", "status API during", "the API (POST", "throttling: ",
+               "refusal catalogue through", "shop (", "snapshot reads", "status API during", "the API (POST", "throttling: ",
                "update evaluator vs",
                "wound-wait: ", "writes near DynamoDB's limits", "MRSC mode, through the stand-in: ", "MRSC stand-in"]
 # The suites run again in MRSC mode print their lines after this: read as the others, their figures named mrscMode.*.

@@ -170,7 +170,7 @@ AWS_ENDPOINT_URL_SQS=http://127.0.0.1:$moto_port
 AWS_ENDPOINT_URL_EVENTBRIDGE=http://127.0.0.1:$moto_port
 SAGA_END_EVENT_BUS=${SAGA_END_EVENT_BUS-default}
 SAGA_DEAD_LETTER_QUEUE_URL=$dlq
-SAGA_CALLER_ENTITLEMENTS="${SAGA_CALLER_ENTITLEMENTS:-arn:aws:iam::*:user/*=*;event:*:dynamo-saga=*;arn:aws:iam::000000000000:role/orders-service=t-ent-orders-*;event:000000000000:dynamo-saga.orders=t-ent-orders-*}"
+SAGA_CALLER_ENTITLEMENTS="${SAGA_CALLER_ENTITLEMENTS:-arn:aws:iam::*:user/*=*;event:*:dynamo-saga=*;arn:aws:iam::000000000000:role/orders-service=t-ent-orders-*,read:t-ent-ledger-*;event:000000000000:dynamo-saga.orders=t-ent-orders-*}"
 SAGA_STATE_MACHINE_ARN=$sfn_arn
 SAGA_METRICS_NAMESPACE=DynamoSaga/local
 SAGA_CALL_LOG=$dir/calls.jsonl

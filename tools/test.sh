@@ -39,12 +39,12 @@ step "suites" cargo test --workspace -- --test-threads 4
 # The differential, reads, contention and crash suites again as on multi-Region strongly consistent tables
 # (docs/deploy.md, "Several Regions"): each store configured for them and sending through the MRSC stand-in (tools/ddb-proxy.mjs
 # --mrsc), which refuses transactional calls and answers a share of the writes with ReplicatedWriteConflictException.
-# The crash matrix and the reads suite count the writes of a clean run and stop before each, so their stand-in answers
+# The crash matrix and the reads suites count the writes of a clean run and stop before each, so their stand-in answers
 # no conflicts (a write sent again is one more write: the count would not hold from one run to the next).
 step "MRSC mode: parity, contention" env SAGA_TEST_MULTI_REGION=strong \
   cargo test --workspace --test parity --test contention -- --test-threads 4
-step "MRSC mode: crash, reads" env SAGA_TEST_MULTI_REGION=strong SAGA_TEST_CONFLICT=0 \
-  cargo test --workspace --test crash --test reads -- --test-threads 4
+step "MRSC mode: crash, reads, snapshot reads" env SAGA_TEST_MULTI_REGION=strong SAGA_TEST_CONFLICT=0 \
+  cargo test --workspace --test crash --test reads --test snapshot -- --test-threads 4
 # The suites of the state machine, the API, the events function, the sweeper and the CLI's stack again on a stack in
 # MRSC mode (MultiRegionConsistency STRONG): its functions send through an MRSC stand-in of their own, which answers 2%
 # of their writes with ReplicatedWriteConflictException, onto a DynamoDB Local of its own.

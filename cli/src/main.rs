@@ -1,5 +1,5 @@
 //! `dynamo-saga`: submit a transaction and follow it, read a transaction's status, read an item at an isolation
-//! level, run the sweeper once. AWS settings come from the standard chain (profile, region, credentials, and
+//! level, read any number of items as one snapshot, run the sweeper once. AWS settings come from the standard chain (profile, region, credentials, and
 //! `AWS_ENDPOINT_URL_<SERVICE>` for local endpoints).
 //!
 //! dynamo-saga's settings come from a deployed stack (`--stack NAME` or `SAGA_STACK`: its outputs and parameters,
@@ -22,11 +22,12 @@ use std::io::Write;
 use clap::{CommandFactory, Parser, Subcommand};
 use clap_complete::Shell;
 
-use commands::{audit, create_table, get, resume, status, submit, sweep};
+use commands::{audit, create_table, get, read, resume, status, submit, sweep};
 use context::{missing_table_hint, Ctx, Failure};
 use dynamo_saga::constants::ENV_TX_TABLE;
 
-/// Submit a transaction and follow it, read its status, read an item at an isolation level, or sweep.
+/// Submit a transaction and follow it, read its status, read items (one at an isolation level, or any number as one
+/// snapshot), or sweep.
 #[derive(Debug, Parser)]
 #[command(name = "dynamo-saga", version, about, long_about = None, after_help = EXIT_CODES)]
 struct Cli {
@@ -34,7 +35,7 @@ struct Cli {
     #[arg(long, global = true)]
     json: bool,
     /// The deployed dynamo-saga stack whose outputs and parameters give every setting (default: SAGA_STACK). Through
-    /// it, submit, status and resume go through the stack's API and sweep runs the stack's sweeper, unless
+    /// it, submit, status, resume and read go through the stack's API and sweep runs the stack's sweeper, unless
     /// --in-process.
     #[arg(long, global = true, value_name = "NAME", env = "SAGA_STACK", conflicts_with = "table")]
     stack: Option<String>,
@@ -56,6 +57,7 @@ enum Command {
     Submit(submit::Args),
     Status(status::Args),
     Get(get::Args),
+    Read(read::Args),
     Resume(resume::Args),
     Sweep(sweep::Args),
     Audit(audit::Args),
@@ -83,6 +85,7 @@ async fn run(cli: Cli) -> Result<i32, Failure> {
         Command::Submit(args) => submit::exec(&ctx, args).await,
         Command::Status(args) => status::exec(&ctx, args).await,
         Command::Get(args) => get::exec(&ctx, args).await,
+        Command::Read(args) => read::exec(&ctx, args).await,
         Command::Resume(args) => resume::exec(&ctx, args).await,
         Command::Sweep(args) => sweep::exec(&ctx, args).await,
         Command::Audit(args) => audit::exec(&ctx, args).await,

@@ -18,6 +18,15 @@ pub const ATTR_TRANSIENT: &str = "_sagaTransient";
 /// On a locked item: present (true) once the transaction's write has been applied to it.
 pub const ATTR_APPLIED: &str = "_sagaApplied";
 
+/// On every item a transaction has written (a `Put` or an `Update`, by apply or in one `TransactWriteItems` call):
+/// the id of the last transaction that wrote it. It stays after the item is unlocked, so that any transaction's write
+/// between two reads of an item changes it, even one that leaves the caller's attributes as they were: snapshot
+/// reads ([`crate::drivers::snapshot`]) compare two reads of each item to find one instant they all held.
+pub const ATTR_WRITTEN_BY: &str = "_sagaTx";
+/// What [`ATTR_WRITTEN_BY`] adds to an item's size: its name and a transaction id (a ULID, 26 characters). An item
+/// a transaction writes may hold this much less than DynamoDB's 400 KB.
+pub const WRITTEN_BY_BYTES: usize = 7 + 26;
+
 /// On a tombstone (a `Delete` with `Tombstone`): the id of the transaction that wrote it. Reads through
 /// the library hide items that carry it, and conditions see them as absent.
 pub const ATTR_TOMBSTONE: &str = "_sagaTombstone";

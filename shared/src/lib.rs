@@ -164,11 +164,11 @@ pub use {drivers::*, dynamo::*, model::*, protocol::*};
 #[doc(hidden)]
 pub use dynamo_saga_expressions::{eval, expr};
 
-pub use drivers::{audit, coordinator, read, start, status};
+pub use drivers::{audit, coordinator, read, snapshot, start, status};
 pub use dynamo::{sdk, tables};
 
 pub use config::Config;
-pub use coordinator::{Committed, Coordinator, TransactWriteItems};
+pub use coordinator::{Committed, Coordinator, TransactGetItems, TransactWriteItems};
 pub use dynamo::store::{Meter, Store, Usage};
 pub use error::{Cancellation, CancellationReason, TxError};
 pub use protocol::phase::revisit::Revisit;

@@ -78,7 +78,8 @@ pub struct Outcome {
 
 pub const START_BALANCE: i64 = 1_000;
 
-fn acct(i: usize) -> String {
+/// The key of account `i`.
+pub fn acct(i: usize) -> String {
     format!("acct-{i:04}")
 }
 

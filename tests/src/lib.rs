@@ -12,6 +12,7 @@ pub mod diagram;
 pub mod java_library;
 pub mod proxy;
 pub mod sfn_api;
+pub mod small;
 pub mod stack;
 pub mod trips;
 pub mod workload;
@@ -26,8 +27,8 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_sdk_dynamodb::Client;
 use dynamo_saga::constants::{
-    ATTR_TOMBSTONE, H_ACTIONS, H_FINISHED_AT, H_REASONS, H_RETRY, H_STATE, QUEUE_PREFIX, RESERVED_PREFIX, SK_HEADER,
-    TX_PK, TX_SK,
+    ATTR_TOMBSTONE, ATTR_WRITTEN_BY, H_ACTIONS, H_FINISHED_AT, H_REASONS, H_RETRY, H_STATE, QUEUE_PREFIX,
+    RESERVED_PREFIX, SK_HEADER, TX_PK, TX_SK,
 };
 use dynamo_saga::records::Decision;
 use dynamo_saga::value::{item_from_json, item_to_json, Item};
@@ -233,7 +234,16 @@ impl Env {
         self.client.put_item().table_name(table).set_item(Some(item_from_json(&item).unwrap())).send().await.unwrap();
     }
 
+    /// The item at `key` (DynamoDB JSON), without `_sagaTx`, as [`Env::scan`] gives items: what the caller wrote,
+    /// with any lock still on it.
     pub async fn get(&self, table: &str, key: Value) -> Option<Value> {
+        let mut item = self.get_raw(table, key).await?;
+        item.as_object_mut().expect("an item").remove(ATTR_WRITTEN_BY);
+        Some(item)
+    }
+
+    /// The item at `key` as it is.
+    pub async fn get_raw(&self, table: &str, key: Value) -> Option<Value> {
         let out = self
             .client
             .get_item()
@@ -246,12 +256,13 @@ impl Env {
         out.item.map(|i| item_to_json(&i))
     }
 
-    /// Every item of a table, keyed by its canonical JSON key, as DynamoDB JSON.
+    /// Every item of a table, keyed by its canonical JSON key, as DynamoDB JSON, without the id of the transaction
+    /// that last wrote it (`_sagaTx`, which native writes do not leave): what the caller wrote.
     pub async fn scan(&self, table: &str) -> BTreeMap<String, Value> {
         scan(&self.client, table).await
     }
 
-    /// Every data table's items.
+    /// Every data table's items, as [`Env::scan`] gives them.
     pub async fn snapshot(&self) -> BTreeMap<String, BTreeMap<String, Value>> {
         let mut out = BTreeMap::new();
         for t in [&self.a, &self.b] {
@@ -260,21 +271,45 @@ impl Env {
         out
     }
 
-    /// Asserts no item of the data tables carries a reserved attribute (a lock, a flag), and that every transaction
-    /// of the transactions table that ended rolled back says why (see [`assert_rollbacks_named`]).
+    /// Every data table's items as they are, dynamo-saga's attributes included.
+    pub async fn snapshot_raw(&self) -> BTreeMap<String, BTreeMap<String, Value>> {
+        let mut out = BTreeMap::new();
+        for t in [&self.a, &self.b] {
+            out.insert(t.clone(), scan_raw(&self.client, t).await);
+        }
+        out
+    }
+
+    /// Asserts no item of the data tables carries a reserved attribute (a lock, a flag) but the id of the transaction
+    /// that last wrote it, which names a committed transaction when its header is still there; and that every
+    /// transaction of the transactions table that ended rolled back says why (see [`assert_rollbacks_named`]).
     pub async fn assert_clean(&self) {
-        for (t, items) in self.snapshot().await {
+        let records = self.tx_records().await;
+        let states: std::collections::HashMap<String, String> = records
+            .iter()
+            .filter(|r| r.get(TX_SK).and_then(|v| v.as_s().ok()).map(String::as_str) == Some(SK_HEADER))
+            .filter_map(|r| Some((r.get(TX_PK)?.as_s().ok()?.clone(), r.get(H_STATE)?.as_s().ok()?.clone())))
+            .collect();
+        for (t, items) in self.snapshot_raw().await {
             for (k, v) in items {
                 let names: Vec<&String> = v
                     .as_object()
                     .unwrap()
                     .keys()
-                    .filter(|n| n.starts_with(RESERVED_PREFIX) && *n != ATTR_TOMBSTONE)
+                    .filter(|n| n.starts_with(RESERVED_PREFIX) && *n != ATTR_TOMBSTONE && *n != ATTR_WRITTEN_BY)
                     .collect();
                 assert!(names.is_empty(), "{t} {k} still carries {names:?}: {v}");
+                if let Some(by) = v.get(ATTR_WRITTEN_BY) {
+                    let id =
+                        by["S"].as_str().unwrap_or_else(|| panic!("{t} {k}: {ATTR_WRITTEN_BY} is not a string: {v}"));
+                    assert_eq!(id.len(), 26, "{t} {k}: {ATTR_WRITTEN_BY} is no transaction id: {v}");
+                    if let Some(state) = states.get(id) {
+                        assert_eq!(state, "COMMITTED", "{t} {k} was last written by {id}, which is {state}: {v}");
+                    }
+                }
             }
         }
-        assert_rollbacks_named(&self.tx_records().await);
+        assert_rollbacks_named(&records);
     }
 
     /// The rows of every parent's FIFO queue, without the ticket counters.
@@ -398,7 +433,17 @@ pub fn assert_rollbacks_named(records: &[Item]) {
     }
 }
 
+/// Every item of `table`, keyed by its canonical JSON key, as DynamoDB JSON, without `_sagaTx`.
 pub async fn scan(client: &Client, table: &str) -> BTreeMap<String, Value> {
+    let mut out = scan_raw(client, table).await;
+    for v in out.values_mut() {
+        v.as_object_mut().expect("an item").remove(ATTR_WRITTEN_BY);
+    }
+    out
+}
+
+/// Every item of `table` as it is.
+pub async fn scan_raw(client: &Client, table: &str) -> BTreeMap<String, Value> {
     let mut out = BTreeMap::new();
     let mut start = None;
     loop {

@@ -4,6 +4,7 @@
 pub mod audit;
 pub mod create_table;
 pub mod get;
+pub mod read;
 pub mod resume;
 pub mod status;
 pub mod submit;

@@ -28,7 +28,8 @@ pub struct Args {
     pub no_follow: bool,
 }
 
-fn read_request(path: &str) -> Result<Value, Failure> {
+/// The JSON object in `path` (`-`: stdin).
+pub(crate) fn read_request(path: &str) -> Result<Value, Failure> {
     let text = if path == "-" {
         let mut s = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| Failure(2, format!("stdin: {e}")))?;

@@ -310,13 +310,18 @@ pub fn http_reply(status: u16, body: Value) -> ApiGatewayProxyResponse {
 /// is not entitled to, 404 for an unknown transaction, 429 when throttled and 500 otherwise.
 pub fn http_failure(e: &TxError) -> ApiGatewayProxyResponse {
     let status = match e {
-        TxError::Validation(_) => 400,
+        TxError::Validation(_) | TxError::Canceled(_) => 400,
         TxError::AccessDenied(_) => 403,
         TxError::NotFound(_) => 404,
         TxError::Throttled(_) => 429,
         _ => 500,
     };
-    http_reply(status, json!({"__type": e.name(), "message": e.to_string()}))
+    let mut body = json!({"__type": e.name(), "message": e.to_string()});
+    // A snapshot read's conflict: one reason per item, as TransactGetItems gives them.
+    if let TxError::Canceled(c) = e {
+        body["CancellationReasons"] = serde_json::to_value(&c.cancellation_reasons).unwrap_or_default();
+    }
+    http_reply(status, body)
 }
 
 /// Serves an API Gateway (REST, Lambda proxy) function: `route` answers each request with a status and a JSON body, or
@@ -340,6 +345,22 @@ where
         Ok::<ApiGatewayProxyResponse, Error>(out)
     }))
     .await
+}
+
+/// The body of a proxy request as JSON; `{}` when there is none.
+pub fn body_of(request: &ApiGatewayProxyRequest) -> Result<Value, TxError> {
+    let text = match request.body.as_deref() {
+        None | Some("") => return Ok(json!({})),
+        Some(text) if request.is_base64_encoded => {
+            use base64::Engine;
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .map_err(|e| TxError::invalid(None, format!("the body is not valid base64: {e}")))?;
+            String::from_utf8(bytes).map_err(|_| TxError::invalid(None, "the body is not UTF-8 text"))?
+        }
+        Some(text) => text.to_string(),
+    };
+    serde_json::from_str(&text).map_err(|e| TxError::invalid(None, format!("the body is not valid JSON: {e}")))
 }
 
 /// The route of a proxy request: its method and resource (`POST`, `/transactions/{id}/resume`).

@@ -31,27 +31,11 @@
 use dynamo_saga::entitlements::{self, Caller, Entitlements};
 use dynamo_saga::sweeper::StateMachine;
 use dynamo_saga::{staging, start, Store, TxError};
-use saga_lambda::{path_parameter, route_of, ApiGatewayProxyRequest, Error};
+use saga_lambda::{body_of, path_parameter, route_of, ApiGatewayProxyRequest, Error};
 use serde_json::{json, Value};
 
 fn bad(msg: impl Into<String>) -> TxError {
     TxError::invalid(None, msg)
-}
-
-/// The body of a proxy request as JSON; `{}` when there is none.
-fn body_of(request: &ApiGatewayProxyRequest) -> Result<Value, TxError> {
-    let text = match request.body.as_deref() {
-        None | Some("") => return Ok(json!({})),
-        Some(text) if request.is_base64_encoded => {
-            use base64::Engine;
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(text)
-                .map_err(|e| bad(format!("the body is not valid base64: {e}")))?;
-            String::from_utf8(bytes).map_err(|_| bad("the body is not UTF-8 text"))?
-        }
-        Some(text) => text.to_string(),
-    };
-    serde_json::from_str(&text).map_err(|e| bad(format!("the body is not valid JSON: {e}")))
 }
 
 /// What the function holds from its cold start on.

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::Serialize;
 
-use crate::constants::{ATTR_TRANSIENT, RESERVED_PREFIX};
+use crate::constants::{ATTR_TRANSIENT, ATTR_WRITTEN_BY, RESERVED_PREFIX};
 use crate::dynamo::store::{Meter, Store};
 use crate::error::TxError;
 use crate::model::item_attrs::{flag, lock_holder, LockId};
@@ -145,7 +145,8 @@ async fn ended(store: &Store, m: &Meter, tx_id: &str) -> Result<Holder, TxError>
 }
 
 fn trace(table: &str, key: &Item, item: &Item, tx_id: &str, state: &str) -> Trace {
-    let mut attributes: Vec<String> = item.keys().filter(|k| k.starts_with(RESERVED_PREFIX)).cloned().collect();
+    let mut attributes: Vec<String> =
+        item.keys().filter(|k| k.starts_with(RESERVED_PREFIX) && *k != ATTR_WRITTEN_BY).cloned().collect();
     attributes.sort();
     Trace {
         table_name: table.to_string(),

@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, TransactGetItem, TransactWriteItem};
 use serde_json::{json, Map, Value};
 
 pub use crate::drivers::driver::Committed;
@@ -69,6 +69,37 @@ impl Coordinator {
         self.driver.drive_locks(tx_id).await
     }
 
+    /// A snapshot read of any number of the SDK's `TransactGetItem`s, built as `client.transact_get_items()` builds
+    /// one: every item as committed at one instant ([`crate::snapshot`]).
+    ///
+    /// ```no_run
+    /// # async fn example(saga: dynamo_saga::Coordinator) -> Result<(), dynamo_saga::TxError> {
+    /// use aws_sdk_dynamodb::types::{AttributeValue, Get, TransactGetItem};
+    ///
+    /// let mut read = saga.transact_get_items();
+    /// for i in 0..1000 {
+    ///     let get = Get::builder()
+    ///         .table_name("Accounts")
+    ///         .key("pk", AttributeValue::S(format!("account-{i}")))
+    ///         .build()
+    ///         .expect("table and key are set");
+    ///     read = read.transact_items(TransactGetItem::builder().get(get).build());
+    /// }
+    /// let snapshot = read.send().await?;
+    /// let total: i64 = snapshot
+    ///     .responses
+    ///     .iter()
+    ///     .flatten()
+    ///     .filter_map(|item| item.get("balance")?.as_n().ok()?.parse::<i64>().ok())
+    ///     .sum();
+    /// println!("{total} in {} accounts, read in {} passes", snapshot.responses.len(), snapshot.passes);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn transact_get_items(&self) -> TransactGetItems<'_> {
+        TransactGetItems { coordinator: self, items: Vec::new() }
+    }
+
     /// A transaction of any number of the SDK's `TransactWriteItem`s, built as `client.transact_write_items()` builds
     /// one:
     ///
@@ -104,6 +135,34 @@ impl Coordinator {
             lock_wait_seconds: None,
             deadline_seconds: None,
         }
+    }
+}
+
+/// A snapshot read being built, as `client.transact_get_items()` builds one; [`TransactGetItems::send`] reads it.
+/// Made by [`Coordinator::transact_get_items`].
+#[derive(Debug, Clone)]
+pub struct TransactGetItems<'a> {
+    coordinator: &'a Coordinator,
+    items: Vec<TransactGetItem>,
+}
+
+impl TransactGetItems<'_> {
+    /// Appends one `Get`, as the SDK's `transact_items` does.
+    pub fn transact_items(mut self, item: TransactGetItem) -> Self {
+        self.items.push(item);
+        self
+    }
+
+    /// Replaces the `Get`s, as the SDK's `set_transact_items` does.
+    pub fn set_transact_items(mut self, items: Option<Vec<TransactGetItem>>) -> Self {
+        self.items = items.unwrap_or_default();
+        self
+    }
+
+    /// Reads every item as one snapshot. A bad request is refused with `ValidationError` before anything is read;
+    /// items that kept changing cancel it with `TransactionConflict` ([`crate::snapshot`]).
+    pub async fn send(self) -> Result<crate::drivers::snapshot::Snapshot, TxError> {
+        crate::drivers::snapshot::transact_get_items_sdk(self.coordinator.store(), &self.items).await
     }
 }
 

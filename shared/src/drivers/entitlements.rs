@@ -14,8 +14,10 @@
 //!   `arn:aws:iam::ACCOUNT:role/ROLE`, also names every session of it.
 //! - or `event:ACCOUNT:SOURCE` for EventBridge senders: the event's `account` (the account that put it, which
 //!   EventBridge sets) and its `source`, each with the same wildcards.
-//! - `TABLE` is a table name, or a prefix ending in `*` (`orders-*`), as `AllowedTables` names them. A request may name
-//!   a table only when `AllowedTables` allows it and an entry matching the caller lists it.
+//! - `TABLE` is a table name, or a prefix ending in `*` (`orders-*`), as `AllowedTables` names them: the caller may
+//!   write it and read it. `read:TABLE` lets the caller read it only, with a snapshot read (`POST
+//!   /transactions/reads`). A request may name a table only when `AllowedTables` allows it and an entry matching the
+//!   caller lists it.
 //!
 //! Entries for the same caller add up. An empty setting leaves every caller free to name every allowed table.
 
@@ -52,7 +54,15 @@ pub struct Entitlements {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Entry {
     who: Who,
-    tables: Vec<String>,
+    /// Each table pattern, and whether the caller may only read it (`read:TABLE`).
+    tables: Vec<(String, bool)>,
+}
+
+/// What a request does with the tables it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Write,
+    Read,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,10 +94,20 @@ impl Entitlements {
                     format!("{who:?} is neither an IAM principal ARN (arn:PARTITION:SERVICE::ACCOUNT:RESOURCE) nor event:ACCOUNT:SOURCE")
                 })?)
             };
-            let tables: Vec<String> =
-                tables.split(',').map(str::trim).filter(|t| !t.is_empty()).map(String::from).collect();
+            let tables: Vec<(String, bool)> = tables
+                .split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(|t| match t.strip_prefix("read:") {
+                    Some(read) => (read.trim().to_string(), true),
+                    None => (t.to_string(), false),
+                })
+                .collect();
             if tables.is_empty() {
                 return Err(format!("{raw:?} names no table"));
+            }
+            if let Some((t, _)) = tables.iter().find(|(t, _)| t.is_empty()) {
+                return Err(format!("{raw:?}: read:{t} names no table"));
             }
             entries.push(Entry { who, tables });
         }
@@ -101,23 +121,39 @@ impl Entitlements {
         Self::parse(&text).map_err(|e| TxError::Internal(format!("{ENV_CALLER_ENTITLEMENTS}: {e}")))
     }
 
-    /// The table patterns every entry matching `caller` lists.
-    fn tables_of<'a>(&'a self, caller: &Caller<'_>) -> Vec<&'a str> {
+    /// The table patterns every entry matching `caller` lists for `access` (a table it may write it may also read).
+    fn tables_of<'a>(&'a self, caller: &Caller<'_>, access: Access) -> Vec<&'a str> {
         self.entries
             .iter()
             .filter(|e| e.who.matches(caller))
-            .flat_map(|e| e.tables.iter().map(String::as_str))
+            .flat_map(|e| e.tables.iter())
+            .filter(|(_, read_only)| access == Access::Read || !read_only)
+            .map(|(t, _)| t.as_str())
             .collect()
     }
 
-    /// Whether `caller` may name each table of `tables` (the action it is named by, `None` for the `Parent`): the
+    /// Whether `caller` may write each table of `tables` (the action it is named by, `None` for the `Parent`): the
     /// first it may not is refused with `AccessDenied` naming it.
     pub fn check<'t>(
         &self,
         caller: &Caller<'_>,
         tables: impl IntoIterator<Item = (Option<usize>, &'t str)>,
     ) -> Result<(), TxError> {
-        let mine = self.tables_of(caller);
+        self.check_access(caller, Access::Write, tables)
+    }
+
+    /// Whether `caller` may `access` each table of `tables`, as [`Entitlements::check`].
+    pub fn check_access<'t>(
+        &self,
+        caller: &Caller<'_>,
+        access: Access,
+        tables: impl IntoIterator<Item = (Option<usize>, &'t str)>,
+    ) -> Result<(), TxError> {
+        let mine = self.tables_of(caller, access);
+        let verb = match access {
+            Access::Write => "write",
+            Access::Read => "read",
+        };
         for (action, table) in tables {
             if !mine.iter().any(|p| table_matches(p, table)) {
                 let whose = match action {
@@ -126,10 +162,10 @@ impl Entitlements {
                 };
                 let message = if mine.is_empty() {
                     format!(
-                        "{whose}: {caller} may not write table {table}: no entry of {ENV_CALLER_ENTITLEMENTS} names it"
+                        "{whose}: {caller} may not {verb} table {table}: no entry of {ENV_CALLER_ENTITLEMENTS} names it"
                     )
                 } else {
-                    format!("{whose}: {caller} may not write table {table}: its entitlements name {}", mine.join(", "))
+                    format!("{whose}: {caller} may not {verb} table {table}: its entitlements name {}", mine.join(", "))
                 };
                 return Err(TxError::AccessDenied(Denied { action, table: table.to_string(), message }));
             }
@@ -153,6 +189,15 @@ pub fn check_request(entitlements: Option<&Entitlements>, caller: &Caller<'_>, r
     });
     let parent = request.get("Parent").and_then(|p| p.get("TableName")).and_then(Value::as_str).map(|t| (None, t));
     e.check(caller, actions.chain(parent))
+}
+
+/// Checks a snapshot read's request (`{"TransactItems": [{"Get": {"TableName", ...}}]}`) for `caller` when
+/// `entitlements` are set: every table it reads, which an entry must list as a table the caller may write or read.
+pub fn check_read(entitlements: Option<&Entitlements>, caller: &Caller<'_>, request: &Value) -> Result<(), TxError> {
+    let Some(e) = entitlements else { return Ok(()) };
+    let gets = request.get("TransactItems").and_then(Value::as_array).into_iter().flatten().enumerate();
+    let tables = gets.filter_map(|(i, g)| Some((Some(i), g.get("Get")?.get("TableName")?.as_str()?)));
+    e.check_access(caller, Access::Read, tables)
 }
 
 impl Who {
@@ -242,6 +287,28 @@ mod tests {
         let items: Vec<Value> =
             tables.iter().map(|t| json!({"Put": {"TableName": t, "Item": {"pk": {"S": "a"}}}})).collect();
         json!({ "TransactItems": items })
+    }
+
+    #[test]
+    fn a_read_entry_lets_its_caller_read_and_not_write() {
+        let e = entitlements(&format!("{ORDERS_ROLE}=Orders,read:Inventory,read:ledger-*"));
+        let caller = Caller::Principal(Some(ORDERS_ROLE));
+        let gets = |tables: &[&str]| {
+            let items: Vec<Value> =
+                tables.iter().map(|t| json!({"Get": {"TableName": t, "Key": {"pk": {"S": "a"}}}})).collect();
+            json!({ "TransactItems": items })
+        };
+        assert!(check_read(Some(&e), &caller, &gets(&["Orders", "Inventory", "ledger-2026"])).is_ok());
+        let err = check_request(Some(&e), &caller, &request(&["Orders", "Inventory"])).unwrap_err();
+        let TxError::AccessDenied(d) = &err else { panic!("{err:?}") };
+        assert_eq!((d.action, d.table.as_str()), (Some(1), "Inventory"));
+        assert!(err.to_string().contains("may not write table Inventory: its entitlements name Orders"), "{err}");
+        let err = check_read(Some(&e), &caller, &gets(&["Orders", "Payments"])).unwrap_err();
+        assert!(
+            err.to_string().contains("TransactItems[1]: ") && err.to_string().contains("may not read table Payments")
+        );
+        assert!(check_read(None, &caller, &gets(&["Payments"])).is_ok(), "no entitlements: every allowed table");
+        assert!(Entitlements::parse(&format!("{ORDERS_ROLE}=read:")).unwrap_err().contains("names no table"));
     }
 
     #[test]

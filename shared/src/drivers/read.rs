@@ -333,24 +333,25 @@ async fn resolve(
         if h.state != TxState::Committed {
             return Ok(as_is);
         }
+        if store.cfg.committed_reads == CommittedReads::Evaluate {
+            return committed_holder_value(store, m, h, table, &key, &item, as_is).await;
+        }
         return match crate::protocol::stored_request::find_action(store, m, holder, table, &key).await? {
             // A lock that carries another id than the one its batch was recorded locked with was taken by a lock write
             // that landed after apply wrote the item: the item is as the transaction left it.
             Some((batch, _, a)) if h.lock_id(batch, a.index).is_some_and(|id| LockId::of(&item) != Some(id)) => {
                 Ok(as_is)
             }
-            Some((batch, _, a)) if batch >= h.applied && !h.finished() => match store.cfg.committed_reads {
-                CommittedReads::Evaluate => committed_value(store, m, h, &a, as_is).await,
-                CommittedReads::Apply => {
-                    if let Some(message) = crate::protocol::phase::apply::apply_item(store, m, h, batch, &a).await? {
-                        return Err(TxError::ApplyRejected { tx_id: h.id.clone(), action: a.describe(), message });
-                    }
-                    // Applied, by this read or by apply: the item as it is now, which another transaction may hold.
-                    let now = store.get(m, table, key.clone()).await?;
-                    holders.lock().expect("holders lock").remove(&h.id);
-                    Box::pin(resolve(store, m, holders, table, key, now, isolation)).await
+            // CommittedReads::Apply: the reader applies the item's write first, as apply would.
+            Some((batch, _, a)) if batch >= h.applied && !h.finished() => {
+                if let Some(message) = crate::protocol::phase::apply::apply_item(store, m, h, batch, &a).await? {
+                    return Err(TxError::ApplyRejected { tx_id: h.id.clone(), action: a.describe(), message });
                 }
-            },
+                // Applied, by this read or by apply: the item as it is now, which another transaction may hold.
+                let now = store.get(m, table, key.clone()).await?;
+                holders.lock().expect("holders lock").remove(&h.id);
+                Box::pin(resolve(store, m, holders, table, key, now, isolation)).await
+            }
             // A lock on an item of a batch already applied was taken again by a lock run that woke after the commit:
             // the item is as the transaction left it.
             _ => Ok(as_is),
@@ -384,6 +385,34 @@ async fn resolve(
     }
 }
 
+/// `item` (at `table`/`key`, as read: `as_is` without dynamo-saga's attributes, `None` for an item that only holds a
+/// lock) as committed protocol-2 transaction `h`, which holds its lock, leaves it: its action evaluated on it when
+/// apply has not written it yet, or as it is when the lock was taken again by a lock write that landed after apply.
+pub(crate) async fn committed_holder_value(
+    store: &Store,
+    m: &Meter,
+    h: &records::Header,
+    table: &str,
+    key: &Item,
+    item: &Item,
+    as_is: Option<Item>,
+) -> Result<Option<Item>, TxError> {
+    let Some((batch, _, a)) = crate::protocol::stored_request::find_action(store, m, &h.id, table, key).await? else {
+        return Ok(as_is);
+    };
+    match h.lock_id(batch, a.index) {
+        // The lock its batch was recorded locked with, which apply removes as it writes the item: not applied yet,
+        // whatever the header read after the item says of the batch.
+        Some(id) if LockId::of(item) == Some(id) => committed_value(store, m, h, &a, as_is).await,
+        // Another id: a lock write that landed after apply wrote the item; the item is as the transaction left it.
+        Some(_) => Ok(as_is),
+        // A transaction begun before lock writes carried ids: its batch not recorded applied yet.
+        None if batch >= h.applied && !h.finished() => committed_value(store, m, h, &a, as_is).await,
+        // A lock on an item of a batch already applied was taken again by a lock run that woke after the commit.
+        None => Ok(as_is),
+    }
+}
+
 /// The value committed action `a` of protocol-2 transaction `h` leaves on an item it has not applied yet, `before`
 /// being the item as it was. An update is evaluated as DynamoDB will apply it.
 async fn committed_value(
@@ -402,7 +431,7 @@ async fn committed_value(
             let after = crate::protocol::phase::evaluate(a, before.as_ref(), &schema).map_err(|e| {
                 TxError::ApplyRejected { tx_id: h.id.clone(), action: a.describe(), message: e.to_string() }
             })?;
-            Some(after)
+            Some(strip_reserved(after))
         }
     })
 }

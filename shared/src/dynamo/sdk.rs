@@ -189,6 +189,27 @@ pub(crate) fn action_json(item: &TransactWriteItem) -> Result<Value, String> {
     Ok(json!({ kind: b }))
 }
 
+/// A snapshot read's request in DynamoDB JSON (`{"TransactItems": [{"Get": {...}}, ...]}`), from the SDK's
+/// `TransactGetItem`s. An item without its `Get` is refused, naming it.
+pub fn transact_get_items_json(items: &[aws_sdk_dynamodb::types::TransactGetItem]) -> Result<Value, TxError> {
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let g = item.get().ok_or_else(|| TxError::invalid(Some(i), format!("TransactItems[{i}]: no Get")))?;
+        let mut b = Map::new();
+        b.insert("TableName".into(), Value::String(g.table_name().to_owned()));
+        b.insert("Key".into(), value::item_to_json(g.key()));
+        if let Some(p) = g.projection_expression() {
+            b.insert("ProjectionExpression".into(), Value::String(p.to_owned()));
+        }
+        if let Some(names) = g.expression_attribute_names() {
+            let names = names.iter().map(|(k, v)| (k.clone(), Value::String(v.clone())));
+            b.insert("ExpressionAttributeNames".into(), Value::Object(names.collect()));
+        }
+        out.push(json!({ "Get": b }));
+    }
+    Ok(json!({ "TransactItems": out }))
+}
+
 impl CancellationReason {
     /// This reason as the SDK's `CancellationReason` (the item, when there is one, as the SDK's attribute values).
     pub fn to_sdk(&self) -> sdk::CancellationReason {

@@ -185,6 +185,8 @@ pub(crate) mod ph {
     pub const GONE: &str = "#_sagaGone";
     pub const SEEN: &str = ":_sagaSeen";
     pub const TX: &str = ":_sagaTx";
+    pub const WRITTEN_BY: &str = "#_sagaW";
+    pub const WRITTEN_BY_ID: &str = ":_sagaW";
     pub const NOW: &str = ":_sagaNow";
     pub const TRUE: &str = ":_sagaTrue";
     pub const PENDING: &str = ":_sagaPending";

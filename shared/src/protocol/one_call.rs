@@ -21,15 +21,16 @@ use aws_sdk_dynamodb::types::{
 use tracing::info;
 
 use crate::constants::{
-    ATTR_EXPIRES_AT, ATTR_LOCK, ATTR_TOMBSTONE, H_BATCHES, H_DECIDED_AT, H_FINISHED_AT, H_PAGES, H_REASONS, H_STATE,
-    MAX_TRANSACT_ACTIONS, MAX_TRANSACT_BYTES, RESERVED_PREFIX, TX_PK,
+    ATTR_EXPIRES_AT, ATTR_LOCK, ATTR_TOMBSTONE, ATTR_WRITTEN_BY, H_BATCHES, H_DECIDED_AT, H_FINISHED_AT, H_PAGES,
+    H_REASONS, H_STATE, MAX_ITEM_BYTES, MAX_TRANSACT_ACTIONS, MAX_TRANSACT_BYTES, TX_PK, WRITTEN_BY_BYTES,
 };
 use crate::dynamo::store::{Meter, Store, Transacted};
 use crate::error::{CancellationReason, TxError};
-use crate::model::item_attrs::ph;
+use crate::model::item_attrs::{ph, strip_reserved};
 use crate::model::request::{Action, Op, ValidRequest, RATCHET_NAME};
-use crate::model::value::{item_to_json, Item};
+use crate::model::value::{self, item_to_json, Item};
 use crate::model::value::{n, now_ms, s};
+use crate::protocol::phase::writes::written_by_clause;
 use crate::protocol::records::{self, Decision, TxState};
 use dynamo_saga_expressions::expr;
 
@@ -67,7 +68,7 @@ pub(crate) async fn run(
     let mut actions: Vec<&Action> = valid.actions.iter().collect();
     actions.sort_by_key(|a| a.index);
     finish(store, m, &mut header);
-    let mut items = actions.iter().map(|a| write_item(a, true)).collect::<Result<Vec<_>, _>>()?;
+    let mut items = actions.iter().map(|a| write_item(a, true, Some(tx_id))).collect::<Result<Vec<_>, _>>()?;
     items.push(header_put(store, header.clone())?);
     let req = store.client.transact_write_items().set_transact_items(Some(items));
     let reasons = match store.transact(m, req).await? {
@@ -92,7 +93,7 @@ pub(crate) async fn run(
         match code.as_str() {
             CancellationReason::NONE => {}
             CancellationReason::CONDITIONAL_CHECK_FAILED
-                if item.as_ref().is_some_and(|i| i.keys().any(|k| k.starts_with(RESERVED_PREFIX))) =>
+                if item.as_ref().is_some_and(|i| i.contains_key(ATTR_LOCK) || i.contains_key(ATTR_TOMBSTONE)) =>
             {
                 info!(tx_id = %tx_id, action = a.index, "the item is another transaction's: the protocol runs the request");
                 return Ok(Direct::Protocol);
@@ -104,7 +105,7 @@ pub(crate) async fn run(
                 });
                 let mut r = CancellationReason { code: code.clone(), message: Some(message), item: None };
                 if a.return_old && code == CancellationReason::CONDITIONAL_CHECK_FAILED {
-                    r.item = item.as_ref().map(item_to_json);
+                    r.item = item.clone().map(|i| item_to_json(&strip_reserved(i)));
                 }
                 failed.push((a.index, r));
             }
@@ -134,7 +135,8 @@ async fn refused_as_a_whole(
     header: Item,
     message: String,
 ) -> Result<Direct, TxError> {
-    let writes = actions.iter().map(|a| Ok((a.index, write_item(a, false)?))).collect::<Result<Vec<_>, TxError>>()?;
+    let writes =
+        actions.iter().map(|a| Ok((a.index, write_item(a, false, None)?))).collect::<Result<Vec<_>, TxError>>()?;
     let verdict = crate::protocol::judge::judge(store, m, tx_id, writes).await?;
     if let Some(together) = verdict.together.filter(|_| verdict.refused.is_empty()) {
         return Err(TxError::invalid(None, format!("DynamoDB refused the request as a whole: {together}")));
@@ -203,9 +205,34 @@ fn header_put(store: &Store, header: Item) -> Result<TransactWriteItem, TxError>
 }
 
 /// The caller's action as native takes it; `guarded`, with the condition that no transaction of the protocol holds
-/// the item and that it is not a tombstone, and the item back when a condition fails, to tell the two apart.
-pub(crate) fn write_item(a: &Action, guarded: bool) -> Result<TransactWriteItem, TxError> {
+/// the item and that it is not a tombstone, and the item back when a condition fails, to tell the two apart; with
+/// `stamp`, a `Put`'s or an `Update`'s item marked written by that transaction ([`ATTR_WRITTEN_BY`]). A `Put` of an
+/// item the id would take past 400 KB, or an update expression its clause would take past DynamoDB's limits, is sent
+/// as written, without it: a snapshot read then sees that write only by what it changes, as a write outside the
+/// protocol. (Where DynamoDB refuses an item only with the id, near a local index's share of 400 KB or by an update's
+/// result, it refuses the call, and the protocol runs the request: apply writes such an item without the id.)
+pub(crate) fn write_item(a: &Action, guarded: bool, stamp: Option<&str>) -> Result<TransactWriteItem, TxError> {
     let mut names = a.names.clone();
+    let mut values = a.values.clone();
+    let mut update = a.update.clone().unwrap_or_default();
+    let mut item = a.item.clone();
+    if let Some(tx_id) = stamp {
+        match a.op {
+            Op::Put => {
+                if let Some(item) = item.as_mut().filter(|i| value::item_size(i) + WRITTEN_BY_BYTES <= MAX_ITEM_BYTES) {
+                    item.insert(ATTR_WRITTEN_BY.into(), s(tx_id));
+                }
+            }
+            Op::Update => {
+                if let Ok(stamped) = expr::add_actions(&update, expr::ClauseKind::Set, &written_by_clause()) {
+                    update = stamped;
+                    names.insert(ph::WRITTEN_BY.into(), ATTR_WRITTEN_BY.into());
+                    values.insert(ph::WRITTEN_BY_ID.into(), s(tx_id));
+                }
+            }
+            Op::Delete | Op::ConditionCheck => {}
+        }
+    }
     let cond = if guarded {
         names.insert(ph::LOCK.into(), ATTR_LOCK.into());
         names.insert(ph::TOMBSTONE.into(), ATTR_TOMBSTONE.into());
@@ -218,7 +245,7 @@ pub(crate) fn write_item(a: &Action, guarded: bool) -> Result<TransactWriteItem,
         a.condition.clone()
     };
     let names = (!names.is_empty()).then_some(names);
-    let values = (!a.values.is_empty()).then(|| a.values.clone());
+    let values = (!values.is_empty()).then_some(values);
     let old = if guarded || a.return_old {
         ReturnValuesOnConditionCheckFailure::AllOld
     } else {
@@ -241,12 +268,10 @@ pub(crate) fn write_item(a: &Action, guarded: bool) -> Result<TransactWriteItem,
     let b = TransactWriteItem::builder();
     Ok(match a.op {
         Op::Put => {
-            let item = a.item.clone().ok_or_else(|| TxError::Internal(format!("{} has no item", a.describe())))?;
+            let item = item.ok_or_else(|| TxError::Internal(format!("{} has no item", a.describe())))?;
             b.put(guarded!(Put::builder().set_item(Some(item))))
         }
-        Op::Update => b.update(guarded!(Update::builder()
-            .set_key(Some(a.key.clone()))
-            .update_expression(a.update.clone().unwrap_or_default()))),
+        Op::Update => b.update(guarded!(Update::builder().set_key(Some(a.key.clone())).update_expression(update))),
         Op::Delete => b.delete(guarded!(Delete::builder().set_key(Some(a.key.clone())))),
         Op::ConditionCheck => b.condition_check(guarded!(ConditionCheck::builder().set_key(Some(a.key.clone())))),
     }

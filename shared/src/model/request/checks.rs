@@ -133,7 +133,8 @@ pub(crate) fn check_expressions(
     check_reserved_names(opname, &all_refs, names, (op == Op::Put).then_some(key_or_item))
 }
 
-/// A `Put`'s item replaces the locked one whole, without dynamo-saga's attributes: it has DynamoDB's limit to itself.
+/// A `Put`'s item replaces the locked one whole, without dynamo-saga's attributes (apply leaves the transaction's id
+/// off an item DynamoDB refuses with it): it has DynamoDB's limit to itself.
 pub(crate) fn check_put_size(item: &Item) -> Result<(), String> {
     let size = value::item_size(item);
     if size > MAX_ITEM_BYTES {

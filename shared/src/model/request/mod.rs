@@ -347,7 +347,7 @@ fn check_key_value(
     Ok(())
 }
 
-fn check_key(key: &Item, schema: &TableSchema) -> Result<(), String> {
+pub(crate) fn check_key(key: &Item, schema: &TableSchema) -> Result<(), String> {
     for (i, (n, t)) in schema.key_names.iter().zip(&schema.key_types).enumerate() {
         let v = key.get(n).ok_or_else(|| format!("missing key attribute {n:?}"))?;
         check_key_value(n, t, v, i == 1)?;

@@ -29,8 +29,8 @@ use aws_sdk_dynamodb::types::{
 
 use super::{decided, now, ph, progress, used, Outcome, Report};
 use crate::constants::{
-    ATTR_APPLIED, ATTR_LOCK, ATTR_LOCKED_AT, H_APPLIED, H_ATTEMPT, H_STATE, PARENT_LEASE, PARENT_LOCKED_AT,
-    PARENT_LOCK_TOKEN, PARENT_RVN,
+    ATTR_APPLIED, ATTR_LOCK, ATTR_LOCKED_AT, ATTR_WRITTEN_BY, H_APPLIED, H_ATTEMPT, H_STATE, PARENT_LEASE,
+    PARENT_LOCKED_AT, PARENT_LOCK_TOKEN, PARENT_RVN,
 };
 use crate::dynamo::lanes::concurrently;
 use crate::dynamo::store::{Meter, Store, Transacted, Written};
@@ -273,27 +273,45 @@ pub(crate) async fn apply_item(
         return Err(TxError::Internal(format!("{} is applied before its batch was recorded locked", a.describe())));
     }
     let c = &store.client;
-    let sent = match (&a.op, &a.tombstone) {
-        (Op::Update, _) => {
-            let w = super::writes::UpdateWrite::of(a, &owner, id)?;
-            let req = c
-                .update_item()
-                .table_name(&a.table)
-                .set_key(Some(a.key.clone()))
-                .update_expression(w.update)
-                .condition_expression(w.condition)
-                .set_expression_attribute_names(Some(w.names))
-                .set_expression_attribute_values(Some(w.values));
-            store.update(m, req).await
-        }
-        (Op::Put, _) => {
-            let mut item =
-                a.item.clone().ok_or_else(|| TxError::Internal(format!("{} has nothing to put", a.describe())))?;
-            if h.parent.as_ref().is_some_and(|p| same_item(p, a)) {
-                keep_parent_lock(&mut item, h, store.cfg.lease.as_secs());
+    // A Put or an update with the transaction's id (ATTR_WRITTEN_BY), and, when DynamoDB refuses that (an item or an
+    // expression near a limit, which the checks before the commit judged without the id), the same write without it.
+    let owner_ref = owner.as_str();
+    let stamped = |stamp: bool| async move {
+        let owner = owner_ref;
+        match a.op {
+            Op::Update => {
+                let w = super::writes::UpdateWrite::of(a, owner, id, stamp)?;
+                let req = c
+                    .update_item()
+                    .table_name(&a.table)
+                    .set_key(Some(a.key.clone()))
+                    .update_expression(w.update)
+                    .condition_expression(w.condition)
+                    .set_expression_attribute_names(Some(w.names))
+                    .set_expression_attribute_values(Some(w.values));
+                store.update(m, req).await
             }
-            put_held(store, m, &owner, &a.table, item, id).await
+            _ => {
+                let mut item =
+                    a.item.clone().ok_or_else(|| TxError::Internal(format!("{} has nothing to put", a.describe())))?;
+                if stamp {
+                    item.insert(ATTR_WRITTEN_BY.into(), s(&h.id));
+                }
+                if h.parent.as_ref().is_some_and(|p| same_item(p, a)) {
+                    keep_parent_lock(&mut item, h, store.cfg.lease.as_secs());
+                }
+                put_held(store, m, owner, &a.table, item, id).await
+            }
         }
+    };
+    let sent = match (&a.op, &a.tombstone) {
+        (Op::Update | Op::Put, _) => match stamped(true).await {
+            Err(TxError::DynamoDb { message, .. }) if message.starts_with("ValidationException") => {
+                tracing::warn!(tx_id = %h.id, action = a.index, %message, "refused with the transaction's id: written without it");
+                stamped(false).await
+            }
+            other => other,
+        },
         (Op::Delete, Some(t)) => {
             let mut item = t.item(&a.key, &h.id);
             item.insert(t.ttl_attribute.clone(), t.expires_at(now_ms()));

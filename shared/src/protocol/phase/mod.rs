@@ -18,7 +18,7 @@ pub mod retry;
 pub mod revisit;
 pub mod rollback;
 pub mod save;
-mod writes;
+pub(crate) mod writes;
 
 use std::collections::HashMap;
 

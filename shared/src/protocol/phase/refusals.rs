@@ -13,8 +13,8 @@ use crate::protocol::one_call;
 /// nesting, index keys), each update as far as it can be judged without its item
 /// ([`dynamo_saga_expressions::eval::check_update`]), and the room each expression leaves for what the protocol adds.
 /// `ValidationError` on each such action, as `TransactWriteItems` reports them. With `judge_puts`, a `Put` the
-/// pre-commit check covers ([`crate::config::PrecommitCheck`]) is then judged by DynamoDB itself, which needs no item
-/// for it. The request is in hand here, so the protocol's phases never read these items to check them.
+/// pre-commit check covers ([`crate::config::PrecommitCheck`]) is then judged by DynamoDB itself as apply writes it
+/// when DynamoDB refuses it with the transaction's id ([`crate::constants::ATTR_WRITTEN_BY`]), which needs no item for it. The request is in hand here, so the protocol's phases never read these items to check them.
 pub(crate) async fn refused_items<'a>(
     store: &Store,
     m: &Meter,
@@ -45,7 +45,7 @@ pub(crate) async fn refused_items<'a>(
                     PrecommitCheck::Off => false,
                 };
                 if verdict.is_ok() && ask && judge_puts && a.op == Op::Put {
-                    judge.push((a.index, one_call::write_item(a, false)?, a.describe()));
+                    judge.push((a.index, one_call::write_item(a, false, None)?, a.describe()));
                 }
                 verdict
             }

@@ -24,6 +24,7 @@ mod model;
 mod mrsc;
 mod per_request;
 mod small;
+mod snapshot;
 
 use harness::cpu::{CpuMeter, CpuPerAction, WriteCpu};
 use harness::trips::{modelled_ms, traced_store, Model, Tracer};
@@ -379,6 +380,7 @@ struct Args {
     mrsc_only: bool,
     /// Run only lost answers through the state machine ([`lost`]), on a stack of its own.
     lost_only: bool,
+    snapshot_only: bool,
     /// Measure nothing: write the report again from the last run's JSON (after a change to how it is written).
     render_only: bool,
 }
@@ -405,6 +407,7 @@ fn args() -> Args {
         small_only: false,
         mrsc_only: false,
         lost_only: false,
+        snapshot_only: false,
         render_only: false,
     };
     let mut it = std::env::args().skip(1);
@@ -442,6 +445,7 @@ fn args() -> Args {
             "--cpu-runs" => a.cpu_runs = value().parse().expect("a number of runs"),
             "--small-only" => a.small_only = true,
             "--lost-only" => a.lost_only = true,
+            "--snapshot-only" => a.snapshot_only = true,
             "--mrsc-only" => a.mrsc_only = true,
             "--render-only" => a.render_only = true,
             "--seal-actions" => a.seal_actions = value().parse().expect("a number of actions"),
@@ -883,8 +887,14 @@ async fn largest(n: usize, bytes: usize, when: &str) -> LargestRun {
     assert_eq!(all.len(), n);
     for (k, v) in &all {
         assert_eq!(v["v"], nv(1), "{k}: every update applied exactly once");
-        let left: Vec<&String> =
-            v.as_object().unwrap().keys().filter(|a| a.starts_with(dynamo_saga::constants::RESERVED_PREFIX)).collect();
+        let left: Vec<&String> = v
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|a| {
+                a.starts_with(dynamo_saga::constants::RESERVED_PREFIX) && *a != dynamo_saga::constants::ATTR_WRITTEN_BY
+            })
+            .collect();
         assert!(left.is_empty(), "{k} still carries {left:?}");
     }
     eprintln!(
@@ -1693,6 +1703,7 @@ fn markdown(a: &Args, report: &Report, when: &str) -> String {
     }
     if !report.lost.is_empty() {
         md.push_str(&lost::markdown(&report.lost));
+        md.push_str(&snapshot::markdown(&report.snapshot, report.snapshot_load.as_ref()));
     }
     if !report.engine.is_empty() {
         md.push_str(&engine_markdown(report));
@@ -1932,6 +1943,11 @@ struct Report {
     /// Lost answers through the state machine ([`lost`]).
     #[serde(default)]
     lost: Vec<lost::LostRow>,
+    /// Snapshot reads beside the other ways to read many items ([`snapshot`]), and under writes.
+    #[serde(default)]
+    snapshot: Vec<snapshot::SnapshotRow>,
+    #[serde(default)]
+    snapshot_load: Option<snapshot::SnapshotLoad>,
 }
 
 /// DynamoDB Local's CPU per item written by each kind of write call, on 2,000 items of `--item-bytes` (none when this
@@ -2228,6 +2244,7 @@ async fn main() {
         || a.small_only
         || a.mrsc_only
         || a.lost_only
+        || a.snapshot_only
         || a.render_only;
     let mut report = if only {
         let text = std::fs::read_to_string(&json_path).unwrap_or_else(|e| {
@@ -2272,6 +2289,8 @@ async fn main() {
             small_requests: Vec::new(),
             mrsc: Vec::new(),
             lost: Vec::new(),
+            snapshot: Vec::new(),
+            snapshot_load: None,
         }
     };
     if a.cpu_only || !only {
@@ -2288,6 +2307,14 @@ async fn main() {
     if a.lost_only || !only {
         let sizes = [10, 250, 1000];
         report.lost = lost::measure(&sizes, a.item_bytes, 5).await;
+    }
+    if a.snapshot_only || !only {
+        let sizes: Vec<usize> = [10, 100, 1000, 10_000]
+            .into_iter()
+            .filter(|n| *n <= a.sizes.iter().copied().max().unwrap_or(0).max(1000))
+            .collect();
+        report.snapshot = snapshot::measure(&sizes, a.item_bytes).await;
+        report.snapshot_load = Some(snapshot::under_load(1000, 4, 20).await);
     }
     if a.reads_only {
         report.committed_reads = measure_reads(&a).await;
@@ -2311,6 +2338,10 @@ async fn main() {
         _ if a.revisit_only => format!("{} (the visit for late writes on {now})", report.written),
         _ if a.cpu_only => format!("{} (CPU per request and the model with CPU on {now})", report.written),
         _ if a.small_only => format!("{} (small requests on {now})", report.written),
+        _ if a.snapshot_only => match report.when.strip_suffix(')').filter(|w| w.contains(" (")) {
+            Some(earlier) => format!("{earlier}; snapshot reads on {now})"),
+            None => format!("{} (snapshot reads on {now})", report.written),
+        },
         _ if a.lost_only => match report.when.strip_suffix(')').filter(|w| w.contains(" (")) {
             Some(earlier) => format!("{earlier}; lost answers on {now})"),
             None => format!("{} (lost answers on {now})", report.written),
