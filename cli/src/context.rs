@@ -1,27 +1,13 @@
 //! What every command works with: the global options, the stack they name, the AWS configuration, and a failure's
-//! exit code.
+//! exit code ([`Failure`], of its own module, which the stack's outputs use too).
 
 use dynamo_saga::constants::ENV_TX_TABLE;
 use dynamo_saga::sweeper::StateMachine;
-use dynamo_saga::{Config, Store, TxError};
+use dynamo_saga::{Config, Store};
 
 use crate::api::Api;
+pub use crate::failure::Failure;
 use crate::stack::{self, Stack};
-
-/// A failure and its exit code.
-pub struct Failure(pub i32, pub String);
-
-impl From<TxError> for Failure {
-    fn from(e: TxError) -> Self {
-        let code = match &e {
-            TxError::Validation(_) | TxError::AccessDenied(_) => 2,
-            TxError::NotFound(_) => 3,
-            TxError::Canceled(_) | TxError::Aborted(_) => 1,
-            _ => 4,
-        };
-        Failure(code, format!("{}: {e}", e.name()))
-    }
-}
 
 /// The global options, the stack they name, and the AWS configuration loaded once.
 pub struct Ctx {

@@ -14,6 +14,7 @@
 mod api;
 mod commands;
 mod context;
+mod failure;
 mod output;
 mod stack;
 

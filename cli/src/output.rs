@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
 
 use crate::api::Api;
-use crate::context::Failure;
+use crate::failure::Failure;
 
 /// Where a transaction's status is read: the stack's API, or the transactions table itself.
 pub enum Reader<'a> {

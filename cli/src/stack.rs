@@ -10,7 +10,7 @@ use dynamo_saga::constants::{
     ENV_REVISIT_AFTER_SECONDS, ENV_SWEEP_AFTER_SECONDS, ENV_TX_TABLE, MAX_DEADLINE_SECONDS,
 };
 
-use crate::context::Failure;
+use crate::failure::Failure;
 
 /// The `SAGA_*` variables the template gives every function (its `Globals`), and the parameter each is read from.
 pub const PARAMETER_VARIABLES: &[(&str, &str)] = &[
