@@ -734,6 +734,19 @@ async fn a_wounded_execution_loops_through_retry_and_commits_in_the_same_executi
     env.assert_clean().await;
 }
 
+/// The executions of the stack's state machine whose input names any of `needles` (a test's tables, or a transaction
+/// id it knows): the stack is shared with the other tests of this file, which start executions of their own meanwhile.
+async fn executions_naming(sfn: &aws_sdk_sfn::Client, needles: &[&str]) -> usize {
+    let out = sfn.list_executions().state_machine_arn(harness::sfn_api::STATE_MACHINE_ARN).send().await.unwrap();
+    let mut n = 0;
+    for e in out.executions() {
+        let described = sfn.describe_execution().execution_arn(e.execution_arn()).send().await.unwrap();
+        let input = described.input().unwrap_or_default();
+        n += usize::from(needles.iter().any(|needle| input.contains(needle)));
+    }
+    n
+}
+
 /// `POST /transactions` as API Gateway delivers it (a REST proxy event to the API function): bodies with quotes,
 /// apostrophes, backslashes, control characters, unicode and 200 KB reach the tables exactly as sent, carried out in
 /// one call with no execution (committed, or cancelled with the reasons in the answer); the same
@@ -752,10 +765,15 @@ async fn the_api_runs_what_it_is_sent_intact_and_refuses_bad_bodies() {
             (out["statusCode"].as_u64().unwrap(), body)
         }
     };
+    // This test's: those naming its tables, or (run by its id) its staged transaction.
+    let staged_id = std::sync::Mutex::new(String::new());
     let executions = || async {
-        // Not counting those the resume test, which shares the stack's Step Functions endpoint, starts meanwhile.
-        let out = sfn.list_executions().state_machine_arn(harness::sfn_api::STATE_MACHINE_ARN).send().await.unwrap();
-        out.executions().iter().filter(|e| !e.name().starts_with("resume-")).count()
+        let staged = staged_id.lock().unwrap().clone();
+        let mut needles = vec![env.a.as_str(), env.b.as_str()];
+        if !staged.is_empty() {
+            needles.push(&staged);
+        }
+        executions_naming(&sfn, &needles).await
     };
     let finished = |arn: String| async move {
         let (status, output, error, _) = st.ended(&arn).await;
@@ -853,6 +871,7 @@ async fn the_api_runs_what_it_is_sent_intact_and_refuses_bad_bodies() {
         (id, sealed)
     };
     let (staged, sealed) = stage().await;
+    *staged_id.lock().unwrap() = staged.clone();
     let (code, run) = call("POST", "/transactions", Value::Null, sealed["ExecutionInput"].to_string()).await;
     assert_eq!((code, run["TransactionId"].as_str()), (200, Some(staged.as_str())), "{run}");
     let (status, _, error) = finished(run["ExecutionArn"].as_str().unwrap().to_string()).await;
@@ -1130,12 +1149,11 @@ async fn a_body_that_is_not_text_is_refused_through_the_api() {
     let env = Env::on_stack("apibytes").await;
     let st = stack().await;
     let sfn = st.sfn_client();
-    let executions = || async {
-        let out = sfn.list_executions().state_machine_arn(harness::sfn_api::STATE_MACHINE_ARN).send().await.unwrap();
-        out.executions().len()
-    };
     let (code, created) = call(st, LOCAL, "POST", "/transactions/staged", Some(&json!({}))).await;
     assert_eq!(code, 201, "{created}");
+    let id = created["TransactionId"].as_str().unwrap().to_string();
+    let needles = [env.a.as_str(), env.b.as_str(), id.as_str()];
+    let executions = || executions_naming(&sfn, &needles);
     let chunk = format!("/transactions/staged/{}/chunks/0", created["TransactionId"].as_str().unwrap());
     let before = (executions().await, env.snapshot().await);
     // A request whose item value carries a byte no UTF-8 text has (a Latin-1 "é"), and bytes that are no text at all.
@@ -1165,10 +1183,8 @@ async fn api_callers_write_only_the_tables_they_are_entitled_to() {
     let other = Env::on_stack("ent-other").await;
     let st = stack().await;
     let sfn = st.sfn_client();
-    let executions = || async {
-        let out = sfn.list_executions().state_machine_arn(harness::sfn_api::STATE_MACHINE_ARN).send().await.unwrap();
-        out.executions().len()
-    };
+    let needles = [mine.a.as_str(), mine.b.as_str(), other.a.as_str(), other.b.as_str()];
+    let executions = || executions_naming(&sfn, &needles);
     let put = |t: &str, pk: &str| json!({"Put": {"TableName": t, "Item": {"pk": sv(pk)}}});
 
     // Entitled: two actions, carried out in one call (through an execution in MRSC mode). (Executions the API starts
