@@ -34,7 +34,7 @@
 # Needs: credentials allowed to create and delete the stack (CloudFormation, IAM roles, Lambda, API Gateway and its
 # account settings, Step Functions, DynamoDB, SQS, EventBridge, CloudWatch, CloudWatch Logs, and S3 for the packages)
 # and to call the API, the state machine and the tables; the AWS CLI (version 2), jq, python3 with venv, and a Rust
-# toolchain (1.85 or later, with rustup). awscurl is used from PATH, or installed into .local/venv. A cold build takes about 5 minutes on 2 cores.
+# toolchain (1.85 or later, with rustup). awscurl is used from PATH, or installed into .local/venv. A cold build takes 5 to 10 minutes on 2 cores.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
