@@ -198,6 +198,13 @@ async fn headers(env: &Env) -> usize {
     env.tx_records().await.iter().filter(|r| is_header(r)).count()
 }
 
+/// Runs `body` on `store`, which must refuse it with a `ValidationError`: its message.
+async fn refused(store: Store, body: &Value) -> String {
+    let e = Coordinator::new(store).run(body).await.expect_err("refused");
+    assert_eq!(e.name(), "ValidationError", "{e}");
+    e.to_string()
+}
+
 /// A global table with multi-Region eventual consistency is refused, saying why, unless the one Region allowed to
 /// drive transactions on it is named; then every other Region refuses, naming that Region. An MRSC table is refused
 /// without the strong mode. Nothing is written for a refused request.
@@ -207,14 +214,7 @@ async fn global_tables_are_refused_where_they_cannot_be_driven_safely() {
     let eventual = Proxy::start_args(&["--replicas", "us-east-1,eu-west-1", "--consistency", "EVENTUAL"]).await;
     let body = counters(&env, "e", 2).await;
     let before = env.snapshot().await;
-    let refused = |store: Store| {
-        let body = body.clone();
-        async move {
-            let e = Coordinator::new(store).run(&body).await.expect_err("refused");
-            assert_eq!(e.name(), "ValidationError", "{e}");
-            e.to_string()
-        }
-    };
+    let refused = |store: Store| refused(store, &body);
     for tune in [|c: Config| c, strong] {
         let e = refused(through(&env, &eventual, tune)).await;
         assert!(e.contains("multi-Region eventual consistency") && e.contains("last writer wins"), "{e}");
@@ -254,14 +254,7 @@ async fn the_transactions_table_is_refused_where_it_cannot_be_driven_safely() {
     .await;
     let body = counters(&env, "x", 2).await;
     let before = env.snapshot().await;
-    let refused = |store: Store| {
-        let body = body.clone();
-        async move {
-            let e = Coordinator::new(store).run(&body).await.expect_err("refused");
-            assert_eq!(e.name(), "ValidationError", "{e}");
-            e.to_string()
-        }
-    };
+    let refused = |store: Store| refused(store, &body);
     let e = refused(through(&env, &eventual, |c| c)).await;
     assert!(e.contains(&format!("table {:?}", env.tx_table)) && e.contains("multi-Region eventual"), "{e}");
     let elsewhere = |c: Config| Config { eventual_region: Some("eu-west-1".into()), ..c };
