@@ -153,6 +153,30 @@ async fn submit_reports_a_rollback_with_its_reasons_and_runs_in_process_from_std
     assert_eq!(stdout_json(&out)["State"], "COMMITTED");
 }
 
+/// `read` in this process: `TransactGetItems` JSON in, every item as one snapshot out (an absent item an empty
+/// response), in request order; a bad request is refused naming the item.
+#[tokio::test]
+async fn read_answers_a_snapshot_in_request_order() {
+    let env = Env::on_stack("cliread").await;
+    let st = stack().await;
+    env.put(&env.a, json!({"pk": sv("s1"), "v": nv(1)})).await;
+    env.put(&env.a, json!({"pk": sv("s3"), "v": nv(3)})).await;
+    let get = |k: &str| json!({"Get": {"TableName": env.a, "Key": {"pk": sv(k)}}});
+    let body = json!({"TransactItems": [get("s3"), get("s2"), get("s1")]}).to_string();
+    let out = cli(&st.tx_table, &["--json", "read", "-", "--in-process"], Some(body)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let s = stdout_json(&out);
+    assert_eq!(
+        s["Responses"],
+        json!([{"Item": {"pk": sv("s3"), "v": nv(3)}}, {}, {"Item": {"pk": sv("s1"), "v": nv(1)}}]),
+        "{s}"
+    );
+    let bad = json!({"TransactItems": [get("s1"), get("s1")]}).to_string();
+    let out = cli(&st.tx_table, &["read", "-", "--in-process"], Some(bad)).await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("TransactItems[1]"), "{}", stderr(&out));
+}
+
 #[tokio::test]
 async fn sweep_finishes_an_abandoned_transaction() {
     // Its own transactions table, so the sweep touches nothing of the tests running beside it.
