@@ -82,7 +82,9 @@ if [ "$largest_only" = 1 ]; then
 fi
 name="bench-$$"
 trap 'tools/stack.sh stop "$name"' EXIT
-settings=$(tools/stack.sh start "$name" $$)
+# Its functions log as deployed functions do (template.yaml's RUST_LOG): the all-in rows count their log lines.
+rust_log=$(awk '/^ *RUST_LOG:/ {print $2; exit}' template.yaml)
+settings=$(RUST_LOG=${rust_log:?template.yaml sets no RUST_LOG} tools/stack.sh start "$name" $$)
 (set -a; . "$settings"; set +a; exec target/bench-run/bench "${args[@]}")
 tools/stack.sh stop "$name"
 [ "$section_only" = 1 ] || largest

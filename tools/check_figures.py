@@ -359,6 +359,20 @@ def bench_figures(bench, usd):
             f[p + "vsDynamoDB"] = orchestration / ddb10
             f[p + "totalUsdPer1000"] = orchestration + ddb10
 
+    for r in bench.get("allIn", []):
+        n = r["actions"]
+        p = f"allIn.{n}."
+        extra = r["apiGatewayUsdPer1000"] + r["eventsUsdPer1000"] + r["logsUsdPer1000"]
+        f.update({p + "apiRequests": r["apiRequests"], p + "lambdaCalls": r["lambdaCalls"],
+                  p + "functionLogBytes": r["functionLogBytes"],
+                  p + "logBytes": r["functionLogBytes"] + r["platformLogBytes"] + r["accessLogBytes"],
+                  p + "apiGatewayUsdPer1000": r["apiGatewayUsdPer1000"], p + "eventsUsdPer1000": r["eventsUsdPer1000"],
+                  p + "logsUsdPer1000": r["logsUsdPer1000"], p + "extraUsdPer1000": extra})
+        # With DynamoDB, Step Functions and Lambda: the API's one call at 10 actions, the state machine above.
+        base = f.get("small.api.totalUsdPer1000") if n == 10 else f.get(f"stateMachine.{n}.totalUsdPer1000")
+        if base is not None:
+            f[p + "totalUsdPer1000"] = base + extra
+
     for r in bench.get("mrsc", []):
         p = f"mrsc.{r['actions']}."
         for way, q in (("mrsc", p), ("singleRegion", p + "singleRegion.")):

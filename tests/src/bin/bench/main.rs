@@ -1698,6 +1698,7 @@ fn markdown(a: &Args, report: &Report, when: &str) -> String {
             machine.iter().find(|r| r.actions == 10).map(|r| (per_1000(r.usd, 10), per_1000(r.lambda_usd, 10)));
         md.push_str(&small::markdown(&report.small_requests, dynamodb, standard));
     }
+    md.push_str(&small::all_in_markdown(&report.all_in));
     if !report.mrsc.is_empty() {
         md.push_str(&mrsc::markdown(&report.mrsc));
     }
@@ -1937,6 +1938,9 @@ struct Report {
     /// Small requests' orchestration ([`small`]).
     #[serde(default)]
     small_requests: Vec<small::SmallRow>,
+    /// What a transaction costs beyond DynamoDB, Step Functions and Lambda ([`small::all_in`]).
+    #[serde(default)]
+    all_in: Vec<small::AllInRow>,
     /// MRSC mode beside the single-Region protocol ([`mrsc`]).
     #[serde(default)]
     mrsc: Vec<mrsc::MrscRow>,
@@ -2287,6 +2291,7 @@ async fn main() {
             cpu_per_request: Vec::new(),
             model: Vec::new(),
             small_requests: Vec::new(),
+            all_in: Vec::new(),
             mrsc: Vec::new(),
             lost: Vec::new(),
             snapshot: Vec::new(),
@@ -2299,6 +2304,7 @@ async fn main() {
     }
     if a.small_only || (!only && std::env::var("LAMBDA_ENDPOINT").is_ok()) {
         report.small_requests = small::measure(a.item_bytes, 5).await;
+        report.all_in = small::all_in(a.item_bytes, 20, &[1000, 10_000]).await;
     }
     if a.mrsc_only || !only {
         let sizes: Vec<usize> = a.sizes.iter().copied().filter(|n| *n <= 10_000).collect();
