@@ -31,6 +31,57 @@ async fn commits_250_actions_through_the_state_machine() {
     let h = dynamo_saga::records::read_header(&env.store, &Meter::default(), id).await.unwrap();
     assert_eq!(h.needs_revisit(), h.revisit_pending() || h.revisited_at.is_some(), "flagged exactly then: {h:?}");
     assert_eq!(ex.task_calls, 7, "{ex:?}");
+    // docs/clients.md shows the status answer of such a transaction: the same fields, of the same JSON types, and the
+    // same state, size and progress.
+    let event = harness::api::event("GET", "/transactions/{id}", json!({ "id": id }), None);
+    let out = stack().await.invoke("saga-status", &event).await.expect("the status function answers");
+    assert_eq!(out["statusCode"], 200, "{out}");
+    let answer: Value = serde_json::from_str(out["body"].as_str().unwrap()).unwrap();
+    let sample = documented_status_answer();
+    // Fields an answer has only at times: the token when the request gave one, and a visit after a lost answer.
+    let without = |v: &Value| {
+        let mut v = v.clone();
+        for optional in ["ClientRequestToken", "Revisit"] {
+            v.as_object_mut().unwrap().remove(optional);
+        }
+        shape(&v)
+    };
+    assert_eq!(without(&answer), without(&sample), "docs/clients.md's sample against {answer}");
+    for field in ["State", "Finished", "Next", "Attempt", "WaitedMs", "Actions", "Batches", "Protocol", "Progress"] {
+        assert_eq!(answer[field], sample[field], "{field}: {answer}");
+    }
+}
+
+/// The JSON block under "## The status answer" of docs/clients.md.
+fn documented_status_answer() -> Value {
+    let page = std::fs::read_to_string(harness::root().join("docs/clients.md")).unwrap();
+    let section = page.split("## The status answer").nth(1).expect("docs/clients.md has the status answer");
+    let block = section.split("```json").nth(1).and_then(|b| b.split("```").next()).expect("a json block");
+    serde_json::from_str(block).unwrap_or_else(|e| panic!("docs/clients.md's status answer: {e}"))
+}
+
+/// Each field's path and JSON type, objects followed into.
+fn shape(v: &Value) -> Vec<String> {
+    fn walk(v: &Value, path: String, out: &mut Vec<String>) {
+        let kind = match v {
+            Value::Null => "null",
+            Value::Bool(_) => "bool",
+            Value::Number(_) => "number",
+            Value::String(_) => "string",
+            Value::Array(_) => "array",
+            Value::Object(m) => {
+                for (k, x) in m {
+                    walk(x, format!("{path}.{k}"), out);
+                }
+                "object"
+            }
+        };
+        out.push(format!("{path}: {kind}"));
+    }
+    let mut out = Vec::new();
+    walk(v, String::new(), &mut out);
+    out.sort();
+    out
 }
 
 #[tokio::test]
