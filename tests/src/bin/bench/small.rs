@@ -206,7 +206,8 @@ pub fn access_record_bytes() -> u64 {
     let mut lines = lines.skip_while(|l| !l.trim_start().starts_with("Format: >-"));
     let indent = |l: &str| l.len() - l.trim_start().len();
     let key = lines.next().map(indent).expect("an access log Format");
-    let format = lines.take_while(|l| indent(l) > key && !l.trim().is_empty()).map(str::trim).collect::<Vec<_>>().join(" ");
+    let format =
+        lines.take_while(|l| indent(l) > key && !l.trim().is_empty()).map(str::trim).collect::<Vec<_>>().join(" ");
     let values = [
         ("$context.requestId", "c6af9ac6-7b61-11e6-9a41-93e8deadbeef"),
         ("$context.extendedRequestId", "BXn1kFN9IAMEbXw="),
@@ -236,7 +237,8 @@ pub fn access_record_bytes() -> u64 {
         record = record.replace(k, v);
     }
     assert!(!record.contains("$context."), "a $context variable with no value here: {record}");
-    serde_json::from_str::<Value>(&record).unwrap_or_else(|e| panic!("the access log format is not JSON: {e}: {record}"));
+    serde_json::from_str::<Value>(&record)
+        .unwrap_or_else(|e| panic!("the access log format is not JSON: {e}: {record}"));
     record.len() as u64 + 1
 }
 
@@ -257,29 +259,30 @@ pub async fn all_in(bytes: usize, runs: usize, staged: &[usize]) -> Vec<AllInRow
     );
     let env = Env::on_stack("bench-allin").await;
     let (platform, access) = (platform_record_bytes(), access_record_bytes());
-    let row = |way: &str, actions: usize, transactions: usize, api_requests: usize, calls: usize, logs: FunctionLogs| {
-        let per_1000 = |usd_per_transaction: f64| usd_per_transaction * 1000.0 / actions as f64;
-        let per = |x: u64| x / transactions as u64;
-        let log_bytes = per(logs.bytes);
-        let (platform_log_bytes, access_log_bytes) = (calls as u64 * platform, api_requests as u64 * access);
-        let all_logs = (log_bytes + platform_log_bytes + access_log_bytes) as f64 / 1e9;
-        AllInRow {
-            way: way.into(),
-            actions,
-            transactions,
-            api_requests,
-            lambda_calls: calls,
-            function_log_bytes: log_bytes,
-            warnings: per(logs.warnings),
-            warning_bytes: per(logs.warning_bytes),
-            platform_log_bytes,
-            access_log_bytes,
-            events: 1,
-            api_gateway_usd_per_1000: per_1000(api_requests as f64 * USD_PER_API_REQUEST),
-            logs_usd_per_1000: per_1000(all_logs * USD_PER_LOG_GB),
-            events_usd_per_1000: per_1000(USD_PER_EVENT),
-        }
-    };
+    let row =
+        |way: &str, actions: usize, transactions: usize, api_requests: usize, calls: usize, logs: FunctionLogs| {
+            let per_1000 = |usd_per_transaction: f64| usd_per_transaction * 1000.0 / actions as f64;
+            let per = |x: u64| x / transactions as u64;
+            let log_bytes = per(logs.bytes);
+            let (platform_log_bytes, access_log_bytes) = (calls as u64 * platform, api_requests as u64 * access);
+            let all_logs = (log_bytes + platform_log_bytes + access_log_bytes) as f64 / 1e9;
+            AllInRow {
+                way: way.into(),
+                actions,
+                transactions,
+                api_requests,
+                lambda_calls: calls,
+                function_log_bytes: log_bytes,
+                warnings: per(logs.warnings),
+                warning_bytes: per(logs.warning_bytes),
+                platform_log_bytes,
+                access_log_bytes,
+                events: 1,
+                api_gateway_usd_per_1000: per_1000(api_requests as f64 * USD_PER_API_REQUEST),
+                logs_usd_per_1000: per_1000(all_logs * USD_PER_LOG_GB),
+                events_usd_per_1000: per_1000(USD_PER_EVENT),
+            }
+        };
     let mut out = Vec::new();
     let n = 10;
     let before = function_logs(&st.dir);
