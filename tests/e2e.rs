@@ -32,7 +32,7 @@ async fn commits_250_actions_through_the_state_machine() {
     assert_eq!(h.needs_revisit(), h.revisit_pending() || h.revisited_at.is_some(), "flagged exactly then: {h:?}");
     assert_eq!(ex.task_calls, 7, "{ex:?}");
     // docs/clients.md shows the status answer of such a transaction: the same fields, of the same JSON types, and the
-    // same state, size and progress.
+    // same state, attempt, size and progress.
     let event = harness::api::event("GET", "/transactions/{id}", json!({ "id": id }), None);
     let out = stack().await.invoke("saga-status", &event).await.expect("the status function answers");
     assert_eq!(out["statusCode"], 200, "{out}");

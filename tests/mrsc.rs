@@ -214,18 +214,17 @@ async fn global_tables_are_refused_where_they_cannot_be_driven_safely() {
     let eventual = Proxy::start_args(&["--replicas", "us-east-1,eu-west-1", "--consistency", "EVENTUAL"]).await;
     let body = counters(&env, "e", 2).await;
     let before = env.snapshot().await;
-    let refused = |store: Store| refused(store, &body);
     for tune in [|c: Config| c, strong] {
-        let e = refused(through(&env, &eventual, tune)).await;
+        let e = refused(through(&env, &eventual, tune), &body).await;
         assert!(e.contains("multi-Region eventual consistency") && e.contains("last writer wins"), "{e}");
         assert!(e.contains("SAGA_EVENTUAL_CONSISTENCY_REGION"), "{e}");
     }
     // The clients of these tests are in us-east-1.
     let elsewhere = |c: Config| Config { eventual_region: Some("eu-west-1".into()), ..c };
-    let e = refused(through(&env, &eventual, elsewhere)).await;
+    let e = refused(through(&env, &eventual, elsewhere), &body).await;
     assert!(e.contains("only eu-west-1") && e.contains("this is us-east-1"), "{e}");
     let strong_table = Proxy::start_args(&["--mrsc"]).await;
-    let e = refused(through(&env, &strong_table, |c| c)).await;
+    let e = refused(through(&env, &strong_table, |c| c), &body).await;
     assert!(e.contains("multi-Region strong consistency") && e.contains("SAGA_MULTI_REGION_CONSISTENCY=strong"), "{e}");
     assert_eq!((env.snapshot().await, headers(&env).await), (before, 0), "nothing written for a refused request");
 
@@ -254,13 +253,12 @@ async fn the_transactions_table_is_refused_where_it_cannot_be_driven_safely() {
     .await;
     let body = counters(&env, "x", 2).await;
     let before = env.snapshot().await;
-    let refused = |store: Store| refused(store, &body);
-    let e = refused(through(&env, &eventual, |c| c)).await;
+    let e = refused(through(&env, &eventual, |c| c), &body).await;
     assert!(e.contains(&format!("table {:?}", env.tx_table)) && e.contains("multi-Region eventual"), "{e}");
     let elsewhere = |c: Config| Config { eventual_region: Some("eu-west-1".into()), ..c };
-    let e = refused(through(&env, &eventual, elsewhere)).await;
+    let e = refused(through(&env, &eventual, elsewhere), &body).await;
     assert!(e.contains(&format!("table {:?}", env.tx_table)) && e.contains("only eu-west-1"), "{e}");
-    let e = refused(through(&env, &strong_tx, |c| c)).await;
+    let e = refused(through(&env, &strong_tx, |c| c), &body).await;
     assert!(e.contains(&format!("table {:?}", env.tx_table)) && e.contains("strong consistency"), "{e}");
     assert_eq!((env.snapshot().await, headers(&env).await), (before, 0), "nothing written for a refused request");
 

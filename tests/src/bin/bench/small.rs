@@ -228,8 +228,7 @@ pub fn access_record_bytes() -> u64 {
         ("$context.identity.sourceIp", "203.0.113.10"),
         ("$context.identity.userAgent", "Boto3/1.35.0 md/Botocore#1.35.0 ua/2.0 os/linux#6.1 md/arch#x86_64 lang/python#3.12.3 md/pyimpl#CPython cfg/retry-mode#legacy Botocore/1.35.0"),
     ];
-    // Longest names first: `$context.path` is the start of no other, but `$context.status` is of none either; the
-    // order keeps it so should one be added.
+    // Longest names first, so that a name which begins a longer one never replaces part of it.
     let mut record = format.clone();
     let mut sorted = values.to_vec();
     sorted.sort_by_key(|(k, _)| std::cmp::Reverse(k.len()));
