@@ -678,12 +678,21 @@ def write_report(out, raw_lines, commit, date, seconds, name, iam_calls=None, ia
         text += ["", "## Steps", "",
                  f"What each step of the run took, in its order (`tools/steps.sh`): its wall time, and the CPU time the "
                  f"whole machine was busy meanwhile (every process, the servers the tests talk to included), of the "
-                 f"{cores} cores' {cores} seconds a second.", "",
+                 f"{cores} cores' {cores} seconds a second. A step run beside another follows it, marked so: the machine's busy "
+                 f"time then counts both, and the totals count only the steps run one after another.", "",
                  "| step | seconds | busy core-seconds | cores busy |", "| --- | ---: | ---: | ---: |"]
-        for name, secs, busy in steps:
-            text.append(f"| {name} | {secs:,} | {busy:,} | {busy / secs / cores:.0%} |" if secs else
-                        f"| {name} | {secs:,} | {busy:,} | - |")
-        wall, busy = sum(s[1] for s in steps), sum(s[2] for s in steps)
+        # A step run beside another (a fourth field naming it) follows that step's row; both count the machine's busy
+        # time while they ran, so only the steps run one after the other make the totals.
+        main = [s for s in steps if not s[3]]
+        rows = []
+        for step in main:
+            rows += [step] + [s for s in steps if s[3] == step[0]]
+        rows += [s for s in steps if s[3] and s[3] not in {m[0] for m in main}]
+        for name, secs, busy, by in rows:
+            label = f"{name} (beside: {by})" if by else name
+            text.append(f"| {label} | {secs:,} | {busy:,} | {busy / secs / cores:.0%} |" if secs else
+                        f"| {label} | {secs:,} | {busy:,} | - |")
+        wall, busy = sum(s[1] for s in main), sum(s[2] for s in main)
         text.append(f"| all steps | {wall:,} | {busy:,} | {busy / max(wall, 1) / cores:.0%} |")
     with open(out, "w", encoding="utf-8") as fh:
         fh.write("\n".join(text) + "\n")
@@ -1174,8 +1183,8 @@ def main_write_report(args):
     if steps_path and os.path.exists(steps_path):
         for row in open(steps_path, encoding="utf-8").read().splitlines():
             fields = row.split("\t")
-            if len(fields) == 3 and fields[1].isdigit() and fields[2].isdigit():
-                steps.append((fields[0], int(fields[1]), int(fields[2])))
+            if len(fields) in (3, 4) and fields[1].isdigit() and fields[2].isdigit():
+                steps.append((fields[0], int(fields[1]), int(fields[2]), fields[3] if len(fields) == 4 else ""))
     write_report(out, raw, commit, option(args, "--date"), int(option(args, "--seconds", "0")),
                  option(args, "--name", "tools/test.sh"), iam_calls, iam_output, artifacts, steps)
     rep, unknown = report_figures(parse_report(open(out, encoding="utf-8").read()))

@@ -3,7 +3,9 @@
 # a line each), which the test report lists: what each step costs, and which leave the cores idle (busy below twice the
 # wall time on 2 cores). Busy time is the whole machine's (/proc/stat), so it counts the servers a step's tests talk
 # to (DynamoDB Local, the functions) and anything else that ran meanwhile. It returns the command's status, also where
-# `set -e` does not reach (inside `$(...)`).
+# `set -e` does not reach (inside `$(...)`). A step run in the background beside others (SAGA_STEP_BESIDE set to the
+# name of the step it runs beside) gets that name as a fourth field: the report shows it under that step and leaves it
+# out of the totals, whose wall time is the run's.
 step() {
   local name=$1 began busy status=0
   shift
@@ -11,8 +13,9 @@ step() {
   busy=$(busy_seconds)
   "$@" || status=$?
   if [ -n "${SAGA_STEP_TIMES:-}" ]; then
-    printf '%s\t%s\t%s\n' "$name" "$(($(date +%s) - began))" \
-      "$(awk -v a="$busy" -v b="$(busy_seconds)" 'BEGIN { printf "%.0f", b - a }')" >>"$SAGA_STEP_TIMES"
+    printf '%s\t%s\t%s%s\n' "$name" "$(($(date +%s) - began))" \
+      "$(awk -v a="$busy" -v b="$(busy_seconds)" 'BEGIN { printf "%.0f", b - a }')" \
+      "${SAGA_STEP_BESIDE:+$(printf '\t%s' "$SAGA_STEP_BESIDE")}" >>"$SAGA_STEP_TIMES"
   fi
   return "$status"
 }

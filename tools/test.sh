@@ -13,8 +13,17 @@ mkdir -p "$root/.local"
 [ -n "${SAGA_RUN_STARTED:-}" ] || : >"$SAGA_STEP_TIMES"
 . tools/steps.sh
 command -v curl >/dev/null || { apt-get update -qq && apt-get install -y -qq curl >/dev/null; }
-step "local stack: install" tools/stack.sh install
-step "Step Functions runner's tests" node --test tools/sfn-local.test.mjs
+# The local stack's tools (npm, PyPI, a JRE) are installed, and the Step Functions runner tested, in the background
+# beside the tests' build, which uses no tool of theirs; the run waits for both before the stack starts.
+install_log=$root/.local/install.log
+install_status=$root/.local/install.status
+echo 1 >"$install_status"
+(
+  export SAGA_STEP_BESIDE="build: tests, debug, and clippy"
+  step "local stack: install" tools/stack.sh install && step "Step Functions runner's tests" node --test tools/sfn-local.test.mjs
+  echo $? >"$install_status"
+) >"$install_log" 2>&1 &
+install_lane=$!
 name="test-$$"
 # The figures the tests prove (crash scenarios, bad inputs, transfers), collected from every test binary.
 export SAGA_REPORT="$root/.local/report-$name.txt"
@@ -32,19 +41,44 @@ trap 'tools/stack.sh stop "$name"; tools/stack.sh stop "$name-mrsc"; rm -f "$SAG
 RUSTC_WORKSPACE_WRAPPER=$(rustup which clippy-driver)
 CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 export RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
-step "build: tests, debug, and clippy" cargo test --workspace --no-run
+build_status=0
+step "build: tests, debug, and clippy" cargo test --workspace --no-run || build_status=$?
+wait "$install_lane" || true
+echo
+echo "== beside the build: $install_log"
+cat "$install_log"
+[ "$build_status" = 0 ] || { echo "test: the tests' build failed" >&2; exit "$build_status"; }
+[ "$(cat "$install_status")" = 0 ] || { echo "test: the local stack's install or the runner's tests failed" >&2; exit 1; }
 settings=$(step "local stack: start" env SAGA_MAX_ACTIONS=12000 tools/stack.sh start "$name" $$)
 set -a; . "$settings"; set +a
-step "suites" cargo test --workspace -- --test-threads 4
 # The differential, reads, contention and crash suites again as on multi-Region strongly consistent tables
 # (docs/deploy.md, "Several Regions"): each store configured for them and sending through the MRSC stand-in (tools/ddb-proxy.mjs
 # --mrsc), which refuses transactional calls and answers a share of the writes with ReplicatedWriteConflictException.
 # The crash matrix and the reads suites count the writes of a clean run and stop before each, so their stand-in answers
 # no conflicts (a write sent again is one more write: the count would not hold from one run to the next).
-step "MRSC mode: parity, contention" env SAGA_TEST_MULTI_REGION=strong \
-  cargo test --workspace --test parity --test contention -- --test-threads 4
-step "MRSC mode: crash, reads, snapshot reads" env SAGA_TEST_MULTI_REGION=strong SAGA_TEST_CONFLICT=0 \
-  cargo test --workspace --test crash --test reads --test snapshot -- --test-threads 4
+# They run in the background beside the suites, on tables of their own: the suites leave a fifth of the 2 cores idle
+# (waits for leases, bounds and executions), which these fill. Their output follows the suites'.
+mrsc_log=$root/.local/mrsc-in-process.log
+mrsc_status=$root/.local/mrsc-in-process.status
+echo 1 >"$mrsc_status"
+(
+  export SAGA_STEP_BESIDE=suites SAGA_TEST_MULTI_REGION=strong
+  status=0
+  step "MRSC mode: parity, contention" \
+    cargo test --workspace --test parity --test contention -- --test-threads 4 || status=$?
+  step "MRSC mode: crash, reads, snapshot reads" env SAGA_TEST_CONFLICT=0 \
+    cargo test --workspace --test crash --test reads --test snapshot -- --test-threads 4 || status=$?
+  echo "$status" >"$mrsc_status"
+) >"$mrsc_log" 2>&1 &
+mrsc_lane=$!
+suites_status=0
+step "suites" cargo test --workspace -- --test-threads 4 || suites_status=$?
+wait "$mrsc_lane" || true
+echo
+echo "== MRSC mode, in process (beside the suites): $mrsc_log"
+cat "$mrsc_log"
+[ "$suites_status" = 0 ] || { echo "test: the suites failed" >&2; exit "$suites_status"; }
+[ "$(cat "$mrsc_status")" = 0 ] || { echo "test: the suites in MRSC mode failed ($mrsc_log)" >&2; exit 1; }
 # The suites of the state machine, the API, the events function, the sweeper and the CLI's stack again on a stack in
 # MRSC mode (MultiRegionConsistency STRONG): its functions send through an MRSC stand-in of their own, which answers 2%
 # of their writes with ReplicatedWriteConflictException, onto a DynamoDB Local of its own.
