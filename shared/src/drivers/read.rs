@@ -397,7 +397,20 @@ pub(crate) async fn committed_holder_value(
     item: &Item,
     as_is: Option<Item>,
 ) -> Result<Option<Item>, TxError> {
-    let Some((batch, _, a)) = crate::protocol::stored_request::find_action(store, m, &h.id, table, key).await? else {
+    let found = crate::protocol::stored_request::find_action(store, m, &h.id, table, key).await?;
+    holder_value(store, m, h, found.map(|(batch, _, a)| (batch, a)), item, as_is).await
+}
+
+/// [`committed_holder_value`], given the action of `h` on the item and its batch (`None`: `h` has none on it).
+pub(crate) async fn holder_value(
+    store: &Store,
+    m: &Meter,
+    h: &records::Header,
+    found: Option<(usize, crate::model::request::Action)>,
+    item: &Item,
+    as_is: Option<Item>,
+) -> Result<Option<Item>, TxError> {
+    let Some((batch, a)) = found else {
         return Ok(as_is);
     };
     match h.lock_id(batch, a.index) {

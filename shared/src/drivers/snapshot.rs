@@ -45,8 +45,9 @@
 //!
 //! Read units as two strongly consistent `BatchGetItem` passes bill them (one unit per 4 KB of each item a pass,
 //! one for an absent item), the price of native `TransactGetItems` (two units per 4 KB); one `GetItem` of a header for
-//! each transaction holding an item; and for an item of a committed transaction not yet applied, its action from the
-//! transaction's stored request. Two round trips without contention.
+//! each transaction holding an item; and for the items of a committed transaction not yet applied, their actions from
+//! the transaction's stored request (each found by a search over its batches, or every batch read once when that reads
+//! less). Two round trips without contention.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -56,13 +57,15 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 
 use crate::constants::{ATTR_APPLIED, ATTR_TRANSIENT, RESERVED_PREFIX};
-use crate::drivers::read::committed_holder_value;
+use crate::drivers::read::holder_value;
 use crate::dynamo::store::{Meter, Store, Usage};
 use crate::error::{Cancellation, CancellationReason, TxError};
 use crate::model::item_attrs::{flag, lock_holder, strip_reserved};
-use crate::model::request::{check_key, checks, is_tombstone};
+use crate::model::plan::Part;
+use crate::model::request::{check_key, checks, is_tombstone, Action};
 use crate::model::value::{self, item_to_json, key_order, Item};
 use crate::protocol::records::{self, Header, TxState};
+use crate::protocol::stored_request;
 
 /// Passes a read takes at most before it is cancelled with `TransactionConflict`.
 pub const MAX_PASSES: u32 = 8;
@@ -364,6 +367,9 @@ async fn pass(store: &Store, m: &Meter, gets: &[Get], holders: &[String]) -> Res
     Ok(Pass { items, headers: headers.into_iter().collect::<Result<_, _>>()? })
 }
 
+/// An item a committed holder has not applied yet: its index, the item, and the item as it was before the holder.
+type Held<'a> = (usize, &'a Item, Option<Item>);
+
 /// What two consecutive passes settle: every item, as committed at an instant between them, or the items that did not
 /// settle (changed between them, or held by a transaction whose commit may fall between them).
 async fn settle(
@@ -375,7 +381,10 @@ async fn settle(
 ) -> Result<Result<Vec<Option<Item>>, Vec<usize>>, TxError> {
     let mut out = Vec::with_capacity(gets.len());
     let mut unsettled = Vec::new();
-    for (i, g) in gets.iter().enumerate() {
+    // Items of committed holders not applied yet, by holder: each as its holder's action leaves it, worked out once
+    // every item has been looked at.
+    let mut held: BTreeMap<&str, Vec<Held>> = BTreeMap::new();
+    for i in 0..gets.len() {
         let (was, is) = (&before.items[i], &now.items[i]);
         if was != is {
             unsettled.push(i);
@@ -403,7 +412,8 @@ async fn settle(
             Some(Some(h)) if h.attempt != attempt => out.push(as_is),
             Some(Some(h)) if h.commits_first() && h.state != TxState::Committed => out.push(as_is),
             Some(Some(h)) if h.commits_first() && committed(before, holder) => {
-                out.push(committed_holder_value(store, m, h, &g.table, &g.key, item, as_is).await?)
+                held.entry(holder).or_default().push((i, item, as_is));
+                out.push(None);
             }
             // Committed since the pass before (its commit may fall between the two passes), a protocol-1
             // transaction (which applies before it commits), or a holder not read yet.
@@ -413,7 +423,51 @@ async fn settle(
             }
         }
     }
-    Ok(if unsettled.is_empty() { Ok(out) } else { Err(unsettled) })
+    if !unsettled.is_empty() {
+        return Ok(Err(unsettled));
+    }
+    for (holder, items) in held {
+        let Some(Some(h)) = now.headers.get(holder) else {
+            return Err(TxError::Internal(format!("snapshot: the header of {holder} was not read")));
+        };
+        let keys: Vec<(&str, &Item)> = items.iter().map(|(i, _, _)| (gets[*i].table.as_str(), &gets[*i].key)).collect();
+        let mut actions = actions_on(store, m, &h.id, &keys).await?;
+        for ((i, item, as_is), found) in items.into_iter().zip(actions.drain(..)) {
+            out[i] = holder_value(store, m, h, found, item, as_is).await?;
+        }
+    }
+    Ok(Ok(out))
+}
+
+/// The action of transaction `tx_id` on each of `keys` and its batch, in order (`None` where it has none): each found
+/// by itself in the stored request (a search over its batches), or, when that would read more, every batch read once.
+async fn actions_on(
+    store: &Store,
+    m: &Meter,
+    tx_id: &str,
+    keys: &[(&str, &Item)],
+) -> Result<Vec<Option<(usize, Action)>>, TxError> {
+    let plan = stored_request::read_plan(store, m, tx_id).await?;
+    let batches = plan.batch_count();
+    let search = usize::BITS as usize - batches.leading_zeros() as usize + 1;
+    if keys.len() * search < batches {
+        let mut out = Vec::with_capacity(keys.len());
+        for (table, key) in keys {
+            out.push(stored_request::find_action(store, m, tx_id, table, key).await?.map(|(b, _, a)| (b, a)));
+        }
+        return Ok(out);
+    }
+    let mut by_key: HashMap<Vec<u8>, (usize, Action)> = HashMap::new();
+    for (b, _, a) in stored_request::read_batches(store, m, tx_id, &plan, 0..batches, Part::Whole).await? {
+        let names = &store.schema(m, &a.table).await?.key_names;
+        by_key.insert(key_order(&a.table, &a.key, names), (b, a));
+    }
+    let mut out = Vec::with_capacity(keys.len());
+    for (table, key) in keys {
+        let names = &store.schema(m, table).await?.key_names;
+        out.push(by_key.remove(&key_order(table, key, names)));
+    }
+    Ok(out)
 }
 
 /// Whether the header of `holder` read during `pass` found it committed.
