@@ -3,8 +3,8 @@
 //! - A bank of 150 accounts summed by snapshot reads while transfers of 2 to 130 accounts run (those over 99 through
 //!   the protocol, the others in one call) and a plain writer outside the protocol bumps a counter: every snapshot
 //!   that answers has the bank's total.
-//! - A transaction of an update, a delete, an insert and a check, stopped between every two of its writes, and one of
-//!   1,000 updates stopped at points across its writes: a snapshot read sees each all before or all after.
+//! - A transaction of an update, a delete, an insert and a check, and one of 1,000 updates, each stopped between every
+//!   two of its writes: a snapshot read of all its items sees it all before or all after.
 //! - Answers as native `TransactGetItems` gives them (projections, absent items), at its price: two read units an
 //!   item up to 4 KB, two passes; an item that keeps changing cancels the read with `TransactionConflict` on it alone.
 //! - A bad request is refused naming the item, as native refuses it.
@@ -15,6 +15,7 @@ use std::sync::Arc;
 use aws_sdk_dynamodb::types::{AttributeValue, Get, TransactGetItem};
 use dynamo_saga::records::TxState;
 use dynamo_saga::snapshot::{self, Snapshot};
+use dynamo_saga::store::Pause;
 use dynamo_saga::value::{item_from_json, item_to_json};
 use dynamo_saga::{Coordinator, TxError};
 use harness::bank::{self, Driver, Params};
@@ -158,44 +159,85 @@ async fn a_snapshot_read_between_any_two_writes_of_a_transaction_sees_it_all_bef
     ));
 }
 
+/// A snapshot of every item of a 1,000-update transaction at each stop (the transaction's state there, each item's
+/// `v`, the passes the read took).
+type Stop = (u64, Option<TxState>, Result<(Vec<Option<i64>>, u32), String>);
+
+/// A transaction of 1,000 updates whose writer sends one write at a time and is stopped before each (so between every
+/// two of its writes), while a snapshot read of all 1,000 items runs: each read sees it all before or all after.
 #[tokio::test]
-async fn a_snapshot_read_of_1000_items_stopped_across_a_transaction_sees_it_all_before_or_all_after() {
+async fn a_snapshot_read_between_any_two_writes_of_a_1000_update_transaction_sees_it_all_before_or_all_after() {
     const N: usize = 1000;
-    let env = Env::new("snapbig").await;
+    let env = Env::with("snapbig", protocol).await;
     harness::put_all(&env.client, &env.a, (0..N).map(|i| json!({"pk": sv(&format!("big-{i:04}")), "v": nv(0)}))).await;
     let gets: Vec<Value> = (0..N).map(|i| get(&env.a, &format!("big-{i:04}"))).collect();
-    // Round r moves every item from r to r + 1.
-    let round = |r: i64| {
-        let items: Vec<Value> = (0..N)
-            .map(|i| json!({"Update": {"TableName": env.a, "Key": {"pk": sv(&format!("big-{i:04}"))}, "UpdateExpression": "SET v = :next",
-                "ConditionExpression": "v = :now", "ExpressionAttributeValues": {":now": nv(r), ":next": nv(r + 1)}}}))
-            .collect();
-        json!({"ClientRequestToken": format!("big-{r}"), "TransactItems": items})
+    let items: Vec<Value> = (0..N)
+        .map(|i| json!({"Update": {"TableName": env.a, "Key": {"pk": sv(&format!("big-{i:04}"))}, "UpdateExpression": "SET v = :next",
+            "ConditionExpression": "v = :now", "ExpressionAttributeValues": {":now": nv(0), ":next": nv(1)}}}))
+        .collect();
+    let body = json!({"ClientRequestToken": "big", "TransactItems": items});
+    // The writer, in a task of its own, asks before each write for the read at that stop and waits for its end.
+    let (ask, mut asked) = tokio::sync::mpsc::unbounded_channel::<(u64, tokio::sync::oneshot::Sender<()>)>();
+    let waiting = Arc::new(AtomicUsize::new(0));
+    let stop_at = {
+        let waiting = waiting.clone();
+        move |k: u64| {
+            let (ask, waiting) = (ask.clone(), waiting.clone());
+            let stopped: futures::future::BoxFuture<'static, ()> = Box::pin(async move {
+                let (done, read) = tokio::sync::oneshot::channel();
+                waiting.fetch_add(1, Ordering::SeqCst);
+                if ask.send((k, done)).is_ok() {
+                    let _ = read.await;
+                }
+                waiting.fetch_sub(1, Ordering::SeqCst);
+            });
+            stopped
+        }
     };
-    let counter = harness::write_counter(&env.store);
-    Coordinator::new(counter.clone()).run(&round(0)).await.unwrap();
-    let total = counter.writes_sent().unwrap();
-    let mut points: Vec<u64> =
-        vec![0, 1, 2, total / 4, total / 2 - 1, total / 2, total / 2 + 1, 3 * total / 4, total - 2, total];
-    points.dedup();
-    let mut states = Vec::new();
-    for (r, k) in (1..).zip(&points) {
-        let body = round(r);
-        let first = Coordinator::new(env.store.crash_after(*k)).run(&body).await;
-        assert!(*k == total || matches!(first, Err(TxError::InjectedFault(_))), "stop point {k}: {first:?}");
-        let state = state_of(&env, &format!("big-{r}")).await;
-        let s = read(&env, gets.clone()).await.unwrap_or_else(|e| panic!("stop point {k}: {e}"));
-        let expected = if state == Some(TxState::Committed) { r + 1 } else { r };
-        let wrong = values(&s).iter().filter(|v| **v != Some(expected)).count();
-        assert_eq!(wrong, 0, "stop point {k} ({state:?}): {wrong} of {N} items not at {expected}");
-        states.push(format!("{k}: {state:?} ({} passes)", s.passes));
-        Coordinator::new(env.store.clone()).run(&body).await.unwrap();
+    let writer = env.store.pausing(Pause(Arc::new(stop_at)));
+    assert_eq!((writer.pace().limit(), writer.cfg.concurrency, writer.cfg.fan_out), (1, 1, 1), "one write at a time");
+    let mut run = tokio::spawn({
+        let (writer, body) = (writer.clone(), body.clone());
+        async move { Coordinator::new(writer).run(&body).await }
+    });
+    let mut stops: Vec<Stop> = Vec::new();
+    let ended = loop {
+        tokio::select! {
+            Some((k, done)) = asked.recv() => {
+                let state = state_of(&env, "big").await;
+                let s = match read(&env, gets.clone()).await {
+                    _ if waiting.load(Ordering::SeqCst) != 1 => Err("another write stopped at once: two in flight".into()),
+                    Ok(s) => Ok((values(&s), s.passes)),
+                    Err(e) => Err(e.to_string()),
+                };
+                stops.push((k, state, s));
+                let _ = done.send(());
+            }
+            ended = &mut run => break ended.expect("the writer's task"),
+        }
+    };
+    ended.unwrap();
+    let total = writer.writes_sent().unwrap();
+    let end = read(&env, gets.clone()).await.map(|s| (values(&s), s.passes)).map_err(|e| e.to_string());
+    stops.push((total, state_of(&env, "big").await, end));
+    assert_eq!(stops.iter().map(|s| s.0).collect::<Vec<_>>(), (0..=total).collect::<Vec<_>>(), "a read at every stop");
+    let mut seen = std::collections::BTreeMap::new();
+    for (k, state, read) in &stops {
+        let (values, passes) = read.as_ref().unwrap_or_else(|e| panic!("stop point {k} ({state:?}): {e}"));
+        let expected = i64::from(*state == Some(TxState::Committed));
+        let wrong = values.iter().filter(|v| **v != Some(expected)).count();
+        assert_eq!(wrong, 0, "stop point {k} of {total} ({state:?}): {wrong} of {N} items not at {expected}");
+        *seen.entry(format!("{state:?}, {passes} passes")).or_insert(0) += 1;
     }
+    // The stops met the transaction before it began, pending with locks taken, and committed with items not applied
+    // yet, which the read settles at its third pass.
+    assert!(seen.keys().any(|k| k.starts_with("None")), "{seen:?}");
+    assert!(seen.keys().any(|k| k.starts_with("Some(Pending)")), "{seen:?}");
+    assert!(seen.contains_key("Some(Committed), 3 passes"), "{seen:?}");
     env.assert_clean().await;
     harness::report(format!(
-        "snapshot reads: a 1,000-update transaction stopped at {} of its {total} writes, read all before or all after at each ({})",
-        points.len(),
-        states.join(", ")
+        "snapshot reads: a 1,000-update transaction stopped between every two of its {total} writes, all 1,000 items read all before or all after at each: {}",
+        seen.iter().map(|(k, n)| format!("{n} x {k}")).collect::<Vec<_>>().join(", ")
     ));
 }
 

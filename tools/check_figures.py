@@ -464,6 +464,9 @@ SUITE_LINES = [
     (r"snapshot reads: a 4-action transaction \(update, delete, insert, check\) stopped between every two of its "
      r"(?P<writes>\d+) writes, read all before or all after at each: (?P<states>.*)",
      lambda d: "snapshot.stops"),
+    (r"snapshot reads: a 1,000-update transaction stopped between every two of its (?P<writes>\d+) writes, all 1,000 "
+     r"items read all before or all after at each: (?P<states>.*)",
+     lambda d: "snapshot.large"),
     (r"snapshot reads: a 1,000-update transaction stopped at (?P<points>\d+) of its (?P<writes>\d+) writes, read all "
      r"before or all after at each \((?P<states>.*)\)",
      lambda d: "snapshot.large"),

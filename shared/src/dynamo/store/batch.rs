@@ -52,7 +52,7 @@ impl Store {
             let mut pending = chunk.to_vec();
             let mut tries = 0u32;
             while !pending.is_empty() {
-                self.before_write()?;
+                self.before_write().await?;
                 let mut keys = Vec::new();
                 if self.billing.is_some() {
                     for w in &pending {

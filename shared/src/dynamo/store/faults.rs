@@ -20,6 +20,20 @@ pub(crate) struct Faults {
     /// With a late write: the transaction whose end the first write past the budget waits for, and whether that
     /// write was taken.
     late: Option<(String, AtomicBool)>,
+    /// Awaited before each write with the number of writes sent so far: a test reads there, the writer stopped.
+    pause: Option<Pause>,
+}
+
+/// What [`Faults`] awaits before each write: given the writes sent so far, a future that ends when the writer may go
+/// on.
+#[derive(Clone)]
+#[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
+pub struct Pause(pub std::sync::Arc<dyn Fn(u64) -> futures::future::BoxFuture<'static, ()> + Send + Sync>);
+
+impl std::fmt::Debug for Pause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Pause")
+    }
 }
 
 impl Faults {
@@ -31,7 +45,20 @@ impl Faults {
             used: AtomicU64::new(0),
             dead: AtomicBool::new(false),
             late: late.map(|tx_id| (tx_id.to_string(), AtomicBool::new(false))),
+            pause: None,
         }
+    }
+
+    /// No crash: `pause` is awaited before each write.
+    #[cfg(feature = "test-hooks")]
+    pub(crate) fn pausing(pause: Pause) -> Self {
+        Faults { pause: Some(pause), ..Faults::new(u64::MAX, None) }
+    }
+
+    /// What to await before the next write, with the writes sent so far, when this pauses the writer.
+    pub(crate) fn pause(&self) -> Option<futures::future::BoxFuture<'static, ()>> {
+        let pause = self.pause.as_ref()?;
+        Some((pause.0)(self.used.load(Ordering::SeqCst)))
     }
 
     /// The transaction whose end a write sent once now waits for, when this write is the one held late.

@@ -28,6 +28,20 @@ impl Store {
         Store { faults: Some(Arc::new(Faults::new(writes, Some(tx_id)))), ..self.clone() }
     }
 
+    /// A copy of this store that sends one write at a time (`Config::concurrency` and `Config::fan_out` 1) and
+    /// awaits `pause` before each, given the writes sent so far: the writer stopped between every two of its writes
+    /// for as long as the test reads.
+    #[cfg(feature = "test-hooks")]
+    pub fn pausing(&self, pause: super::Pause) -> Store {
+        let cfg = crate::config::Config { concurrency: 1, fan_out: 1, ..(*self.cfg).clone() };
+        Store {
+            faults: Some(Arc::new(Faults::pausing(pause))),
+            cfg: Arc::new(cfg),
+            pace: crate::dynamo::pace::Pace::new(1),
+            ..self.clone()
+        }
+    }
+
     /// When this write sent once is the one [`Store::crash_after_late`] holds: the crash it ends with, while a task of
     /// its own sends the write (`send` builds it) once the header of its transaction shows it finished.
     pub(super) fn hold_late<F, Fut>(&self, send: F) -> Option<TxError>

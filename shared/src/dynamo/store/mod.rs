@@ -35,6 +35,8 @@ mod meter;
 use billed::reported;
 pub(crate) use caches::Caches;
 use faults::Faults;
+#[cfg(feature = "test-hooks")]
+pub use faults::Pause;
 pub use meter::{Meter, Usage};
 use once::sent_once;
 pub use once::Once;
@@ -240,8 +242,12 @@ impl Store {
         self.faults.as_ref().map_or(Ok(()), |f| f.check_alive())
     }
 
-    fn before_write(&self) -> Result<(), TxError> {
-        self.faults.as_ref().map_or(Ok(()), |f| f.before_write())
+    async fn before_write(&self) -> Result<(), TxError> {
+        let Some(f) = &self.faults else { return Ok(()) };
+        if let Some(paused) = f.pause() {
+            paused.await;
+        }
+        f.before_write()
     }
 
     /// The Region of this store's client, when it names one.
@@ -458,7 +464,7 @@ impl Store {
         send: impl std::future::Future<Output = Sent>,
     ) -> Result<Answer, TxError> {
         self.admitted(m, table).await?;
-        self.before_write()?;
+        self.before_write().await?;
         let keys = [key];
         let before = self.probe(&keys).await?;
         let slot = self.pace.slot().await;
@@ -506,7 +512,7 @@ impl Store {
         let mut tries = 0u32;
         let keys = self.transact_keys(&req).await?;
         loop {
-            self.before_write()?;
+            self.before_write().await?;
             let before = self.probe(&keys).await?;
             let r = req.clone().return_consumed_capacity(ReturnConsumedCapacity::Total).send().await;
             match r {
