@@ -94,7 +94,7 @@ cat "$mrsc_log"
 [ "$(cat "$mrsc_status")" = 0 ] || { echo "test: the suites in MRSC mode failed ($mrsc_log)" >&2; exit 1; }
 mrsc_settings=$(cat "$mrsc_settings_path")
 # The contention suite in MRSC mode runs after the suites, alone: its queue test serves twenty waiters in ticket order
-# with a lease of 2 s, which a waiter starved of CPU by the suites beside it outlives.
+# with a lease of 2 s, and a waiter starved of CPU by the suites beside it let its lease lapse and lost its place.
 step "MRSC mode: contention" env SAGA_TEST_MULTI_REGION=strong cargo test --workspace --test contention -- --test-threads 4
 mrsc_dir=$(sed -n 's/^STACK_DIR=//p' "$mrsc_settings")
 # The permission simulation (docs/iam.md) over every AWS call this run made: the functions', the state machine
