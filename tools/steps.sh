@@ -25,3 +25,14 @@ step() {
 busy_seconds() {
   awk -v hz="$(getconf CLK_TCK)" '$1 == "cpu" { printf "%.1f\n", ($2 + $3 + $4 + $7 + $8 + $9) / hz; exit }' /proc/stat
 }
+
+# `joined PID TITLE LOG STATUS_FILE`: waits for the steps run in the background as PID (their output in LOG, their exit
+# status written to STATUS_FILE), prints that output under TITLE, and fails when they did.
+joined() {
+  local pid=$1 title=$2 log=$3 status_file=$4
+  wait "$pid" || true
+  echo
+  echo "== $title: $log"
+  cat "$log"
+  [ "$(cat "$status_file")" = 0 ] || { echo "$title: failed ($log)" >&2; return 1; }
+}

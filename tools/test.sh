@@ -43,12 +43,11 @@ CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 export RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
 build_status=0
 step "build: tests, debug, and clippy" cargo test --workspace --no-run || build_status=$?
-wait "$install_lane" || true
-echo
-echo "== beside the build: $install_log"
-cat "$install_log"
+install_ok=0
+joined "$install_lane" "beside the build: the local stack's install, the runner's tests" "$install_log" "$install_status" \
+  || install_ok=1
 [ "$build_status" = 0 ] || { echo "test: the tests' build failed" >&2; exit "$build_status"; }
-[ "$(cat "$install_status")" = 0 ] || { echo "test: the local stack's install or the runner's tests failed" >&2; exit 1; }
+[ "$install_ok" = 0 ] || exit 1
 settings=$(step "local stack: start" env SAGA_MAX_ACTIONS=12000 tools/stack.sh start "$name" $$)
 set -a; . "$settings"; set +a
 # The differential, reads and crash suites again as on multi-Region strongly consistent tables
@@ -86,12 +85,10 @@ echo 1 >"$mrsc_status"
 mrsc_lane=$!
 suites_status=0
 step "suites" cargo test --workspace -- --test-threads 4 || suites_status=$?
-wait "$mrsc_lane" || true
-echo
-echo "== MRSC mode (beside the suites): $mrsc_log"
-cat "$mrsc_log"
+mrsc_ok=0
+joined "$mrsc_lane" "MRSC mode (beside the suites)" "$mrsc_log" "$mrsc_status" || mrsc_ok=1
 [ "$suites_status" = 0 ] || { echo "test: the suites failed" >&2; exit "$suites_status"; }
-[ "$(cat "$mrsc_status")" = 0 ] || { echo "test: the suites in MRSC mode failed ($mrsc_log)" >&2; exit 1; }
+[ "$mrsc_ok" = 0 ] || exit 1
 mrsc_settings=$(cat "$mrsc_settings_path")
 # The contention suite in MRSC mode runs after the suites, alone: its queue test serves twenty waiters in ticket order
 # with a lease of 2 s, and a waiter starved of CPU by the suites beside it let its lease lapse and lost its place.
