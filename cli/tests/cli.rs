@@ -472,11 +472,25 @@ async fn writes_held_past_the_end_of_an_in_process_submit_are_cleared_by_sweep_a
         assert_eq!(proxy.stats().await["held"], 2, "both lock writes were held");
         assert!(s["Revisit"]["DueAtMs"].as_u64().is_some(), "status shows the visit to come: {s}");
 
-        // Delivered after the end. On the rollback path both land: an item nobody wrote, and a lock on an item.
+        // Delivered after the end. On the rollback path both land: an item nobody wrote, and a lock on an item. A write
+        // the machine answered after the attempt timeout, on a busy machine, is one more the command gave up on: it
+        // may land too, and the sweep clears every lock that did.
         let released = proxy.release().await;
-        let landed = env.scan(&env.a).await.into_values().filter(|v| v.get("_sagaLock").is_some()).count();
+        let locked: Vec<String> = env
+            .scan(&env.a)
+            .await
+            .into_values()
+            .filter(|v| v.get("_sagaLock").is_some())
+            .map(|v| v["pk"]["S"].as_str().expect("a key").to_string())
+            .collect();
+        let landed = locked.len();
         if !commit {
-            assert_eq!((released["statuses"].clone(), landed), (json!([200, 200]), 2), "{released}");
+            let held = [&absent[30], &present[30]].map(|k| locked.contains(k));
+            assert_eq!(
+                (released["statuses"].clone(), held),
+                (json!([200, 200]), [true, true]),
+                "{released} {locked:?}"
+            );
         }
         let direct = [("SAGA_REVISIT_AFTER_SECONDS", Some("3"))];
         let out =
