@@ -5,7 +5,6 @@
 # function its Handler names; sam build makes one directory for each group of functions with the same build metadata.
 # Prints the bootstrap's size at the end.
 #   tools/sam-build.sh            (a cold build takes about 5 minutes on 2 cores)
-#   tools/sam-build.sh --tools    installs what the build needs (SAM CLI, cargo-lambda, the arm64 target), no more
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -15,7 +14,6 @@ venv="$root/.local/venv"
 # cargo-lambda brings ziglang; it finds zig only when the venv's python3 comes first on PATH.
 [ -x "$venv/bin/cargo-lambda" ] || "$venv/bin/pip" install -q cargo-lambda
 rustup target list --installed | grep -q '^aarch64-unknown-linux-gnu$' || rustup target add aarch64-unknown-linux-gnu
-[ "${1:-}" != --tools ] || exit 0
 export PATH="$venv/bin:$PATH" SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=${AWS_DEFAULT_REGION:-us-east-1}
 # The README's command, as written: samconfig.toml turns on beta_features for SAM CLI releases in which
 # rust-cargolambda is still a beta build method, so no release stops at a prompt.

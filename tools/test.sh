@@ -14,14 +14,27 @@ mkdir -p "$root/.local"
 . tools/steps.sh
 command -v curl >/dev/null || { apt-get update -qq && apt-get install -y -qq curl >/dev/null; }
 # The local stack's tools (npm, PyPI, a JRE) are installed, and the Step Functions runner tested, in the background
-# beside the tests' build, which uses no tool of theirs; the run waits for both before the stack starts.
+# beside the tests' build, which uses no tool of theirs; the run waits for both before the stack starts. So are the
+# packages of the release build .ci/run ran before this script (SAGA_RELEASE_BUILD_STATUS names the file its exit
+# status went to): each function's package and bootstrap checked, for the report.
 install_log=$root/.local/install.log
 install_status=$root/.local/install.status
 echo 1 >"$install_status"
 (
   export SAGA_STEP_BESIDE="build: tests, debug, and clippy"
-  step "local stack: install" tools/stack.sh install && step "Step Functions runner's tests" node --test tools/sfn-local.test.mjs
-  echo $? >"$install_status"
+  status=0
+  step "local stack: install" tools/stack.sh install \
+    && step "Step Functions runner's tests" node --test tools/sfn-local.test.mjs || status=1
+  if [ -n "${SAGA_RELEASE_BUILD_STATUS:-}" ]; then
+    if [ "$(cat "$SAGA_RELEASE_BUILD_STATUS")" != 0 ]; then
+      tail -n 50 .local/release-build.log
+      echo "test: the release build for sam deploy failed (.local/release-build.log)"
+      status=1
+    else
+      step "release packages (checked)" bash tools/check-artifacts.sh --no-build || status=1
+    fi
+  fi
+  echo "$status" >"$install_status"
 ) >"$install_log" 2>&1 &
 install_lane=$!
 name="test-$$"
@@ -44,7 +57,8 @@ export RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
 build_status=0
 step "build: tests, debug, and clippy" cargo test --workspace --no-run || build_status=$?
 install_ok=0
-joined "$install_lane" "beside the build: the local stack's install, the runner's tests" "$install_log" "$install_status" \
+joined "$install_lane" "beside the build: the local stack's install, the runner's tests, the release packages" \
+  "$install_log" "$install_status" \
   || install_ok=1
 [ "$build_status" = 0 ] || { echo "test: the tests' build failed" >&2; exit "$build_status"; }
 [ "$install_ok" = 0 ] || exit 1
@@ -90,19 +104,6 @@ joined "$mrsc_lane" "MRSC mode (beside the suites)" "$mrsc_log" "$mrsc_status" |
 [ "$suites_status" = 0 ] || { echo "test: the suites failed" >&2; exit "$suites_status"; }
 [ "$mrsc_ok" = 0 ] || exit 1
 mrsc_settings=$(cat "$mrsc_settings_path")
-# The release build .ci/run runs in the background (SAGA_RELEASE_BUILD_STATUS names the file its exit status goes to,
-# empty until it ends) has ended before the contention suite in MRSC mode runs alone.
-if [ -n "${SAGA_RELEASE_BUILD_STATUS:-}" ]; then
-  step "release build: the rest, after the suites" \
-    sh -c 'until [ -s "$1" ]; do sleep 1; done' sh "$SAGA_RELEASE_BUILD_STATUS"
-  echo
-  echo "== the release build for sam deploy (beside the tests' build and the suites): .local/release-build.log"
-  tail -n 30 .local/release-build.log
-  if [ "$(cat "$SAGA_RELEASE_BUILD_STATUS")" != 0 ]; then
-    echo "test: the release build for sam deploy failed (.local/release-build.log)" >&2
-    exit 1
-  fi
-fi
 # The contention suite in MRSC mode runs after the suites, alone: its queue test serves twenty waiters in ticket order
 # with a lease of 2 s, and a waiter starved of CPU by the suites beside it let its lease lapse and lost its place.
 step "MRSC mode: contention" env SAGA_TEST_MULTI_REGION=strong cargo test --workspace --test contention -- --test-threads 4
@@ -127,8 +128,6 @@ echo
 echo "Permission simulation (tools/iam-sim.sh) over $(wc -l <.local/iam/calls.jsonl) logged calls, and" \
   "$(wc -l <.local/iam/calls-mrsc.jsonl) of the stack in MRSC mode:"
 step "permission simulation" bash -o pipefail -c 'tools/iam-sim.sh "$@" | tee .local/iam/simulation.txt' sh "${iam_args[@]}"
-# The release build's packages: each function's package and bootstrap checked, for the report.
-[ -z "${SAGA_RELEASE_BUILD_STATUS:-}" ] || step "release packages (checked)" bash tools/check-artifacts.sh --no-build
 # The report of this run: the figures above under a first line naming the commit, the UTC date and the wall time, with
 # the release packages when tools/check-artifacts.sh last ran on this commit. docs/testing.md says how it is published
 # as docs/test-report.md, which the docs quote.
