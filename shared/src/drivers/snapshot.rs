@@ -15,11 +15,14 @@
 //! value from the end of the first pass to the start of the second: one instant they all held.
 //!
 //! An item locked at both passes by the same lock is read as its transaction leaves it at that instant, which the
-//! holder's header says, read during the second pass: not committed then (pending, rolled back, or a lock of an
-//! earlier attempt or of records that expired), the item as it was; committed already during the first pass, as its
-//! action leaves it (an update evaluated as apply will write it, a `Put`'s item, a `Delete` absent). A holder that
-//! committed between the two header reads, an item that changed, or a lock of a protocol-1 transaction, makes the
-//! read take a third pass and compare it with the second, and so on: up to [`MAX_PASSES`], with a short pause after a
+//! holder's header says, read twice: once between the passes (after the first has ended, before the second starts)
+//! and again during the second. Not committed at the second read (pending, rolled back, or a lock of an earlier
+//! attempt or of records that expired), the item as it was; committed already at the first, as its action leaves it
+//! (an update evaluated as apply will write it, a `Put`'s item, a `Delete` absent). The instant is then the second
+//! pass's start: every holder committed at the first read was committed then, and every holder not committed at the
+//! second was not. A holder that committed between the two header reads, an item that changed, or a lock of a
+//! protocol-1 transaction, makes the read take a third pass and compare it with the second (the header read during
+//! the second standing for the one between), and so on: up to [`MAX_PASSES`], with a short pause after a
 //! pass that saw items change. Past that, the read is cancelled with `TransactionConflict` for each item that did not
 //! settle (`None` for the others), as `TransactGetItems` reports a conflict with a running transaction.
 //!
@@ -44,10 +47,11 @@
 //! ## What it costs
 //!
 //! Read units as two strongly consistent `BatchGetItem` passes bill them (one unit per 4 KB of each item a pass,
-//! one for an absent item), the price of native `TransactGetItems` (two units per 4 KB); one `GetItem` of a header for
-//! each transaction holding an item; and for the items of a committed transaction not yet applied, their actions from
-//! the transaction's stored request (each found by a search over its batches, or every batch read once when that reads
-//! less). Two round trips without contention.
+//! one for an absent item), the price of native `TransactGetItems` (two units per 4 KB); two `GetItem`s of a header
+//! for each transaction holding an item (one a pass after the first); and for the items of a committed transaction not
+//! yet applied, their actions from the transaction's stored request (each found by a search over its batches, or every
+//! batch read once when that reads less). Two round trips without contention; three when the first pass finds items
+//! locked, the headers' read between the passes.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -266,7 +270,8 @@ fn projection(text: &str, names: &BTreeMap<String, String>) -> Result<Vec<Vec<St
         .collect()
 }
 
-/// One pass over every item, and the headers of the transactions the pass before found holding them, read during it.
+/// One pass over every item, and the headers of the transactions holding items: for the first pass, those it found,
+/// read after it ended; for each later one, those the pass before found, read during it.
 struct Pass {
     items: Vec<Option<Item>>,
     headers: HashMap<String, Option<Header>>,
@@ -289,6 +294,9 @@ impl Pass {
 /// Reads `gets` as one snapshot (see the module's documentation).
 pub async fn read(store: &Store, m: &Meter, gets: &[Get]) -> Result<Snapshot, TxError> {
     let mut before = pass(store, m, gets, &[]).await?;
+    // The headers of the transactions holding items, read after the first pass ends and before the second starts: a
+    // holder committed then settles its items at the second pass.
+    before.headers = headers(store, m, &before.holders()).await?;
     let mut passes = 1;
     loop {
         let now = pass(store, m, gets, &before.holders()).await?;
@@ -344,14 +352,7 @@ async fn pass(store: &Store, m: &Meter, gets: &[Get], holders: &[String]) -> Res
     }))
     .buffer_unordered(store.cfg.concurrency.max(1))
     .collect::<Vec<_>>();
-    let headers = futures::future::join_all(holders.iter().map(|id| async move {
-        match records::read_header(store, m, id).await {
-            Ok(h) => Ok((id.clone(), Some(h))),
-            Err(TxError::NotFound(_)) => Ok((id.clone(), None)),
-            Err(e) => Err(e),
-        }
-    }));
-    let (reads, headers) = futures::join!(reads, headers);
+    let (reads, headers) = futures::join!(reads, headers(store, m, holders));
     let mut items = vec![None; gets.len()];
     for read in reads {
         let (table, chunk, found) = read?;
@@ -364,7 +365,21 @@ async fn pass(store: &Store, m: &Meter, gets: &[Get], holders: &[String]) -> Res
             }
         }
     }
-    Ok(Pass { items, headers: headers.into_iter().collect::<Result<_, _>>()? })
+    Ok(Pass { items, headers: headers? })
+}
+
+/// The header of each of `holders`, all read at once (`None`: its records have expired).
+async fn headers(store: &Store, m: &Meter, holders: &[String]) -> Result<HashMap<String, Option<Header>>, TxError> {
+    futures::future::join_all(holders.iter().map(|id| async move {
+        match records::read_header(store, m, id).await {
+            Ok(h) => Ok((id.clone(), Some(h))),
+            Err(TxError::NotFound(_)) => Ok((id.clone(), None)),
+            Err(e) => Err(e),
+        }
+    }))
+    .await
+    .into_iter()
+    .collect()
 }
 
 /// An item a committed holder has not applied yet: its index, the item, and the item as it was before the holder.
