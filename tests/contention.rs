@@ -669,6 +669,61 @@ async fn a_lock_left_by_a_late_worker_of_an_earlier_attempt_is_let_go() {
     env.assert_clean().await;
 }
 
+/// Every lock a lock run meets that was left by one ended attempt is cleared in one step: a transaction meeting 30
+/// items a late worker of another's first attempt locked, first while that one runs its second attempt and then after
+/// it has finished, goes through its lock phase in one Lock call of two steps (one clears, one locks), not one step a
+/// lock (which took a younger waiter past its `LockWaitSeconds`).
+#[tokio::test]
+async fn an_ended_attempts_locks_are_all_cleared_in_one_step() {
+    let env = Env::new("leftovers").await;
+    let pks = keys("m", 30);
+    seed(&env, &pks).await;
+    let ids = begin_in_order(&env, &[adds(&env, &pks[..1], 1, None), adds(&env, &pks, 10, None)]).await;
+    let (older, retried) = (&ids[0], &ids[1]);
+    assert_eq!(lock::lock(&env.store, retried, 0).await.unwrap().outcome, Outcome::Done);
+    wound(&env, retried, older, "m000").await;
+    let coord = Coordinator::new(env.store.clone());
+    coord.drive(older).await.expect("the older one commits");
+    let attempt = || async { records::read_header(&env.store, &Meter::default(), retried).await.unwrap().attempt };
+    let first = attempt().await;
+    dynamo_saga::phase::retry::retry(&env.store, retried).await.unwrap();
+    assert_eq!(attempt().await, first + 1, "the second attempt has started");
+    // The first attempt's lock value is the id itself (see records::owner).
+    let plant = |pk: String| {
+        env.client
+            .update_item()
+            .table_name(&env.a)
+            .key("pk", aws_sdk_dynamodb::types::AttributeValue::S(pk))
+            .update_expression("SET #l = :t")
+            .expression_attribute_names("#l", dynamo_saga::constants::ATTR_LOCK)
+            .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::S(retried.clone()))
+            .send()
+    };
+    let two_steps = || Budget { until: Instant::now() + Duration::from_secs(50), max_steps: 2 };
+    let mut newer = Vec::new();
+    for finished in [false, true] {
+        if finished {
+            coord.drive(retried).await.expect("the second attempt commits");
+        }
+        for pk in &pks {
+            plant(pk.clone()).await.unwrap();
+        }
+        let id = begin::begin(&env.store, &adds(&env, &pks, 100, None)).await.unwrap().transaction_id;
+        let out = handle(&env.store, Phase::Lock, &json!({"TransactionId": id}), two_steps()).await.unwrap();
+        assert_ne!(out.step, "Lock", "30 locks of one ended attempt, finished: {finished}: {out:?}");
+        assert_eq!(out.state, TxState::Pending, "{out:?}");
+        coord.drive(&id).await.expect("it commits");
+        newer.push(id);
+    }
+    coord.drive(retried).await.expect("the retried transaction ends");
+    assert_eq!(state_of(&env, retried).await, TxState::Committed);
+    assert_eq!(n_of(&env, "m000").await, 211);
+    for pk in &pks[1..] {
+        assert_eq!(n_of(&env, pk).await, 210, "{pk}");
+    }
+    env.assert_clean().await;
+}
+
 /// Retries keep the first attempt's age: a transaction rolled back by an older one, and waiting for it, then meets a
 /// newer transaction holding its other item; being older, it rolls that one back rather than queueing behind it, and
 /// commits. The newer one then tries again and commits too. A retried transaction is never starved by newcomers.

@@ -277,9 +277,11 @@ impl Driver {
     ) -> Result<Resolution, TxError> {
         let mut changed = false;
         let mut seen = std::collections::HashSet::from([first.holder.clone()]);
-        for c in others {
+        for (i, c) in others.iter().enumerate() {
             if seen.insert(c.holder.clone()) {
-                changed |= Box::pin(self.resolve(me, c, &[], None, help_budget)).await? == Resolution::Retry;
+                // The holder's other contentions go with it: an ended attempt's locks are all cleared at once.
+                let same: Vec<Contention> = others[i + 1..].iter().filter(|o| o.holder == c.holder).cloned().collect();
+                changed |= Box::pin(self.resolve(me, c, &same, None, help_budget)).await? == Resolution::Retry;
             }
         }
         match Box::pin(self.resolve(me, first, others, prev, help_budget)).await? {
@@ -289,9 +291,10 @@ impl Driver {
     }
 
     /// Resolves one contention met by transaction `me`; `others` are the other contentions of the same lock run, named
-    /// with it when the wait is given up. `prev` is what the previous attempt saw (the state machine carries it
-    /// between Lambda calls in `Contention`). Helping another transaction to its end is bounded by `help_budget` when
-    /// given; stopping it half-way is safe, as every phase is.
+    /// with it when the wait is given up, and cleared with it when they carry the same ended attempt's lock. `prev` is
+    /// what the previous attempt saw (the state machine carries it between Lambda calls in `Contention`). Helping
+    /// another transaction to its end is bounded by `help_budget` when given; stopping it half-way is safe, as every
+    /// phase is.
     pub async fn resolve(
         &self,
         me: &Header,
@@ -305,7 +308,7 @@ impl Driver {
         let (holder_id, holder_attempt) = records::parse_owner(&c.holder);
         if holder_id == me.id {
             // A lock an earlier attempt of ours left behind.
-            return self.break_lock(me, c).await.map(|_| Resolution::Retry);
+            return self.break_locks(me, c, others).await;
         }
         let holder = match records::read_header(s, &m, holder_id).await {
             Ok(h) => Some(h),
@@ -325,11 +328,13 @@ impl Driver {
         match holder {
             // A lock left by a transaction that has ended (or whose records have expired), or by an attempt that was
             // followed by another: nobody will release it.
-            Some(ref h) if h.finished() => return self.break_lock(me, c).await.map(|_| Resolution::Retry),
-            None if c.action.is_some() => return self.break_lock(me, c).await.map(|_| Resolution::Retry),
-            Some(ref h) if c.locked && h.attempt != holder_attempt => {
-                return self.break_lock(me, c).await.map(|_| Resolution::Retry)
+            Some(ref h) if h.finished() => return self.break_locks(me, c, others).await,
+            None if c.action.is_some() => {
+                // Its items' locks only: a parent lock whose holder has no header may be held outside this protocol.
+                let items: Vec<Contention> = others.iter().filter(|o| o.action.is_some()).cloned().collect();
+                return self.break_locks(me, c, &items).await;
             }
+            Some(ref h) if c.locked && h.attempt != holder_attempt => return self.break_locks(me, c, others).await,
             Some(ref h) if awaits_retry(h) => {
                 let (version, lease_ms) = watched.unwrap_or_default();
                 if stalled(prev, &c.holder, version, lease_ms, now) {
@@ -525,12 +530,23 @@ impl Driver {
         r.map(|_| ())
     }
 
-    /// Clears a lock whose attempt has ended: an item lock is released like a rollback would, a parent lock
+    /// Clears the lock `c` met, whose attempt has ended, and every other lock of the run that carries the same lock
+    /// value (in `others`): an attempt that ended with many items locked costs the run one retry, not one a lock.
+    async fn break_locks(&self, me: &Header, c: &Contention, others: &[Contention]) -> Result<Resolution, TxError> {
+        let same: Vec<&Contention> = std::iter::once(c).chain(others.iter().filter(|o| o.holder == c.holder)).collect();
+        let locks = same.len();
+        warn!(tx_id = %me.id, holder = %c.holder, item = %c.item, locks, "clearing locks left by an ended attempt");
+        for chunk in same.chunks(self.store.cfg.concurrency.max(1)) {
+            futures::future::try_join_all(chunk.iter().map(|c| self.break_lock(me, c))).await?;
+        }
+        Ok(Resolution::Retry)
+    }
+
+    /// Clears one lock whose attempt has ended: an item lock is released like a rollback would, a parent lock
     /// removed, each only while it still holds that lock value.
     async fn break_lock(&self, me: &Header, c: &Contention) -> Result<(), TxError> {
         let s = &self.store;
         let m = Meter::default();
-        warn!(tx_id = %me.id, holder = %c.holder, item = %c.item, "clearing a lock left by an ended attempt");
         match (&c.key, c.action, &me.parent) {
             (Some((table, key)), _, _) => {
                 crate::protocol::unlock::release_key(s, &m, &c.holder, table, key, Release::Keep, None)
