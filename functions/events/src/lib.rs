@@ -15,13 +15,13 @@
 //! invocation, which Lambda retries; after its last retry Lambda sends the event to the same queue with its own
 //! attributes (`RequestID`, `ErrorCode`, `ErrorMessage`).
 
-use aws_lambda_events::eventbridge::EventBridgeEvent;
 use aws_sdk_sqs::types::MessageAttributeValue;
 use dynamo_saga::entitlements::{self, Caller, Entitlements};
 use dynamo_saga::sweeper::StateMachine;
 use dynamo_saga::{start, Store, TxError};
 use lambda_runtime::{service_fn, Diagnostic, LambdaEvent};
 use saga_lambda::{Error, PhaseError};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 /// The queue refused events go to.
@@ -38,6 +38,27 @@ struct Events {
     queue_url: String,
 }
 
+/// What this function reads of an EventBridge event (its structure:
+/// <https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-events-structure.html>): who sent it, its id and the
+/// request. An event without `detail-type`, `source` or `detail` is not one.
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct Event {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(rename = "detail-type")]
+    _detail_type: String,
+    source: String,
+    #[serde(default)]
+    account: Option<String>,
+    detail: Value,
+}
+
+/// `event` as an EventBridge event, or why it is not one.
+fn parse(event: &Value) -> Result<Event, TxError> {
+    serde_json::from_value(event.clone()).map_err(|e| TxError::invalid(None, format!("not an EventBridge event: {e}")))
+}
+
 /// Whether retrying the same event could end otherwise: for these, never.
 fn refused_for_good(e: &TxError) -> bool {
     matches!(e, TxError::Validation(_) | TxError::AccessDenied(_) | TxError::NotFound(_) | TxError::UnknownFormat(_))
@@ -45,8 +66,7 @@ fn refused_for_good(e: &TxError) -> bool {
 
 /// Starts the request of `event`, or says why it cannot be.
 async fn start_event(ev: &Events, event: &Value) -> Result<start::Started, TxError> {
-    let parsed: EventBridgeEvent<Value> = serde_json::from_value(event.clone())
-        .map_err(|e| TxError::invalid(None, format!("not an EventBridge event: {e}")))?;
+    let parsed = parse(event)?;
     let account = parsed.account.as_deref().unwrap_or("");
     entitlements::check_request(
         ev.entitlements.as_ref(),
@@ -130,4 +150,35 @@ pub async fn run() -> Result<(), Error> {
         handle(ev, event).await.map_err(Diagnostic::from)
     }))
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sample_event_gives_its_sender_id_and_request() {
+        let sample: Value = serde_json::from_str(include_str!("../../../events/eventbridge-transaction.json")).unwrap();
+        let e = parse(&sample).unwrap();
+        assert_eq!(e.source, sample["source"].as_str().unwrap());
+        assert_eq!(e.account.as_deref(), sample["account"].as_str());
+        assert_eq!(e.id.as_deref(), sample["id"].as_str());
+        assert_eq!(e.detail, sample["detail"]);
+    }
+
+    #[test]
+    fn an_event_without_its_type_sender_or_detail_is_not_one() {
+        let sample: Value = serde_json::from_str(include_str!("../../../events/eventbridge-transaction.json")).unwrap();
+        for field in ["detail-type", "source", "detail"] {
+            let mut event = sample.clone();
+            event.as_object_mut().unwrap().remove(field);
+            let e = parse(&event).err().unwrap_or_else(|| panic!("{field} missing: parsed"));
+            assert!(matches!(e, TxError::Validation(_)), "{field}: {e:?}");
+            assert!(e.to_string().contains("not an EventBridge event") && e.to_string().contains(field), "{e}");
+        }
+        let mut event = sample;
+        event.as_object_mut().unwrap().retain(|k, _| ["detail-type", "source", "detail"].contains(&k.as_str()));
+        let e = parse(&event).unwrap();
+        assert_eq!((e.id, e.account), (None, None), "id and account are optional");
+    }
 }
