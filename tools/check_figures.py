@@ -646,7 +646,7 @@ def report_figures(report):
 
 
 def write_report(out, raw_lines, commit, date, seconds, name, iam_calls=None, iam_output=None, artifacts=None,
-                 steps=None):
+                 steps=None, cpu=None):
     lines = split_lines(raw_lines)
     text = [f"# Test report: commit {commit}, {date} UTC, {seconds:,} s ({name})", "",
             "What one run measured, written by `tools/test.sh` (`.local/test-report.md`) and published with "
@@ -697,9 +697,41 @@ def write_report(out, raw_lines, commit, date, seconds, name, iam_calls=None, ia
                         f"| {label} | {secs:,} | {busy:,} | - |")
         wall, busy = sum(s[1] for s in main), sum(s[2] for s in main)
         text.append(f"| all steps | {wall:,} | {busy:,} | {busy / max(wall, 1) / cores:.0%} |")
+    if steps and cpu:
+        text += cpu_table(steps, cpu)
     with open(out, "w", encoding="utf-8") as fh:
         fh.write("\n".join(text) + "\n")
     return lines
+
+
+def cpu_table(steps, cpu):
+    """The report's table of each long step's CPU seconds by kind of process. `cpu` is (samples, windows): the rows
+    tools/cpu_by_process.py wrote, and each step's (name, began, ended) as tools/steps.sh wrote them."""
+    samples, windows = cpu
+    import cpu_by_process
+    long_steps = [s for s in steps if not s[3] and s[1] >= 60]
+    rows = []
+    for name, secs, busy, _ in long_steps:
+        window = next((w for w in windows if w[0] == name), None)
+        kinds = window and cpu_by_process.between(samples, window[1], window[2])
+        if kinds is not None:
+            rows.append((name, busy, kinds))
+    if not rows:
+        return []
+    order = [k for k, _ in cpu_by_process.KINDS] + [cpu_by_process.OTHER]
+    shown = [k for k in order if any(round(r[2].get(k, 0)) > 0 for r in rows)]
+    text = ["", "## CPU by kind of process", "",
+            "The CPU seconds each kind of process spent during each step of a minute or more, by samples of every "
+            "process every 2 s (`tools/cpu_by_process.py`), steps run beside it included; \"unseen\" is the "
+            "machine's busy time no sample saw (processes that began and ended between two samples, such as a "
+            "build's compiler runs).", "",
+            "| step | busy | " + " | ".join(shown) + " | unseen |",
+            "| --- | ---: | " + " | ".join("---:" for _ in shown) + " | ---: |"]
+    for name, busy, kinds in rows:
+        seen = sum(kinds.values())
+        text.append(f"| {name} | {busy:,} | " + " | ".join(f"{round(kinds.get(k, 0)):,}" for k in shown) +
+                    f" | {max(0, round(busy - seen)):,} |")
+    return text
 
 
 # ------------------------------------------------------------------------------------------------------ the check
@@ -1148,6 +1180,16 @@ def self_test():
     results.append(ok)
     print(f"self-test: report lines run together read as apart: {'yes' if ok else 'NO'}")
 
+    # The CPU table: each long step's kinds between its start and end, what no sample saw apart, short steps left out.
+    samples = [(100, {"DynamoDB Local": 0.0}), (102, {"DynamoDB Local": 10.0, "builds": 1.0}),
+               (190, {"DynamoDB Local": 100.0, "builds": 1.0, "test processes": 50.0})]
+    table = cpu_table([("suites", 88, 170, ""), ("format", 2, 2, ""), ("lane", 80, 60, "suites")],
+                      (samples, [("format", 100, 102), ("suites", 102, 190), ("lane", 105, 185)]))
+    ok = table[-1] == "| suites | 170 | 90 | 50 | 30 |" and table[-3].startswith("| step | busy | DynamoDB Local | "
+                                                                                "test processes | unseen |")
+    results.append(ok)
+    print(f"self-test: the CPU table gives each long step's kinds and what no sample saw: {'yes' if ok else 'NO'}")
+
     if all(results):
         print(f"self-test: all {len(results)} cases as expected")
         return 0
@@ -1188,8 +1230,17 @@ def main_write_report(args):
             fields = row.split("\t")
             if len(fields) in (3, 4) and fields[1].isdigit() and fields[2].isdigit():
                 steps.append((fields[0], int(fields[1]), int(fields[2]), fields[3] if len(fields) == 4 else ""))
+    cpu, samples_path, windows_path = None, option(args, "--cpu-samples"), option(args, "--step-windows")
+    if samples_path and windows_path and os.path.exists(samples_path) and os.path.exists(windows_path):
+        import cpu_by_process
+        windows = []
+        for row in open(windows_path, encoding="utf-8").read().splitlines():
+            fields = row.split("\t")
+            if len(fields) == 3 and fields[1].isdigit() and fields[2].isdigit():
+                windows.append((fields[0], int(fields[1]), int(fields[2])))
+        cpu = (cpu_by_process.load(samples_path), windows)
     write_report(out, raw, commit, option(args, "--date"), int(option(args, "--seconds", "0")),
-                 option(args, "--name", "tools/test.sh"), iam_calls, iam_output, artifacts, steps)
+                 option(args, "--name", "tools/test.sh"), iam_calls, iam_output, artifacts, steps, cpu)
     rep, unknown = report_figures(parse_report(open(out, encoding="utf-8").read()))
     for u in unknown:
         print(f"check_figures: note: a report line no pattern of tools/check_figures.py reads: {u}", file=sys.stderr)

@@ -5,7 +5,8 @@
 # to (DynamoDB Local, the functions) and anything else that ran meanwhile. It returns the command's status, also where
 # `set -e` does not reach (inside `$(...)`). A step run in the background beside others (SAGA_STEP_BESIDE set to the
 # name of the step it runs beside) gets that name as a fourth field: the report shows it under that step and leaves it
-# out of the totals, whose wall time is the run's.
+# out of the totals, whose wall time is the run's. With SAGA_STEP_WINDOWS set, each step's name, start and end (epoch
+# seconds) go there too, for the CPU time of each kind of process meanwhile (tools/cpu_by_process.py).
 step() {
   local name=$1 began busy status=0
   shift
@@ -16,6 +17,10 @@ step() {
     printf '%s\t%s\t%s%s\n' "$name" "$(($(date +%s) - began))" \
       "$(awk -v a="$busy" -v b="$(busy_seconds)" 'BEGIN { printf "%.0f", b - a }')" \
       "${SAGA_STEP_BESIDE:+$(printf '\t%s' "$SAGA_STEP_BESIDE")}" >>"$SAGA_STEP_TIMES"
+  fi
+  # When it began and ended (epoch seconds), for the CPU time by kind of process (tools/cpu_by_process.py) then.
+  if [ -n "${SAGA_STEP_WINDOWS:-}" ]; then
+    printf '%s\t%s\t%s\n' "$name" "$began" "$(date +%s)" >>"$SAGA_STEP_WINDOWS"
   fi
   return "$status"
 }

@@ -11,6 +11,14 @@ started=${SAGA_RUN_STARTED:-$(date +%s)}
 export SAGA_STEP_TIMES=${SAGA_STEP_TIMES:-$root/.local/step-times.tsv}
 mkdir -p "$root/.local"
 [ -n "${SAGA_RUN_STARTED:-}" ] || : >"$SAGA_STEP_TIMES"
+# And the CPU time of each kind of process during each step (tools/cpu_by_process.py): .ci/run's samples, else this
+# run's own, sampled every 2 s until this script ends.
+if [ -z "${SAGA_CPU_SAMPLES:-}" ]; then
+  export SAGA_STEP_WINDOWS=$root/.local/step-windows.tsv SAGA_CPU_SAMPLES=$root/.local/cpu-samples.tsv
+  : >"$SAGA_STEP_WINDOWS"
+  : >"$SAGA_CPU_SAMPLES"
+  python3 tools/cpu_by_process.py sample "$SAGA_CPU_SAMPLES" --interval 2 --parent $$ &
+fi
 . tools/steps.sh
 command -v curl >/dev/null || { apt-get update -qq && apt-get install -y -qq curl >/dev/null; }
 # The local stack's tools (npm, PyPI, a JRE) are installed, and the Step Functions runner tested, in the background
@@ -135,6 +143,6 @@ python3 tools/check_figures.py write-report --out .local/test-report.md --lines 
   --commit "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" --date "$(date -u +%F)" \
   --seconds $(($(date +%s) - started)) --name "${SAGA_RUN_NAME:-tools/test.sh}" \
   --iam-log .local/iam/calls.jsonl --iam-output .local/iam/simulation.txt --artifacts .local/artifacts.json \
-  --steps "$SAGA_STEP_TIMES"
+  --steps "$SAGA_STEP_TIMES" --cpu-samples "$SAGA_CPU_SAMPLES" --step-windows "$SAGA_STEP_WINDOWS"
 echo
 echo "The report of this run: .local/test-report.md (python3 tools/check_figures.py publish-report .local/test-report.md)"
