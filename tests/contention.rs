@@ -552,6 +552,34 @@ async fn wound(env: &Env, id: &str, by: &str, item: &str) {
     }
 }
 
+/// Seeds `pks`, then begins an older transaction adding 1 to the first and a younger one adding 10 to each: the
+/// younger one's first attempt locks them all, the older one wounds it for the first item and commits. Returns the
+/// older and the younger.
+async fn wounded_after_locking(env: &Env, pks: &[String]) -> (String, String) {
+    seed(env, pks).await;
+    let ids = begin_in_order(env, &[adds(env, &pks[..1], 1, None), adds(env, pks, 10, None)]).await;
+    let (older, younger) = (ids[0].clone(), ids[1].clone());
+    assert_eq!(lock::lock(&env.store, &younger, 0).await.unwrap().outcome, Outcome::Done);
+    wound(env, &younger, &older, &pks[0]).await;
+    Coordinator::new(env.store.clone()).drive(&older).await.expect("the older one commits");
+    (older, younger)
+}
+
+/// Locks item `pk` of table `a` as a worker of `id`'s first attempt waking late would: with that attempt's lock value,
+/// the id itself (see records::owner).
+async fn lock_as_first_attempt(env: &Env, pk: &str, id: &str) {
+    env.client
+        .update_item()
+        .table_name(&env.a)
+        .key("pk", aws_sdk_dynamodb::types::AttributeValue::S(pk.into()))
+        .update_expression("SET #l = :t")
+        .expression_attribute_names("#l", dynamo_saga::constants::ATTR_LOCK)
+        .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::S(id.into()))
+        .send()
+        .await
+        .unwrap();
+}
+
 /// A wounded transaction's next attempt waits, holding nothing, for the older one to end; when that takes longer
 /// than its `LockWaitSeconds`, it gives up with `TransactionConflict` on the contended action, naming the older
 /// transaction, and its status shows both attempts.
@@ -614,12 +642,7 @@ async fn no_attempt_starts_after_the_deadline() {
 async fn the_sweeper_ends_a_transaction_whose_driver_stopped_before_another_attempt() {
     let env = Env::new("sweepretry").await;
     let pks = keys("e", 2);
-    seed(&env, &pks).await;
-    let ids = begin_in_order(&env, &[adds(&env, &pks[..1], 1, None), adds(&env, &pks, 10, None)]).await;
-    let (older, younger) = (&ids[0], &ids[1]);
-    assert_eq!(lock::lock(&env.store, younger, 0).await.unwrap().outcome, Outcome::Done);
-    wound(&env, younger, older, "e000").await;
-    Coordinator::new(env.store.clone()).drive(older).await.expect("the older one commits");
+    let (older, younger) = &wounded_after_locking(&env, &pks).await;
 
     tokio::time::sleep(Duration::from_millis(5)).await;
     let mut sweeper = dynamo_saga::sweeper::Sweeper::new(env.store.clone());
@@ -641,23 +664,8 @@ async fn the_sweeper_ends_a_transaction_whose_driver_stopped_before_another_atte
 async fn a_lock_left_by_a_late_worker_of_an_earlier_attempt_is_let_go() {
     let env = Env::new("leftover").await;
     let pks = keys("l", 3);
-    seed(&env, &pks).await;
-    let ids = begin_in_order(&env, &[adds(&env, &pks[..1], 1, None), adds(&env, &pks, 10, None)]).await;
-    let (older, younger) = (&ids[0], &ids[1]);
-    assert_eq!(lock::lock(&env.store, younger, 0).await.unwrap().outcome, Outcome::Done);
-    wound(&env, younger, older, "l000").await;
-    Coordinator::new(env.store.clone()).drive(older).await.expect("the older one commits");
-    // The first attempt's lock value is the id itself (see records::owner).
-    env.client
-        .update_item()
-        .table_name(&env.a)
-        .key("pk", aws_sdk_dynamodb::types::AttributeValue::S("l002".into()))
-        .update_expression("SET #l = :t")
-        .expression_attribute_names("#l", dynamo_saga::constants::ATTR_LOCK)
-        .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::S(younger.clone()))
-        .send()
-        .await
-        .unwrap();
+    let (_, younger) = &wounded_after_locking(&env, &pks).await;
+    lock_as_first_attempt(&env, "l002", younger).await;
     let key = dynamo_saga::value::item_from_json(&json!({"pk": sv("l002")})).unwrap();
     let read = dynamo_saga::read::get_item(&env.store, &env.a, key, dynamo_saga::read::Isolation::Committed)
         .await
@@ -677,28 +685,12 @@ async fn a_lock_left_by_a_late_worker_of_an_earlier_attempt_is_let_go() {
 async fn an_ended_attempts_locks_are_all_cleared_in_one_step() {
     let env = Env::new("leftovers").await;
     let pks = keys("m", 30);
-    seed(&env, &pks).await;
-    let ids = begin_in_order(&env, &[adds(&env, &pks[..1], 1, None), adds(&env, &pks, 10, None)]).await;
-    let (older, retried) = (&ids[0], &ids[1]);
-    assert_eq!(lock::lock(&env.store, retried, 0).await.unwrap().outcome, Outcome::Done);
-    wound(&env, retried, older, "m000").await;
+    let (_, retried) = &wounded_after_locking(&env, &pks).await;
     let coord = Coordinator::new(env.store.clone());
-    coord.drive(older).await.expect("the older one commits");
     let attempt = || async { records::read_header(&env.store, &Meter::default(), retried).await.unwrap().attempt };
     let first = attempt().await;
     dynamo_saga::phase::retry::retry(&env.store, retried).await.unwrap();
     assert_eq!(attempt().await, first + 1, "the second attempt has started");
-    // The first attempt's lock value is the id itself (see records::owner).
-    let plant = |pk: String| {
-        env.client
-            .update_item()
-            .table_name(&env.a)
-            .key("pk", aws_sdk_dynamodb::types::AttributeValue::S(pk))
-            .update_expression("SET #l = :t")
-            .expression_attribute_names("#l", dynamo_saga::constants::ATTR_LOCK)
-            .expression_attribute_values(":t", aws_sdk_dynamodb::types::AttributeValue::S(retried.clone()))
-            .send()
-    };
     let two_steps = || Budget { until: Instant::now() + Duration::from_secs(50), max_steps: 2 };
     let mut newer = Vec::new();
     for finished in [false, true] {
@@ -706,7 +698,7 @@ async fn an_ended_attempts_locks_are_all_cleared_in_one_step() {
             coord.drive(retried).await.expect("the second attempt commits");
         }
         for pk in &pks {
-            plant(pk.clone()).await.unwrap();
+            lock_as_first_attempt(&env, pk, retried).await;
         }
         let id = begin::begin(&env.store, &adds(&env, &pks, 100, None)).await.unwrap().transaction_id;
         let out = handle(&env.store, Phase::Lock, &json!({"TransactionId": id}), two_steps()).await.unwrap();
