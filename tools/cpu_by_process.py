@@ -63,17 +63,19 @@ def read_processes(hz):
 
 def sample(out, interval, parent):
     hz = os.sysconf("SC_CLK_TCK")
-    baseline = {key: cpu for key, (_, cpu) in read_processes(hz).items()}
-    seen = {}
+    # Each process's CPU seconds when last sampled, from its time before sampling began; its time since goes to the
+    # kind its command line says at each sample (`cargo run` execs the program it runs, which then is another kind).
+    last = {key: cpu for key, (_, cpu) in read_processes(hz).items()}
+    totals = {}
     while True:
-        for key, (args, cpu) in read_processes(hz).items():
+        now = read_processes(hz)
+        for key, (args, cpu) in now.items():
             if key[0] == os.getpid():
                 continue
-            kind = seen[key][0] if key in seen else kind_of(args)
-            seen[key] = (kind, cpu - baseline.get(key, 0.0))
-        totals = {}
-        for kind, cpu in seen.values():
-            totals[kind] = totals.get(kind, 0.0) + cpu
+            kind = kind_of(args)
+            totals[kind] = totals.get(kind, 0.0) + cpu - last.get(key, 0.0)
+            last[key] = cpu
+        last = {key: cpu for key, cpu in last.items() if key in now}
         with open(out, "a", encoding="utf-8") as fh:
             fh.write(f"{time.time():.0f}\t{json.dumps({k: round(v, 1) for k, v in sorted(totals.items())})}\n")
         try:
