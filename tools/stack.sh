@@ -183,7 +183,10 @@ EOF
   AWS_REGION=$region AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_ENDPOINT_URL_DYNAMODB=$ddb \
     target/debug/dynamo-saga --table "${SAGA_TABLE:-saga-transactions}" create-table --no-ttl >/dev/null
   local profile; set_profile
-  PATH="$venv/bin:$PATH" nohup "$venv/bin/cargo-lambda" lambda watch --ignore-changes -q "${profile[@]}" \
+  # The watcher runs each function instance as CARGO says: tools/run-built.sh executes the binary just built, where
+  # `cargo run` would first check the whole workspace again.
+  SAGA_CARGO=$(command -v cargo) CARGO=$root/tools/run-built.sh \
+    PATH="$venv/bin:$PATH" nohup "$venv/bin/cargo-lambda" lambda watch --ignore-changes -q "${profile[@]}" \
     --invoke-address 127.0.0.1 --invoke-port "$lambda_port" --concurrency 32 --env-file "$dir/functions.env" \
     >"$dir/lambda.log" 2>&1 &
   echo $! >"$dir/lambda.pid"
