@@ -50,6 +50,8 @@ import sys
 import tempfile
 from decimal import Decimal
 
+import cpu_by_process
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH_JSON = "docs/benchmarks.json"
 REPORT_MD = "docs/test-report.md"
@@ -708,7 +710,6 @@ def cpu_table(steps, cpu):
     """The report's table of each long step's CPU seconds by kind of process. `cpu` is (samples, windows): the rows
     tools/cpu_by_process.py wrote, and each step's (name, began, ended) as tools/steps.sh wrote them."""
     samples, windows = cpu
-    import cpu_by_process
     long_steps = [s for s in steps if not s[3] and s[1] >= 60]
     rows = []
     for name, secs, busy, _ in long_steps:
@@ -1232,13 +1233,7 @@ def main_write_report(args):
                 steps.append((fields[0], int(fields[1]), int(fields[2]), fields[3] if len(fields) == 4 else ""))
     cpu, samples_path, windows_path = None, option(args, "--cpu-samples"), option(args, "--step-windows")
     if samples_path and windows_path and os.path.exists(samples_path) and os.path.exists(windows_path):
-        import cpu_by_process
-        windows = []
-        for row in open(windows_path, encoding="utf-8").read().splitlines():
-            fields = row.split("\t")
-            if len(fields) == 3 and fields[1].isdigit() and fields[2].isdigit():
-                windows.append((fields[0], int(fields[1]), int(fields[2])))
-        cpu = (cpu_by_process.load(samples_path), windows)
+        cpu = (cpu_by_process.load(samples_path), cpu_by_process.load_windows(windows_path))
     write_report(out, raw, commit, option(args, "--date"), int(option(args, "--seconds", "0")),
                  option(args, "--name", "tools/test.sh"), iam_calls, iam_output, artifacts, steps, cpu)
     rep, unknown = report_figures(parse_report(open(out, encoding="utf-8").read()))

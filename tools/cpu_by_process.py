@@ -97,6 +97,16 @@ def load(path):
     return rows
 
 
+def load_windows(path):
+    """[(step, began, ended)] from the file tools/steps.sh writes to SAGA_STEP_WINDOWS."""
+    windows = []
+    for row in open(path, encoding="utf-8").read().splitlines():
+        fields = row.split("\t")
+        if len(fields) == 3 and fields[1].isdigit() and fields[2].isdigit():
+            windows.append((fields[0], int(fields[1]), int(fields[2])))
+    return windows
+
+
 def between(rows, began, ended):
     """Each kind's CPU seconds from the last sample at or before `began` to the first at or after `ended`."""
     before = [r for r in rows if r[0] <= began]
@@ -119,6 +129,11 @@ def self_test():
     assert between(rows, 11, 14) == {"a": 6.0, "b": 1.0}, between(rows, 11, 14)
     assert between(rows, 12, 12) == {}
     assert between(rows, 9, 14) is None and between(rows, 11, 16) is None
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".tsv", delete=False) as fh:
+        fh.write("crate\t100\t253\nbroken line\nsuites\t300\t2086\n")
+    assert load_windows(fh.name) == [("crate", 100, 253), ("suites", 300, 2086)], load_windows(fh.name)
+    os.unlink(fh.name)
     me = read_processes(os.sysconf("SC_CLK_TCK"))
     assert any(k[0] == os.getpid() for k in me), "this process is read"
     print("cpu-by-process: self-test passed")

@@ -41,3 +41,14 @@ joined() {
   cat "$log"
   [ "$(cat "$status_file")" = 0 ] || { echo "$title: failed ($log)" >&2; return 1; }
 }
+
+# `sample_cpu DIR`: unless this run's samples are already being taken (SAGA_CPU_SAMPLES set), samples the CPU time of
+# each kind of process every 2 s into DIR/cpu-samples.tsv until the calling script ends (tools/cpu_by_process.py), and
+# has `step` write each step's start and end to DIR/step-windows.tsv: the report's table of what the steps spend.
+sample_cpu() {
+  [ -z "${SAGA_CPU_SAMPLES:-}" ] || return 0
+  export SAGA_STEP_WINDOWS=$1/step-windows.tsv SAGA_CPU_SAMPLES=$1/cpu-samples.tsv
+  : >"$SAGA_STEP_WINDOWS"
+  : >"$SAGA_CPU_SAMPLES"
+  python3 tools/cpu_by_process.py sample "$SAGA_CPU_SAMPLES" --interval 2 --parent $$ &
+}

@@ -11,15 +11,9 @@ started=${SAGA_RUN_STARTED:-$(date +%s)}
 export SAGA_STEP_TIMES=${SAGA_STEP_TIMES:-$root/.local/step-times.tsv}
 mkdir -p "$root/.local"
 [ -n "${SAGA_RUN_STARTED:-}" ] || : >"$SAGA_STEP_TIMES"
-# And the CPU time of each kind of process during each step (tools/cpu_by_process.py): .ci/run's samples, else this
-# run's own, sampled every 2 s until this script ends.
-if [ -z "${SAGA_CPU_SAMPLES:-}" ]; then
-  export SAGA_STEP_WINDOWS=$root/.local/step-windows.tsv SAGA_CPU_SAMPLES=$root/.local/cpu-samples.tsv
-  : >"$SAGA_STEP_WINDOWS"
-  : >"$SAGA_CPU_SAMPLES"
-  python3 tools/cpu_by_process.py sample "$SAGA_CPU_SAMPLES" --interval 2 --parent $$ &
-fi
 . tools/steps.sh
+# And the CPU time of each kind of process during each step: .ci/run's samples, else this run's own.
+sample_cpu "$root/.local"
 command -v curl >/dev/null || { apt-get update -qq && apt-get install -y -qq curl >/dev/null; }
 # The local stack's tools (npm, PyPI, a JRE) are installed, and the Step Functions runner tested, in the background
 # beside the tests' build, which uses no tool of theirs; the run waits for both before the stack starts. So are the
