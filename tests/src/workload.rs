@@ -25,7 +25,7 @@ pub async fn seed_mixed(env: &Env, tag: &str, n: usize) {
             _ => {}
         }
     }
-    futures::future::join_all(items.into_iter().map(|(t, it)| async move { env.put(&t, it).await })).await;
+    env.put_many(items).await;
 }
 
 /// `n` actions: inserts guarded by `attribute_not_exists`, conditional updates with an `ADD` counter, conditional
@@ -53,23 +53,24 @@ pub fn mixed(env: &Env, tag: &str, n: usize) -> Value {
 
 /// Checks the state [`mixed`] leaves when it committed.
 pub async fn assert_mixed_committed(env: &Env, tag: &str, n: usize) {
-    for i in 0..n {
+    let keys: Vec<(String, Value)> = (0..n)
+        .map(|i| match kind(i) {
+            "Put" => (env.a.clone(), json!({"pk": sv(&format!("{tag}-new-{i}"))})),
+            "Update" => (env.b.clone(), json!({"pk": sv(&format!("{tag}-acct")), "sk": nv(i as i64)})),
+            "Delete" => (env.a.clone(), json!({"pk": sv(&format!("{tag}-del-{i}"))})),
+            _ => (env.a.clone(), json!({"pk": sv(&format!("{tag}-chk-{i}"))})),
+        })
+        .collect();
+    for (i, it) in env.get_many(&keys).await.into_iter().enumerate() {
         match kind(i) {
-            "Put" => {
-                let it = env.get(&env.a, json!({"pk": sv(&format!("{tag}-new-{i}"))})).await.expect("inserted item");
-                assert_eq!(it["note"], sv("inserted"));
-            }
+            "Put" => assert_eq!(it.expect("inserted item")["note"], sv("inserted")),
             "Update" => {
-                let it = env.get(&env.b, json!({"pk": sv(&format!("{tag}-acct")), "sk": nv(i as i64)})).await.unwrap();
+                let it = it.unwrap();
                 assert_eq!(it["v"], nv(7), "update {i} applied once");
                 assert_eq!(it["cnt"], nv(1), "ADD applied exactly once at {i}");
             }
-            "Delete" => {
-                assert!(env.get(&env.a, json!({"pk": sv(&format!("{tag}-del-{i}"))})).await.is_none(), "delete {i}")
-            }
-            _ => {
-                assert!(env.get(&env.a, json!({"pk": sv(&format!("{tag}-chk-{i}"))})).await.is_some(), "check {i} kept")
-            }
+            "Delete" => assert!(it.is_none(), "delete {i}"),
+            _ => assert!(it.is_some(), "check {i} kept"),
         }
     }
 }
@@ -119,9 +120,11 @@ pub fn tombstones(env: &Env, tag: &str, n: usize) -> Value {
 
 /// Checks the state [`tombstones`] leaves when transaction `tx` committed.
 pub async fn assert_tombstones_committed(env: &Env, tag: &str, n: usize, tx: &str) {
-    for i in 0..n {
+    let keys: Vec<(String, Value)> =
+        (0..n).map(|i| (env.a.clone(), json!({"pk": sv(&format!("{tag}-t{i}"))}))).collect();
+    for (i, it) in env.get_many(&keys).await.into_iter().enumerate() {
         let pk = format!("{tag}-t{i}");
-        let it = env.get(&env.a, json!({"pk": sv(&pk)})).await.expect("every position keeps an item");
+        let it = it.expect("every position keeps an item");
         match i % 5 {
             0 => {
                 assert_eq!(it, json!({"pk": sv(&pk), "ts": nv(200), "v": sv("back")}), "insert over a tombstone at {i}")
