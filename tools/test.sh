@@ -96,24 +96,19 @@ echo 1 >"$mrsc_status"
       step "MRSC mode: stack suites" \
         cargo test --workspace --test e2e --test events --test sweeper --test cli -- --test-threads 4) || status=$?
   fi
-  # Two of the suites themselves (not in MRSC mode), at this lane's end: without them the lane ended about three minutes
-  # before the suites, whose tail then left a core partly idle.
-  step "suites: parity and refusals" env -u SAGA_TEST_MULTI_REGION \
-    cargo test --workspace --test parity --test refusals -- --test-threads 4 || status=$?
   echo "$status" >"$mrsc_status"
 ) >"$mrsc_log" 2>&1 &
 mrsc_lane=$!
-# The suites are every test `cargo test --workspace` runs but the two the MRSC lane runs at its end (parity, refusals),
-# tests/snapshot.rs first: its read at each of a 1,000-update transaction's 2,037 stops is a read and a write one after
-# the other, about one core for minutes. Run first, that overlaps the MRSC lane's busiest suites; in cargo's order (by
-# name) it came last and ran alone, the lane done, with a core idle. Then the other targets of the workspace (cargo
-# metadata), and the doc tests.
+# The suites are every test `cargo test --workspace` runs, tests/snapshot.rs first: its read at each of a 1,000-update
+# transaction's 2,037 stops is a read and a write one after the other, about one core for minutes. Run first, that
+# overlaps the MRSC lane's busiest suites; in cargo's order (by name) it came last and ran alone, the lane done, with a
+# core idle. Then the other targets of the workspace (cargo metadata), and the doc tests.
 other_tests() {
   cargo metadata --no-deps --format-version 1 | python3 -c '
 import json, sys
 for p in json.load(sys.stdin)["packages"]:
     for t in p["targets"]:
-        if t["kind"] == ["test"] and t["name"] not in ("snapshot", "parity", "refusals"):
+        if t["kind"] == ["test"] and t["name"] != "snapshot":
             print("--test", t["name"])'
 }
 suites() {
